@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/magnetar-dev/magnetar/dataplane/bookie"
+	"github.com/magnetar-dev/magnetar/dataplane/bookie/storage"
+	"github.com/magnetar-dev/magnetar/dataplane/metadata"
+	"github.com/magnetar-dev/magnetar/dataplane/metadata/etcdstore"
+)
+
+func init() { subcommands = append(subcommands, newBookieCommand) }
+
+// bookieShutdownTimeout bounds draining connections on a signal.
+const bookieShutdownTimeout = 30 * time.Second
+
+func newBookieCommand() *cobra.Command {
+	var (
+		cfg         bookie.Config
+		metadataURL string
+		journalSync bool
+	)
+	cmd := &cobra.Command{
+		Use:   "bookie",
+		Short: "Run a bookie: a ledger storage node",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signalContext()
+			defer stop()
+			return runBookie(ctx, cfg, metadataURL, journalSync)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.DataDir, "data-dir", "./data/bookie", "directory of the ledger storage, the instance cookie and (without --metadata) the embedded metadata store")
+	f.StringVar(&cfg.ListenAddr, "listen", bookie.DefaultListenAddr, "TCP address to serve the bookie protocol on")
+	f.StringVar(&cfg.AdvertisedAddr, "advertised-address", "", "address clients dial (default: the listen address)")
+	f.StringVar(&cfg.ID, "id", "", "bookie id (default: the advertised address)")
+	f.StringVar(&cfg.Rack, "rack", "", "rack label for placement")
+	f.StringVar(&cfg.Region, "region", "", "region label for placement")
+	f.StringVar(&metadataURL, "metadata", "", "comma-separated etcd endpoints (default: an embedded etcd under <data-dir>/metadata)")
+	f.DurationVar(&cfg.SessionTTL, "session-ttl", bookie.DefaultSessionTTL, "metadata session TTL: how long after a crash the bookie's registration vanishes")
+	f.BoolVar(&journalSync, "journal-sync", true, "fsync the journal before acknowledging adds")
+	return cmd
+}
+
+func runBookie(ctx context.Context, cfg bookie.Config, metadataURL string, journalSync bool) (err error) {
+	var md metadata.Store
+	if metadataURL == "" {
+		emb, err := etcdstore.StartEmbedded(ctx, etcdstore.EmbeddedConfig{Dir: filepath.Join(cfg.DataDir, "metadata")})
+		if err != nil {
+			return fmt.Errorf("start embedded metadata store: %w", err)
+		}
+		md = emb
+	} else {
+		st, err := etcdstore.New(ctx, etcdstore.Config{Endpoints: strings.Split(metadataURL, ",")})
+		if err != nil {
+			return fmt.Errorf("connect to metadata store: %w", err)
+		}
+		md = st
+	}
+	defer func() { err = errors.Join(err, md.Close()) }()
+
+	st, err := storage.Open(storage.Config{Dir: filepath.Join(cfg.DataDir, "ledgers"), JournalNoSync: !journalSync})
+	if err != nil {
+		return fmt.Errorf("open ledger storage: %w", err)
+	}
+	defer func() { err = errors.Join(err, st.Close()) }()
+
+	srv, err := bookie.New(cfg, st, md)
+	if err != nil {
+		return err
+	}
+	if err := srv.Start(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), bookieShutdownTimeout)
+	defer cancel()
+	return srv.Shutdown(sctx)
+}

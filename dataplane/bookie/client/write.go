@@ -1,0 +1,569 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/magnetar-dev/magnetar/dataplane/bookie/wire"
+	"github.com/magnetar-dev/magnetar/dataplane/metadata"
+)
+
+// AddCallback receives the outcome of one append: the entry id on success.
+type AddCallback func(entryID int64, err error)
+
+// pendingAdd is an entry sent but not yet acknowledged to the caller.
+type pendingAdd struct {
+	entryID  int64
+	req      wire.AddRequest
+	acked    []bool // by ensemble index
+	ackCount int
+	cb       AddCallback
+}
+
+type completion struct {
+	cb      AddCallback
+	entryID int64
+	err     error
+}
+
+// WriteHandle is the single writer of an open ledger. Appends are pipelined:
+// each entry is sent at once to the Qw bookies of its write set, and is
+// acknowledged when Qa of them stored it and every earlier entry is
+// acknowledged. Callbacks run in entry order on one goroutine owned by the
+// handle; they must not block for long.
+//
+// When a bookie fails, the handle replaces it (a new fragment starting at
+// the first unacknowledged entry, recorded by compare-and-set of the
+// ledger's metadata) and re-sends the pending entries of its write sets. If
+// no replacement is available, writing continues as long as every write set
+// keeps Qa live bookies (the ensemble change is retried until it succeeds or
+// the ledger closes; the auditor re-replicates what was missed). If the
+// ledger was fenced by a recovering reader, every pending and later append
+// fails with ErrFenced: such an entry may or may not be in the ledger.
+//
+// Concurrency: mu guards all fields below it; callbacks from bookie
+// connections take mu; user callbacks never run under mu.
+type WriteHandle struct {
+	c  *Client
+	id int64
+
+	mu        sync.Mutex
+	meta      *LedgerMetadata
+	ensemble  []string
+	conns     []BookieConn
+	failed    []bool
+	nextEntry int64
+	lac       int64
+	length    int64
+	pending   []*pendingAdd
+	err       error // terminal: every later append fails with it
+	closing   bool
+	changing  bool
+	// changeDone is closed when the running ensemble-change goroutine exits.
+	changeDone chan struct{}
+	closeCh    chan struct{} // closed by Close once pending appends drained
+	closeOnce  sync.Once
+	// casInFlight holds back acknowledgements while a new fragment, which
+	// begins at LAC+1, is being recorded: the LAC must not move meanwhile.
+	casInFlight bool
+	drained     chan struct{} // closed and replaced when pending becomes empty
+
+	done     []completion
+	doneCond *sync.Cond
+	stopped  bool
+	wg       sync.WaitGroup
+	stopCh   chan struct{}
+}
+
+func newWriteHandle(ctx context.Context, c *Client, m *LedgerMetadata) (*WriteHandle, error) {
+	last := m.Fragments[len(m.Fragments)-1]
+	h := &WriteHandle{
+		c: c, id: m.ID, meta: m,
+		ensemble: append([]string(nil), last.Bookies...),
+		conns:    make([]BookieConn, m.Ensemble),
+		failed:   make([]bool, m.Ensemble),
+		lac:      -1,
+		drained:  make(chan struct{}),
+		stopCh:   make(chan struct{}),
+		closeCh:  make(chan struct{}),
+	}
+	h.doneCond = sync.NewCond(&h.mu)
+	var dialErr bool
+	for i, addr := range h.ensemble {
+		conn, err := c.cfg.Dialer.Get(ctx, addr)
+		if err != nil {
+			c.log.Warn("ledger bookie unreachable at open", "ledger", h.id, "bookie", addr, "err", err)
+			h.failed[i] = true
+			dialErr = true
+			continue
+		}
+		h.conns[i] = conn
+	}
+	h.wg.Add(1)
+	go h.deliver()
+	if dialErr {
+		h.mu.Lock()
+		h.startEnsembleChangeLocked()
+		h.mu.Unlock()
+	}
+	return h, nil
+}
+
+// ID returns the ledger id.
+func (h *WriteHandle) ID() int64 { return h.id }
+
+// LastAddConfirmed returns the highest acknowledged entry id (-1: none).
+func (h *WriteHandle) LastAddConfirmed() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.lac
+}
+
+// Metadata returns a copy of the ledger's metadata as the writer knows it.
+func (h *WriteHandle) Metadata() LedgerMetadata {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return *h.meta.clone()
+}
+
+// Append adds payload and waits for its acknowledgement.
+func (h *WriteHandle) Append(ctx context.Context, payload []byte) (int64, error) {
+	type result struct {
+		id  int64
+		err error
+	}
+	ch := make(chan result, 1)
+	h.AppendAsync(payload, func(id int64, err error) { ch <- result{id, err} })
+	select {
+	case r := <-ch:
+		return r.id, r.err
+	case <-ctx.Done():
+		return -1, ctx.Err()
+	}
+}
+
+// AppendAsync adds payload without waiting; cb is called exactly once. The
+// handle keeps payload until the entry is acknowledged: the caller must not
+// modify it.
+func (h *WriteHandle) AppendAsync(payload []byte, cb AddCallback) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.err != nil || h.closing {
+		err := h.err
+		if err == nil {
+			err = ErrLedgerClosed
+		}
+		if h.stopped {
+			// No delivery goroutine any more, and nothing left to order after.
+			h.mu.Unlock()
+			cb(-1, err)
+			h.mu.Lock()
+			return
+		}
+		h.completeLocked(cb, -1, err)
+		return
+	}
+	id := h.nextEntry
+	h.nextEntry++
+	p := &pendingAdd{
+		entryID: id,
+		req: wire.AddRequest{
+			LedgerID: h.id, EntryID: id, LAC: h.lac, Payload: payload,
+			Checksum: wire.Checksum(h.id, id, h.lac, payload),
+		},
+		acked: make([]bool, h.meta.Ensemble),
+		cb:    cb,
+	}
+	h.length += int64(len(payload))
+	h.pending = append(h.pending, p)
+	var ws [16]int
+	for _, idx := range writeSet(ws[:0], id, h.meta.Ensemble, h.meta.WriteQuorum) {
+		if !h.failed[idx] {
+			h.sendLocked(p, idx)
+		}
+	}
+	h.checkQuorumPossibleLocked()
+}
+
+// sendLocked sends p to the bookie at ensemble index idx.
+func (h *WriteHandle) sendLocked(p *pendingAdd, idx int) {
+	conn, addr, entryID := h.conns[idx], h.ensemble[idx], p.entryID
+	conn.Add(&p.req, func(err error) { h.onAddResult(idx, addr, entryID, err) })
+}
+
+// onAddResult handles one bookie's reply to an add.
+func (h *WriteHandle) onAddResult(idx int, addr string, entryID int64, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ensemble[idx] != addr {
+		return // reply from a bookie replaced since
+	}
+	if err != nil {
+		if errors.Is(err, wire.ErrFenced) {
+			h.failLocked(fmt.Errorf("%w: ledger %d", ErrFenced, h.id))
+			return
+		}
+		if !h.failed[idx] {
+			h.c.log.Warn("ledger bookie write failed", "ledger", h.id, "bookie", addr, "entry", entryID, "err", err)
+			h.failed[idx] = true
+			h.startEnsembleChangeLocked()
+		}
+		h.checkQuorumPossibleLocked()
+		return
+	}
+	first := h.lac + 1
+	if entryID < first || entryID >= first+int64(len(h.pending)) {
+		return // already completed or failed
+	}
+	p := h.pending[entryID-first]
+	if !p.acked[idx] {
+		p.acked[idx] = true
+		p.ackCount++
+	}
+	h.drainLocked()
+}
+
+// drainLocked acknowledges, in order, every head entry that has its quorum.
+func (h *WriteHandle) drainLocked() {
+	if h.casInFlight {
+		return
+	}
+	n := 0
+	for n < len(h.pending) && h.pending[n].ackCount >= h.meta.AckQuorum {
+		p := h.pending[n]
+		h.lac = p.entryID
+		h.completeLocked(p.cb, p.entryID, nil)
+		h.pending[n] = nil
+		n++
+	}
+	if n > 0 {
+		h.pending = h.pending[n:]
+		if len(h.pending) == 0 {
+			h.pending = nil
+			close(h.drained)
+			h.drained = make(chan struct{})
+		}
+	}
+}
+
+// checkQuorumPossibleLocked fails the handle if some pending entry can no
+// longer reach its ack quorum and no ensemble change is under way.
+func (h *WriteHandle) checkQuorumPossibleLocked() {
+	if h.changing || h.err != nil || len(h.pending) == 0 {
+		return
+	}
+	var ws [16]int
+	for _, p := range h.pending {
+		live := 0
+		for _, idx := range writeSet(ws[:0], p.entryID, h.meta.Ensemble, h.meta.WriteQuorum) {
+			if !h.failed[idx] || p.acked[idx] {
+				live++
+			}
+		}
+		if live < h.meta.AckQuorum {
+			h.failLocked(fmt.Errorf("%w: entry %d of ledger %d cannot reach its ack quorum", ErrNotEnoughBookies, p.entryID, h.id))
+			return
+		}
+	}
+}
+
+// failLocked makes err terminal and fails every pending entry.
+func (h *WriteHandle) failLocked(err error) {
+	if h.err == nil {
+		h.err = err
+	}
+	for _, p := range h.pending {
+		h.completeLocked(p.cb, p.entryID, h.err)
+	}
+	if len(h.pending) > 0 {
+		h.pending = nil
+		close(h.drained)
+		h.drained = make(chan struct{})
+	}
+}
+
+func (h *WriteHandle) completeLocked(cb AddCallback, id int64, err error) {
+	h.done = append(h.done, completion{cb, id, err})
+	h.doneCond.Signal()
+}
+
+// deliver runs user callbacks in order, outside mu.
+func (h *WriteHandle) deliver() {
+	defer h.wg.Done()
+	var batch []completion
+	for {
+		h.mu.Lock()
+		for len(h.done) == 0 && !h.stopped {
+			h.doneCond.Wait()
+		}
+		if len(h.done) == 0 && h.stopped {
+			h.mu.Unlock()
+			return
+		}
+		batch, h.done = h.done, batch[:0]
+		h.mu.Unlock()
+		for i, c := range batch {
+			c.cb(c.entryID, c.err)
+			batch[i] = completion{}
+		}
+	}
+}
+
+// startEnsembleChangeLocked starts the goroutine replacing failed bookies
+// unless it already runs.
+func (h *WriteHandle) startEnsembleChangeLocked() {
+	if h.changing || h.err != nil {
+		return
+	}
+	h.changing = true
+	h.changeDone = make(chan struct{})
+	h.wg.Add(1)
+	go h.ensembleChange(h.changeDone)
+}
+
+// ensembleChange replaces failed bookies until none is left, the handle
+// fails or closes. Without a replacement it retries every second while the
+// handle writes in degraded mode, and gives up after AddTimeout if an entry
+// cannot reach its quorum.
+func (h *WriteHandle) ensembleChange(done chan struct{}) {
+	defer h.wg.Done()
+	defer close(done)
+	start := time.Now()
+	progress := true
+	for {
+		if !progress {
+			select {
+			case <-h.stopCh:
+				h.mu.Lock()
+				h.changing = false
+				h.mu.Unlock()
+				return
+			case <-h.closeCh:
+				h.mu.Lock()
+				h.changing = false
+				h.mu.Unlock()
+				return
+			case <-time.After(time.Second):
+			}
+		}
+		var err error
+		progress, err = h.replaceFailed()
+		h.mu.Lock()
+		if err != nil && h.err == nil {
+			if errors.Is(err, ErrFenced) {
+				h.failLocked(err)
+			} else {
+				h.c.log.Warn("ledger ensemble change failed", "ledger", h.id, "err", err)
+			}
+		}
+		remaining := false
+		for _, f := range h.failed {
+			remaining = remaining || f
+		}
+		if !remaining || h.err != nil || (h.closing && len(h.pending) == 0) {
+			h.changing = false
+			h.checkQuorumPossibleLocked()
+			h.mu.Unlock()
+			return
+		}
+		if progress {
+			start = time.Now()
+		}
+		if time.Since(start) > h.c.cfg.AddTimeout {
+			h.changing = false
+			h.checkQuorumPossibleLocked()
+			if h.err == nil && len(h.pending) > 0 {
+				h.failLocked(fmt.Errorf("%w: ledger %d: no replacement bookie within %v", ErrNotEnoughBookies, h.id, h.c.cfg.AddTimeout))
+			}
+			// Writing continues degraded (if it can); a later failure restarts the change.
+			h.mu.Unlock()
+			return
+		}
+		h.mu.Unlock()
+	}
+}
+
+// replaceFailed runs one round of ensemble change: pick replacements for
+// the failed bookies, record the new fragment by CAS, then switch the
+// handle to it and re-send pending entries. It reports whether any bookie
+// was replaced.
+func (h *WriteHandle) replaceFailed() (bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	h.mu.Lock()
+	if h.err != nil {
+		h.mu.Unlock()
+		return false, nil
+	}
+	newEns := append([]string(nil), h.ensemble...)
+	var idxs []int
+	for i, f := range h.failed {
+		if f {
+			idxs = append(idxs, i)
+		}
+	}
+	h.mu.Unlock()
+
+	newConns := map[int]BookieConn{}
+	for _, idx := range idxs {
+		addr, err := h.c.chooseReplacement(ctx, newEns, idx)
+		if err != nil {
+			continue
+		}
+		conn, err := h.c.cfg.Dialer.Get(ctx, addr)
+		if err != nil {
+			continue
+		}
+		newEns[idx] = addr
+		newConns[idx] = conn
+	}
+	if len(newConns) == 0 {
+		return false, nil
+	}
+
+	h.mu.Lock()
+	if h.err != nil {
+		h.mu.Unlock()
+		return false, nil
+	}
+	h.casInFlight = true
+	m := h.meta.clone()
+	first := h.lac + 1
+	if last := &m.Fragments[len(m.Fragments)-1]; last.FirstEntry >= first {
+		last.Bookies = newEns // nothing acknowledged in it yet: replace in place
+	} else {
+		m.Fragments = append(m.Fragments, Fragment{FirstEntry: first, Bookies: newEns})
+	}
+	h.mu.Unlock()
+
+	// Only this writer changes an OPEN ledger's metadata; acknowledgements
+	// wait (casInFlight) so the new fragment's first entry stays LAC+1.
+	if err := h.casFragment(ctx, m); err != nil {
+		h.mu.Lock()
+		h.casInFlight = false
+		h.drainLocked()
+		h.mu.Unlock()
+		return false, err
+	}
+
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.casInFlight = false
+	defer h.drainLocked()
+	h.meta = m
+	for idx, conn := range newConns {
+		h.c.log.Info("ledger ensemble changed", "ledger", h.id, "index", idx, "old", h.ensemble[idx], "new", newEns[idx])
+		h.ensemble[idx] = newEns[idx]
+		h.conns[idx] = conn
+		h.failed[idx] = false
+		for _, p := range h.pending {
+			if !inWriteSet(idx, p.entryID, m.Ensemble, m.WriteQuorum) {
+				continue
+			}
+			if p.acked[idx] {
+				p.acked[idx] = false
+				p.ackCount--
+			}
+			h.sendLocked(p, idx)
+		}
+	}
+	return true, nil
+}
+
+// casFragment records m, retrying over version races as long as the ledger
+// is still OPEN.
+func (h *WriteHandle) casFragment(ctx context.Context, m *LedgerMetadata) error {
+	for {
+		err := h.c.meta.cas(ctx, m)
+		if !errors.Is(err, metadata.ErrBadVersion) {
+			return err
+		}
+		cur, rerr := h.c.meta.read(ctx, h.id)
+		if rerr != nil {
+			return rerr
+		}
+		if cur.State != StateOpen {
+			return fmt.Errorf("%w: ledger %d is %s", ErrFenced, h.id, cur.State)
+		}
+		m.version = cur.Version()
+	}
+}
+
+// Close waits for pending appends, then records the ledger CLOSED with its
+// last acknowledged entry. Appends after Close fail with ErrLedgerClosed.
+func (h *WriteHandle) Close(ctx context.Context) error {
+	h.mu.Lock()
+	h.closing = true
+	for len(h.pending) > 0 && h.err == nil {
+		ch := h.drained
+		h.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			h.mu.Lock()
+			h.failLocked(ErrLedgerClosed)
+			h.mu.Unlock()
+			h.stop()
+			return ctx.Err()
+		}
+		h.mu.Lock()
+	}
+	// Let a running ensemble change finish its round: the close record
+	// must carry every fragment it recorded.
+	h.closeOnce.Do(func() { close(h.closeCh) })
+	changeDone := h.changeDone
+	h.mu.Unlock()
+	if changeDone != nil {
+		<-changeDone
+	}
+	h.mu.Lock()
+	herr, lac, length := h.err, h.lac, h.length
+	m := h.meta.clone()
+	h.mu.Unlock()
+	defer h.stop()
+	if errors.Is(herr, ErrFenced) {
+		return herr
+	}
+
+	m.State, m.LastEntry, m.Length = StateClosed, lac, length
+	for {
+		err := h.c.meta.cas(ctx, m)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, metadata.ErrBadVersion) {
+			return err
+		}
+		cur, rerr := h.c.meta.read(ctx, h.id)
+		if rerr != nil {
+			return rerr
+		}
+		switch {
+		case cur.State == StateClosed && cur.LastEntry == lac:
+			return nil
+		case cur.State != StateOpen:
+			return fmt.Errorf("%w: ledger %d is %s (last entry %d, ours %d)", ErrFenced, h.id, cur.State, cur.LastEntry, lac)
+		}
+		m = cur.clone()
+		m.State, m.LastEntry, m.Length = StateClosed, lac, length
+	}
+}
+
+// stop ends the handle's goroutines after the last callback was delivered.
+func (h *WriteHandle) stop() {
+	h.mu.Lock()
+	if h.err == nil {
+		h.err = ErrLedgerClosed
+	}
+	if !h.stopped {
+		h.stopped = true
+		close(h.stopCh)
+		h.doneCond.Broadcast()
+	}
+	h.mu.Unlock()
+	h.wg.Wait()
+}

@@ -1,0 +1,138 @@
+package storage
+
+import "sync"
+
+type entryID struct{ ledger, entry int64 }
+
+type cachedEntry struct {
+	data []byte
+	lac  int64
+}
+
+const (
+	arenaChunk   = 1 << 20
+	arenaMaxCopy = arenaChunk / 4
+)
+
+// writeCache holds added entries until a flush writes them to an entry log.
+// Data is copied into append-only arena chunks that are never reused, so
+// slices handed to readers stay valid after the cache is dropped. Guarded by
+// DiskStorage.mu.
+type writeCache struct {
+	entries map[entryID]cachedEntry
+	bytes   int64
+	arena   []byte
+}
+
+func newWriteCache() *writeCache {
+	return &writeCache{entries: make(map[entryID]cachedEntry)}
+}
+
+func (c *writeCache) put(ledger, entry, lac int64, data []byte) {
+	var cp []byte
+	if len(data) > arenaMaxCopy {
+		cp = append([]byte(nil), data...)
+	} else {
+		if cap(c.arena)-len(c.arena) < len(data) {
+			c.arena = make([]byte, 0, arenaChunk)
+		}
+		n := len(c.arena)
+		c.arena = append(c.arena, data...)
+		cp = c.arena[n:len(c.arena):len(c.arena)]
+	}
+	c.entries[entryID{ledger, entry}] = cachedEntry{data: cp, lac: lac}
+	c.bytes += int64(len(data))
+}
+
+func (c *writeCache) get(ledger, entry int64) ([]byte, bool) {
+	e, ok := c.entries[entryID{ledger, entry}]
+	return e.data, ok
+}
+
+func (c *writeCache) deleteLedger(ledger int64) {
+	for k, e := range c.entries {
+		if k.ledger == ledger {
+			delete(c.entries, k)
+			c.bytes -= int64(len(e.data))
+		}
+	}
+}
+
+// readCache is a two-generation cache of entries read from entry logs: new
+// entries go to cur; when cur holds half the budget it becomes prev and the
+// old prev is dropped. It also remembers the last entry read per ledger to
+// detect sequential reads.
+type readCache struct {
+	mu       sync.Mutex
+	cur      map[entryID][]byte
+	prev     map[entryID][]byte
+	curBytes int64
+	half     int64
+	lastRead map[int64]int64
+}
+
+const maxTrackedLedgers = 4096
+
+func newReadCache(maxBytes int64) *readCache {
+	return &readCache{
+		cur:      make(map[entryID][]byte),
+		half:     max(maxBytes/2, 1),
+		lastRead: make(map[int64]int64),
+	}
+}
+
+func (c *readCache) get(ledger, entry int64) ([]byte, bool) {
+	k := entryID{ledger, entry}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if d, ok := c.cur[k]; ok {
+		return d, true
+	}
+	d, ok := c.prev[k]
+	return d, ok
+}
+
+// noteRead records a read of (ledger, entry) and reports whether it follows
+// the previous read of that ledger.
+func (c *readCache) noteRead(ledger, entry int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	prev, ok := c.lastRead[ledger]
+	if !ok && len(c.lastRead) >= maxTrackedLedgers {
+		clear(c.lastRead)
+	}
+	c.lastRead[ledger] = entry
+	return ok && prev+1 == entry
+}
+
+func (c *readCache) put(ledger, entry int64, data []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.curBytes+int64(len(data)) > c.half {
+		c.prev, c.cur, c.curBytes = c.cur, make(map[entryID][]byte), 0
+	}
+	c.cur[entryID{ledger, entry}] = data
+	c.curBytes += int64(len(data))
+}
+
+func (c *readCache) invalidate(keys []entryID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, k := range keys {
+		delete(c.cur, k)
+		delete(c.prev, k)
+	}
+}
+
+func (c *readCache) deleteLedger(ledger int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, m := range []map[entryID][]byte{c.cur, c.prev} {
+		for k := range m {
+			if k.ledger == ledger {
+				delete(m, k)
+			}
+		}
+	}
+	delete(c.lastRead, ledger)
+}

@@ -1,0 +1,168 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// Config configures a DiskStorage. Zero-valued fields take the default
+// documented beside them (applied by Open); negative durations disable the
+// corresponding background goroutine.
+type Config struct {
+	// Dir is the storage root; required. Open creates journal/, entrylogs/
+	// and index/ below it.
+	Dir string
+	// FS is the filesystem all I/O goes through. Default vfs.Default (the
+	// OS); tests pass vfs.NewCrashableMem() or an errorfs wrapper.
+	FS vfs.FS
+
+	// JournalMaxGroupWait is how long the first record of a commit group
+	// may wait for more records. Default 1 ms; negative: never wait (the
+	// group is whatever queued while the previous fsync ran).
+	JournalMaxGroupWait time.Duration
+	// JournalMaxGroupBytes ends the group wait once this much is pending.
+	// Default 512 KiB.
+	JournalMaxGroupBytes int
+	// JournalMaxFileBytes rotates journal files at this size. Default 256 MiB.
+	JournalMaxFileBytes int64
+	// JournalNoSync acknowledges adds once the journal group is written to
+	// the OS, without fsync. Default false: SyncJournal on, fsync before any
+	// acknowledgement. (Spelled negatively so the zero Config is durable.)
+	JournalNoSync bool
+
+	// WriteCacheMaxBytes triggers a flush when the write cache holds this
+	// much; adds block while a full cache waits behind a running flush.
+	// Default 64 MiB.
+	WriteCacheMaxBytes int64
+	// FlushInterval is the period of the background flush (checkpoint).
+	// Default 1 s; negative: flush only when the write cache is full.
+	FlushInterval time.Duration
+	// EntryLogMaxBytes rotates entry logs at this size. Default 1 GiB.
+	EntryLogMaxBytes int64
+
+	// ReadCacheMaxBytes bounds the read(-ahead) cache. Default 64 MiB.
+	ReadCacheMaxBytes int64
+	// ReadAheadEntries and ReadAheadBytes bound one read-ahead batch, done
+	// when a ledger is read sequentially. Defaults 64 entries and 1 MiB;
+	// ReadAheadEntries < 0 disables read-ahead.
+	ReadAheadEntries int
+	ReadAheadBytes   int64
+
+	// GCInterval is the period of garbage collection. Default 1 min;
+	// negative disables the goroutine (RunGC still works).
+	GCInterval time.Duration
+	// CompactionThreshold compacts an entry log whose live bytes are below
+	// this fraction of its size. Default 0.5; must be in [0, 1).
+	CompactionThreshold float64
+
+	// DiskCheckInterval is the period of the free-space check. Default 10 s;
+	// negative disables the goroutine (CheckDisk still works).
+	DiskCheckInterval time.Duration
+	// MinFreeDiskBytes turns the storage read-only when less is available.
+	// Default 1 GiB; negative disables this check.
+	MinFreeDiskBytes int64
+	// MaxDiskUsage turns the storage read-only when used/total exceeds it.
+	// Default 0.95; must be in (0, 1]. The storage becomes writable again
+	// once both checks pass (only for disk-space read-only; an I/O error is
+	// permanent until restart).
+	MaxDiskUsage float64
+
+	// IndexCacheBytes is the Pebble block cache size. Default 8 MiB.
+	IndexCacheBytes int64
+	// Logger receives warnings. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// withDefaults returns c with zero fields set to their defaults.
+func (c Config) withDefaults() Config {
+	if c.FS == nil {
+		c.FS = vfs.Default
+	}
+	if c.JournalMaxGroupWait == 0 {
+		c.JournalMaxGroupWait = time.Millisecond
+	}
+	if c.JournalMaxGroupBytes == 0 {
+		c.JournalMaxGroupBytes = 512 << 10
+	}
+	if c.JournalMaxFileBytes == 0 {
+		c.JournalMaxFileBytes = 256 << 20
+	}
+	if c.WriteCacheMaxBytes == 0 {
+		c.WriteCacheMaxBytes = 64 << 20
+	}
+	if c.FlushInterval == 0 {
+		c.FlushInterval = time.Second
+	}
+	if c.EntryLogMaxBytes == 0 {
+		c.EntryLogMaxBytes = 1 << 30
+	}
+	if c.ReadCacheMaxBytes == 0 {
+		c.ReadCacheMaxBytes = 64 << 20
+	}
+	if c.ReadAheadEntries == 0 {
+		c.ReadAheadEntries = 64
+	}
+	if c.ReadAheadBytes == 0 {
+		c.ReadAheadBytes = 1 << 20
+	}
+	if c.GCInterval == 0 {
+		c.GCInterval = time.Minute
+	}
+	if c.CompactionThreshold == 0 {
+		c.CompactionThreshold = 0.5
+	}
+	if c.DiskCheckInterval == 0 {
+		c.DiskCheckInterval = 10 * time.Second
+	}
+	if c.MinFreeDiskBytes == 0 {
+		c.MinFreeDiskBytes = 1 << 30
+	}
+	if c.MaxDiskUsage == 0 {
+		c.MaxDiskUsage = 0.95
+	}
+	if c.IndexCacheBytes == 0 {
+		c.IndexCacheBytes = 8 << 20
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Validate reports whether c (zero fields meaning their defaults) is usable.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	if c.Dir == "" {
+		errs = append(errs, errors.New("Dir is required"))
+	}
+	if c.JournalMaxGroupBytes < 0 {
+		errs = append(errs, errors.New("JournalMaxGroupBytes must not be negative"))
+	}
+	if c.JournalMaxFileBytes < 4096 {
+		errs = append(errs, errors.New("JournalMaxFileBytes must be at least 4096"))
+	}
+	if c.WriteCacheMaxBytes < 0 {
+		errs = append(errs, errors.New("WriteCacheMaxBytes must not be negative"))
+	}
+	if c.EntryLogMaxBytes < 4096 {
+		errs = append(errs, errors.New("EntryLogMaxBytes must be at least 4096"))
+	}
+	if c.ReadCacheMaxBytes < 0 || c.ReadAheadBytes < 0 || c.IndexCacheBytes < 0 {
+		errs = append(errs, errors.New("cache sizes must not be negative"))
+	}
+	if c.CompactionThreshold < 0 || c.CompactionThreshold >= 1 {
+		errs = append(errs, fmt.Errorf("CompactionThreshold %v not in [0, 1)", c.CompactionThreshold))
+	}
+	if c.MaxDiskUsage <= 0 || c.MaxDiskUsage > 1 {
+		errs = append(errs, fmt.Errorf("MaxDiskUsage %v not in (0, 1]", c.MaxDiskUsage))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("storage: invalid config: %w", err)
+	}
+	return nil
+}

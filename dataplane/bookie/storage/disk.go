@@ -1,0 +1,802 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/magnetar-dev/magnetar/dataplane/bookie/storage/entrylog"
+	"github.com/magnetar-dev/magnetar/dataplane/bookie/storage/journal"
+)
+
+// ErrInvalidID is returned for a negative ledger or entry id.
+var ErrInvalidID = errors.New("storage: invalid ledger or entry id")
+
+// Directory names below Config.Dir.
+const (
+	journalDir  = "journal"
+	entryLogDir = "entrylogs"
+	indexDir    = "index"
+	lockFile    = "LOCK"
+)
+
+var _ Storage = (*DiskStorage)(nil)
+
+// DiskStorage is the on-disk Storage: journal + write cache + entry logs +
+// Pebble index. See doc.go for the format and the concurrency contract.
+type DiskStorage struct {
+	cfg  Config
+	fs   vfs.FS
+	db   *pebble.DB
+	jnl  *journal.Journal
+	logs *entrylog.Manager
+	lock io.Closer
+	rc   *readCache
+
+	// closeMu is held shared by every public call and exclusively by Close.
+	closeMu sync.RWMutex
+	closed  bool
+
+	// flushMu serializes flush, GC and ledger deletion, and owns the entry
+	// log writer. Lock order: closeMu -> flushMu -> mu.
+	flushMu  sync.Mutex
+	lastMark uint64
+
+	mu       sync.Mutex
+	space    *sync.Cond // broadcast when a flush finishes or fails
+	active   *writeCache
+	flushing *writeCache // being flushed, nil otherwise
+	ledgers  map[int64]*ledgerMeta
+
+	ioErr    atomic.Pointer[error] // sticky
+	diskFull atomic.Pointer[error] // cleared when space returns
+
+	flushReq chan struct{}
+	stop     chan struct{}
+	wg       sync.WaitGroup
+}
+
+// Open opens (creating if needed) the storage in cfg.Dir, replays the
+// journal from the last checkpoint into the write cache, checkpoints the
+// result and starts the background flush, GC and disk-check goroutines.
+func Open(cfg Config) (*DiskStorage, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	fs := cfg.FS
+	for _, d := range []string{cfg.Dir, fs.PathJoin(cfg.Dir, journalDir), fs.PathJoin(cfg.Dir, entryLogDir), fs.PathJoin(cfg.Dir, indexDir)} {
+		if err := fs.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("storage: mkdir %s: %w", d, err)
+		}
+	}
+	// Make the directory entries durable, up to the root.
+	for d := cfg.Dir; ; d = fs.PathDir(d) {
+		if err := syncDir(fs, d); err != nil {
+			return nil, err
+		}
+		if p := fs.PathDir(d); p == d || p == "." || p == "" {
+			break
+		}
+	}
+	lock, err := fs.Lock(fs.PathJoin(cfg.Dir, lockFile))
+	if err != nil {
+		return nil, fmt.Errorf("storage: lock %s: %w", cfg.Dir, err)
+	}
+	s := &DiskStorage{
+		cfg:      cfg,
+		fs:       fs,
+		lock:     lock,
+		rc:       newReadCache(cfg.ReadCacheMaxBytes),
+		active:   newWriteCache(),
+		ledgers:  make(map[int64]*ledgerMeta),
+		flushReq: make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+	}
+	s.space = sync.NewCond(&s.mu)
+	if err := s.open(); err != nil {
+		s.release()
+		return nil, err
+	}
+	s.startLoops()
+	return s, nil
+}
+
+func (s *DiskStorage) open() error {
+	cache := pebble.NewCache(s.cfg.IndexCacheBytes)
+	defer cache.Unref()
+	db, err := pebble.Open(s.fs.PathJoin(s.cfg.Dir, indexDir), &pebble.Options{
+		FS:     s.fs,
+		Cache:  cache,
+		Logger: pebbleLogger{s.cfg.Logger},
+	})
+	if err != nil {
+		return fmt.Errorf("storage: open index: %w", err)
+	}
+	s.db = db
+	if err := s.loadMeta(); err != nil {
+		return err
+	}
+	mark, err := s.loadMark()
+	if err != nil {
+		return err
+	}
+	s.lastMark = mark
+	if s.logs, err = entrylog.Open(s.fs, s.fs.PathJoin(s.cfg.Dir, entryLogDir), s.cfg.EntryLogMaxBytes); err != nil {
+		return err
+	}
+	jdir := s.fs.PathJoin(s.cfg.Dir, journalDir)
+	end, st, err := journal.Replay(s.fs, jdir, mark, s.replayRecord)
+	if err != nil {
+		return fmt.Errorf("storage: replay: %w", err)
+	}
+	if st.Torn > 0 {
+		s.cfg.Logger.Warn("bookie storage: discarded torn journal tail", "files", st.Torn)
+	}
+	s.jnl, err = journal.Open(journal.Options{
+		FS:            s.fs,
+		Dir:           jdir,
+		MaxGroupWait:  s.cfg.JournalMaxGroupWait,
+		MaxGroupBytes: s.cfg.JournalMaxGroupBytes,
+		MaxFileBytes:  s.cfg.JournalMaxFileBytes,
+		NoSync:        s.cfg.JournalNoSync,
+		OnError:       s.setIOError,
+	}, max(end, mark))
+	if err != nil {
+		return err
+	}
+	// Recovery checkpoint: makes the replayed records durable in the entry
+	// logs and index, which lets every older journal file (torn tails
+	// included) be deleted.
+	return s.flush(true)
+}
+
+func (s *DiskStorage) loadMeta() error {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixMeta}, UpperBound: []byte{prefixMeta + 1}})
+	if err != nil {
+		return fmt.Errorf("storage: index: %w", err)
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		l, ok := decodeMetaKey(it.Key())
+		if !ok {
+			continue
+		}
+		m, err := decodeLedgerMeta(it.Value())
+		if err != nil {
+			return err
+		}
+		s.ledgers[l] = m
+	}
+	return it.Error()
+}
+
+func (s *DiskStorage) loadMark() (uint64, error) {
+	v, closer, err := s.db.Get(checkpointKey)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("storage: index: %w", err)
+	}
+	defer closer.Close()
+	if len(v) != 8 {
+		return 0, errors.New("storage: corrupt checkpoint")
+	}
+	return uint64(v[0])<<56 | uint64(v[1])<<48 | uint64(v[2])<<40 | uint64(v[3])<<32 |
+		uint64(v[4])<<24 | uint64(v[5])<<16 | uint64(v[6])<<8 | uint64(v[7]), nil
+}
+
+// replayRecord applies one journal record during Open.
+func (s *DiskStorage) replayRecord(_ uint64, r journal.Record) error {
+	switch r.Type {
+	case journal.RecordEntry:
+		s.mu.Lock()
+		s.applyAddLocked(r.Ledger, r.Entry, r.LAC, r.Data)
+		s.mu.Unlock()
+	case journal.RecordFence:
+		s.mu.Lock()
+		s.applyFenceLocked(r.Ledger)
+		s.mu.Unlock()
+	case journal.RecordDelete:
+		return s.applyDelete(r.Ledger)
+	}
+	return nil
+}
+
+func (s *DiskStorage) metaLocked(ledger int64) *ledgerMeta {
+	m := s.ledgers[ledger]
+	if m == nil {
+		m = newLedgerMeta()
+		s.ledgers[ledger] = m
+	}
+	return m
+}
+
+func (s *DiskStorage) applyAddLocked(ledger, entry, lac int64, data []byte) {
+	m := s.metaLocked(ledger)
+	m.last = max(m.last, entry)
+	m.lac = max(m.lac, lac)
+	m.dirty = true
+	s.active.put(ledger, entry, lac, data)
+}
+
+func (s *DiskStorage) applyFenceLocked(ledger int64) {
+	m := s.metaLocked(ledger)
+	m.fenced = true
+	m.dirty = true
+}
+
+// applyDelete removes ledger from memory and durably from the index.
+func (s *DiskStorage) applyDelete(ledger int64) error {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	s.mu.Lock()
+	delete(s.ledgers, ledger)
+	s.active.deleteLedger(ledger)
+	if s.flushing != nil {
+		s.flushing.deleteLedger(ledger)
+	}
+	s.mu.Unlock()
+	s.rc.deleteLedger(ledger)
+	b := s.db.NewBatch()
+	defer b.Close()
+	lo, hi := ledgerEntryBounds(ledger)
+	if err := b.DeleteRange(lo, hi, nil); err != nil {
+		return err
+	}
+	if err := b.Delete(metaKey(ledger), nil); err != nil {
+		return err
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		err = fmt.Errorf("storage: delete ledger %d: %w", ledger, err)
+		s.setIOError(err)
+		return err
+	}
+	return nil
+}
+
+func (s *DiskStorage) startLoops() {
+	s.wg.Add(1)
+	go s.flushLoop()
+	if s.cfg.GCInterval > 0 {
+		s.wg.Add(1)
+		go s.periodic(s.cfg.GCInterval, func() {
+			if _, err := s.RunGC(); err != nil {
+				s.cfg.Logger.Warn("bookie storage: gc failed", "err", err)
+			}
+		})
+	}
+	if s.cfg.DiskCheckInterval > 0 {
+		s.wg.Add(1)
+		go s.periodic(s.cfg.DiskCheckInterval, func() { s.CheckDisk() })
+	}
+}
+
+func (s *DiskStorage) periodic(every time.Duration, fn func()) {
+	defer s.wg.Done()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			fn()
+		}
+	}
+}
+
+func (s *DiskStorage) flushLoop() {
+	defer s.wg.Done()
+	var tick <-chan time.Time
+	if s.cfg.FlushInterval > 0 {
+		t := time.NewTicker(s.cfg.FlushInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-tick:
+		case <-s.flushReq:
+		}
+		if err := s.flush(false); err != nil {
+			s.cfg.Logger.Error("bookie storage: flush failed", "err", err)
+		}
+	}
+}
+
+func (s *DiskStorage) requestFlush() {
+	select {
+	case s.flushReq <- struct{}{}:
+	default:
+	}
+}
+
+// Flush writes the write cache to the entry logs and index and checkpoints
+// the journal (synchronously). The background loop calls it periodically.
+func (s *DiskStorage) Flush() error {
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.closed {
+		return ErrClosed
+	}
+	return s.flush(false)
+}
+
+// flush: snapshot the write cache, append its entries sorted by (ledger,
+// entry) to the entry log, fsync, then commit index + metadata + log mark
+// in one synced Pebble batch, then release covered journal files.
+func (s *DiskStorage) flush(force bool) error {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	if p := s.ioErr.Load(); p != nil {
+		return *p
+	}
+	// The mark is read before the snapshot: every record before it was put
+	// in the write cache before it was journaled, so it is in the snapshot
+	// (or an earlier one).
+	mark := s.jnl.Position()
+	s.mu.Lock()
+	snap := s.active
+	var metas []struct {
+		ledger int64
+		val    []byte
+	}
+	for l, m := range s.ledgers {
+		if m.dirty {
+			metas = append(metas, struct {
+				ledger int64
+				val    []byte
+			}{l, m.encode()})
+			m.dirty = false
+		}
+	}
+	if !force && len(snap.entries) == 0 && len(metas) == 0 && mark == s.lastMark {
+		s.mu.Unlock()
+		return nil
+	}
+	s.active = newWriteCache()
+	s.flushing = snap
+	s.mu.Unlock()
+
+	err := s.writeSnapshot(snap, metas, mark)
+	if err != nil {
+		err = fmt.Errorf("storage: flush: %w", err)
+		s.setIOError(err)
+		return err // snap stays readable in s.flushing
+	}
+	s.mu.Lock()
+	s.flushing = nil
+	s.space.Broadcast()
+	s.mu.Unlock()
+	s.lastMark = mark
+	if err := s.jnl.Release(mark); err != nil {
+		s.cfg.Logger.Warn("bookie storage: journal release failed", "err", err)
+	}
+	return nil
+}
+
+func (s *DiskStorage) writeSnapshot(snap *writeCache, metas []struct {
+	ledger int64
+	val    []byte
+}, mark uint64) error {
+	keys := make([]entryID, 0, len(snap.entries))
+	for k := range snap.entries {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b entryID) int {
+		if a.ledger != b.ledger {
+			return cmpI64(a.ledger, b.ledger)
+		}
+		return cmpI64(a.entry, b.entry)
+	})
+	b := s.db.NewBatch()
+	defer b.Close()
+	var kbuf, vbuf []byte
+	for _, k := range keys {
+		e := snap.entries[k]
+		loc, err := s.logs.Append(k.ledger, k.entry, e.data)
+		if err != nil {
+			return err
+		}
+		kbuf = entryKey(kbuf, k.ledger, k.entry)
+		vbuf = loc.AppendEncode(vbuf[:0])
+		if err := b.Set(kbuf, vbuf, nil); err != nil {
+			return err
+		}
+	}
+	if err := s.logs.Sync(); err != nil {
+		return err
+	}
+	for _, m := range metas {
+		if err := b.Set(metaKey(m.ledger), m.val, nil); err != nil {
+			return err
+		}
+	}
+	var mb [8]byte
+	for i := range 8 {
+		mb[i] = byte(mark >> (56 - 8*i))
+	}
+	if err := b.Set(checkpointKey, mb[:], nil); err != nil {
+		return err
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return err
+	}
+	if len(keys) > 0 {
+		s.rc.invalidate(keys)
+	}
+	return nil
+}
+
+func cmpI64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// setIOError turns the storage read-only for good.
+func (s *DiskStorage) setIOError(err error) {
+	if s.ioErr.CompareAndSwap(nil, &err) {
+		s.cfg.Logger.Error("bookie storage: read-only after I/O error", "err", err)
+	}
+	s.mu.Lock()
+	s.space.Broadcast()
+	s.mu.Unlock()
+}
+
+// ReadOnly implements Storage.
+func (s *DiskStorage) ReadOnly() error {
+	if p := s.ioErr.Load(); p != nil {
+		return *p
+	}
+	if p := s.diskFull.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (s *DiskStorage) writable() error {
+	if err := s.ReadOnly(); err != nil {
+		return fmt.Errorf("%w: %w", ErrReadOnly, err)
+	}
+	return nil
+}
+
+// CheckDisk runs one free-space check now (the background loop calls it
+// every DiskCheckInterval) and returns the resulting ReadOnly() state.
+func (s *DiskStorage) CheckDisk() error {
+	u, err := s.fs.GetDiskUsage(s.cfg.Dir)
+	if err != nil || u.TotalBytes == 0 {
+		return s.ReadOnly()
+	}
+	var cause error
+	switch {
+	case s.cfg.MinFreeDiskBytes > 0 && u.AvailBytes < uint64(s.cfg.MinFreeDiskBytes):
+		cause = fmt.Errorf("storage: disk full: %d bytes free, want at least %d", u.AvailBytes, s.cfg.MinFreeDiskBytes)
+	case float64(u.UsedBytes)/float64(u.TotalBytes) > s.cfg.MaxDiskUsage:
+		cause = fmt.Errorf("storage: disk full: %.1f%% used, limit %.1f%%",
+			100*float64(u.UsedBytes)/float64(u.TotalBytes), 100*s.cfg.MaxDiskUsage)
+	}
+	if cause != nil {
+		if s.diskFull.Load() == nil {
+			s.cfg.Logger.Warn("bookie storage: read-only", "err", cause)
+		}
+		s.diskFull.Store(&cause)
+	} else {
+		s.diskFull.Store(nil)
+	}
+	return s.ReadOnly()
+}
+
+// AddEntry implements Storage.
+func (s *DiskStorage) AddEntry(ledgerID, entryID, lac int64, data []byte, recovery bool, done func(error)) {
+	if ledgerID < 0 || entryID < 0 {
+		done(ErrInvalidID)
+		return
+	}
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.closed {
+		done(ErrClosed)
+		return
+	}
+	if err := s.writable(); err != nil {
+		done(err)
+		return
+	}
+	s.mu.Lock()
+	for s.active.bytes >= s.cfg.WriteCacheMaxBytes && s.flushing != nil && s.ioErr.Load() == nil {
+		s.space.Wait()
+	}
+	if m := s.ledgers[ledgerID]; m != nil && m.fenced && !recovery {
+		s.mu.Unlock()
+		done(ErrFenced)
+		return
+	}
+	s.applyAddLocked(ledgerID, entryID, lac, data)
+	full := s.active.bytes >= s.cfg.WriteCacheMaxBytes
+	s.mu.Unlock()
+	if full {
+		s.requestFlush()
+	}
+	s.jnl.AppendEntry(ledgerID, entryID, lac, data, done)
+}
+
+// Fence implements Storage. The ledger rejects non-recovery adds as soon as
+// Fence returns; done reports when the mark is durable.
+func (s *DiskStorage) Fence(ledgerID int64, done func(error)) {
+	if ledgerID < 0 {
+		done(ErrInvalidID)
+		return
+	}
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.closed {
+		done(ErrClosed)
+		return
+	}
+	if err := s.writable(); err != nil {
+		done(err)
+		return
+	}
+	s.mu.Lock()
+	s.applyFenceLocked(ledgerID)
+	s.mu.Unlock()
+	s.jnl.AppendFence(ledgerID, done)
+}
+
+// IsFenced implements Storage; an unknown ledger is not fenced.
+func (s *DiskStorage) IsFenced(ledgerID int64) (bool, error) {
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.closed {
+		return false, ErrClosed
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.ledgers[ledgerID]
+	return m != nil && m.fenced, nil
+}
+
+// LastEntry implements Storage.
+func (s *DiskStorage) LastEntry(ledgerID int64) (last, lac int64, err error) {
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.closed {
+		return NoEntry, NoEntry, ErrClosed
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.ledgers[ledgerID]
+	if m == nil {
+		return NoEntry, NoEntry, ErrNoSuchLedger
+	}
+	return m.last, m.lac, nil
+}
+
+// DeleteLedger implements Storage. It returns once the deletion is durable
+// (journaled and removed from the index).
+func (s *DiskStorage) DeleteLedger(ledgerID int64) error {
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if err := s.writable(); err != nil {
+		return err
+	}
+	errc := make(chan error, 1)
+	s.jnl.AppendDelete(ledgerID, func(err error) { errc <- err })
+	if err := <-errc; err != nil {
+		return err
+	}
+	return s.applyDelete(ledgerID)
+}
+
+// ReadEntry implements Storage.
+func (s *DiskStorage) ReadEntry(ledgerID, entryID int64) ([]byte, error) {
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	s.mu.Lock()
+	if s.ledgers[ledgerID] == nil {
+		s.mu.Unlock()
+		return nil, ErrNoSuchLedger
+	}
+	if d, ok := s.active.get(ledgerID, entryID); ok {
+		s.mu.Unlock()
+		return d, nil
+	}
+	if s.flushing != nil {
+		if d, ok := s.flushing.get(ledgerID, entryID); ok {
+			s.mu.Unlock()
+			return d, nil
+		}
+	}
+	s.mu.Unlock()
+	if entryID < 0 {
+		return nil, ErrNoSuchEntry
+	}
+	sequential := s.rc.noteRead(ledgerID, entryID)
+	if d, ok := s.rc.get(ledgerID, entryID); ok {
+		return d, nil
+	}
+	if sequential && s.cfg.ReadAheadEntries > 0 {
+		if d, err := s.readAhead(ledgerID, entryID); err == nil || errors.Is(err, ErrNoSuchEntry) {
+			return d, err
+		}
+	}
+	return s.readIndexed(ledgerID, entryID)
+}
+
+// readIndexed looks the entry up in the index and reads it from its log,
+// retrying if compaction moved it meanwhile.
+func (s *DiskStorage) readIndexed(ledgerID, entryID int64) ([]byte, error) {
+	var kbuf [17]byte
+	for attempt := 0; ; attempt++ {
+		v, closer, err := s.db.Get(entryKey(kbuf[:0], ledgerID, entryID))
+		if errors.Is(err, pebble.ErrNotFound) {
+			return nil, ErrNoSuchEntry
+		}
+		if err != nil {
+			return nil, fmt.Errorf("storage: index: %w", err)
+		}
+		loc, err := entrylog.DecodeLocation(v)
+		closer.Close()
+		if err != nil {
+			return nil, err
+		}
+		d, err := s.logs.Read(loc, ledgerID, entryID)
+		if errors.Is(err, entrylog.ErrNoSuchLog) && attempt < 3 {
+			continue
+		}
+		return d, err
+	}
+}
+
+// readAhead reads entryID and the entries following it in the same ledger
+// (bounded by ReadAheadEntries / ReadAheadBytes) in as few contiguous log
+// reads as possible, caching the followers.
+func (s *DiskStorage) readAhead(ledgerID, entryID int64) ([]byte, error) {
+	lo := entryKey(nil, ledgerID, entryID)
+	_, hi := ledgerEntryBounds(ledgerID)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return nil, err
+	}
+	type item struct {
+		entry int64
+		loc   entrylog.Location
+	}
+	var items []item
+	var total int64
+	for it.First(); it.Valid() && len(items) < s.cfg.ReadAheadEntries; it.Next() {
+		_, e, ok := decodeEntryKey(it.Key())
+		if !ok {
+			continue
+		}
+		loc, err := entrylog.DecodeLocation(it.Value())
+		if err != nil {
+			it.Close()
+			return nil, err
+		}
+		if len(items) > 0 && total+loc.Size() > s.cfg.ReadAheadBytes {
+			break
+		}
+		items = append(items, item{e, loc})
+		total += loc.Size()
+	}
+	if err := it.Close(); err != nil {
+		return nil, err
+	}
+	if len(items) == 0 || items[0].entry != entryID {
+		return nil, ErrNoSuchEntry
+	}
+	var want []byte
+	for i := 0; i < len(items); {
+		j := i + 1
+		for j < len(items) && items[j].loc.Log == items[i].loc.Log && items[j].loc.Offset == items[j-1].loc.End() {
+			j++
+		}
+		first, last := items[i].loc, items[j-1].loc
+		buf, err := s.logs.ReadRun(first.Log, first.Offset, int64(last.End()-first.Offset))
+		if err != nil {
+			return nil, err
+		}
+		for k := i; k < j; k++ {
+			l, e, data, n, err := entrylog.ParseRecord(buf)
+			if err != nil || l != ledgerID || e != items[k].entry {
+				return nil, fmt.Errorf("%w: read-ahead of ledger %d", entrylog.ErrCorrupt, ledgerID)
+			}
+			buf = buf[n:]
+			if e == entryID {
+				want = data
+			} else {
+				s.rc.put(l, e, data)
+			}
+		}
+		i = j
+	}
+	return want, nil
+}
+
+// Close implements Storage: it waits for in-flight calls, writes every
+// queued journal record, flushes the write cache (a final checkpoint) and
+// closes all files.
+func (s *DiskStorage) Close() error {
+	s.closeMu.Lock()
+	if s.closed {
+		s.closeMu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.closeMu.Unlock()
+	close(s.stop)
+	s.wg.Wait()
+	err := s.jnl.Close()
+	if ferr := s.flush(false); err == nil && ferr != nil && s.ioErr.Load() == nil {
+		err = ferr
+	}
+	if rerr := s.release(); err == nil {
+		err = rerr
+	}
+	return err
+}
+
+func (s *DiskStorage) release() error {
+	var errs []error
+	if s.jnl != nil {
+		errs = append(errs, s.jnl.Close())
+	}
+	if s.logs != nil {
+		errs = append(errs, s.logs.Close())
+	}
+	if s.db != nil {
+		errs = append(errs, s.db.Close())
+	}
+	errs = append(errs, s.lock.Close())
+	return errors.Join(errs...)
+}
+
+func syncDir(fs vfs.FS, dir string) error {
+	d, err := fs.OpenDir(dir)
+	if err != nil {
+		return fmt.Errorf("storage: open dir: %w", err)
+	}
+	err = d.Sync()
+	d.Close()
+	if err != nil {
+		return fmt.Errorf("storage: sync dir: %w", err)
+	}
+	return nil
+}
+
+// pebbleLogger routes Pebble's messages to slog, dropping Info.
+type pebbleLogger struct {
+	l interface{ Error(string, ...any) }
+}
+
+func (pebbleLogger) Infof(string, ...any) {}
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	p.l.Error("bookie storage: index", "msg", fmt.Sprintf(format, args...))
+}
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf("bookie storage: index: "+format, args...))
+}

@@ -1,0 +1,503 @@
+package storage_test
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	"go.uber.org/goleak"
+
+	"github.com/magnetar-dev/magnetar/dataplane/bookie/storage"
+	"github.com/magnetar-dev/magnetar/dataplane/bookie/storage/storagetest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func testConfig(fs vfs.FS, dir string) storage.Config {
+	return storage.Config{
+		Dir:                 dir,
+		FS:                  fs,
+		JournalMaxFileBytes: 256 << 10,
+		WriteCacheMaxBytes:  1 << 20,
+		FlushInterval:       20 * time.Millisecond,
+		EntryLogMaxBytes:    256 << 10,
+		GCInterval:          -1,
+		DiskCheckInterval:   -1,
+		MinFreeDiskBytes:    -1,
+	}
+}
+
+func mustOpen(t testing.TB, cfg storage.Config) *storage.DiskStorage {
+	t.Helper()
+	s, err := storage.Open(cfg)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	return s
+}
+
+func TestConformanceMem(t *testing.T) {
+	storagetest.Run(t, func(t *testing.T) storage.Storage {
+		return mustOpen(t, testConfig(vfs.NewMem(), "/bookie"))
+	})
+}
+
+func TestConformanceDir(t *testing.T) {
+	storagetest.Run(t, func(t *testing.T) storage.Storage {
+		return mustOpen(t, testConfig(vfs.Default, t.TempDir()))
+	})
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, c := range []storage.Config{
+		{},
+		{Dir: "/x", CompactionThreshold: 1.5},
+		{Dir: "/x", MaxDiskUsage: 2},
+		{Dir: "/x", EntryLogMaxBytes: 10},
+	} {
+		if err := c.Validate(); err == nil {
+			t.Errorf("Validate(%+v) = nil, want error", c)
+		}
+	}
+	if err := (storage.Config{Dir: "/x"}).Validate(); err != nil {
+		t.Errorf("defaults invalid: %v", err)
+	}
+}
+
+func add(t testing.TB, s storage.Storage, l, e int64, data []byte) {
+	t.Helper()
+	if err := storagetest.Add(t, s, l, e, e-1, data, false); err != nil {
+		t.Fatalf("add (%d,%d): %v", l, e, err)
+	}
+}
+
+func checkEntry(t testing.TB, s storage.Storage, l, e int64, n int) {
+	t.Helper()
+	got, err := s.ReadEntry(l, e)
+	if err != nil {
+		t.Fatalf("ReadEntry(%d,%d): %v", l, e, err)
+	}
+	if string(got) != string(storagetest.Payload(l, e, n)) {
+		t.Fatalf("ReadEntry(%d,%d): wrong data (%d bytes, want %d)", l, e, len(got), n)
+	}
+}
+
+func TestRestartAfterCleanClose(t *testing.T) {
+	fs := vfs.NewMem()
+	cfg := testConfig(fs, "/b")
+	cfg.FlushInterval = -1
+	s := mustOpen(t, cfg)
+	for l := int64(1); l <= 5; l++ {
+		for e := int64(0); e < 50; e++ {
+			add(t, s, l, e, storagetest.Payload(l, e, 500))
+		}
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	add(t, s, 6, 0, storagetest.Payload(6, 0, 10)) // only in journal + write cache
+	if err := storagetest.Fence(t, s, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteLedger(3); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = mustOpen(t, cfg)
+	defer s.Close()
+	for l := int64(1); l <= 5; l++ {
+		if l == 3 {
+			if _, err := s.ReadEntry(3, 0); !errors.Is(err, storage.ErrNoSuchLedger) {
+				t.Fatalf("deleted ledger after restart: %v", err)
+			}
+			continue
+		}
+		for e := int64(0); e < 50; e++ {
+			checkEntry(t, s, l, e, 500)
+		}
+		last, lac, err := s.LastEntry(l)
+		if err != nil || last != 49 || lac != 48 {
+			t.Fatalf("LastEntry(%d) = %d,%d,%v", l, last, lac, err)
+		}
+	}
+	checkEntry(t, s, 6, 0, 10)
+	if f, _ := s.IsFenced(2); !f {
+		t.Fatal("fence lost across restart")
+	}
+	if f, _ := s.IsFenced(1); f {
+		t.Fatal("ledger 1 fenced after restart")
+	}
+}
+
+type ackLog struct {
+	mu      sync.Mutex
+	entries map[[2]int64]int // (ledger, entry) -> data size
+	fences  map[int64]bool
+}
+
+func (a *ackLog) snapshot() (map[[2]int64]int, map[int64]bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	e := make(map[[2]int64]int, len(a.entries))
+	for k, v := range a.entries {
+		e[k] = v
+	}
+	f := make(map[int64]bool, len(a.fences))
+	for k, v := range a.fences {
+		f[k] = v
+	}
+	return e, f
+}
+
+// TestCrashRecovery runs concurrent adds and fences, crashes at a random
+// moment (keeping a random part of the unsynced data), reopens the crash
+// image and checks that every acknowledged entry and fence survived.
+func TestCrashRecovery(t *testing.T) {
+	for seed := uint64(1); seed <= 4; seed++ {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { crashOnce(t, seed) })
+	}
+}
+
+func crashOnce(t *testing.T, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	fs := vfs.NewCrashableMem()
+	cfg := testConfig(fs, "/b")
+	cfg.JournalMaxFileBytes = 64 << 10
+	cfg.WriteCacheMaxBytes = 128 << 10
+	cfg.FlushInterval = 5 * time.Millisecond
+	cfg.EntryLogMaxBytes = 64 << 10
+	s := mustOpen(t, cfg)
+
+	acks := &ackLog{entries: make(map[[2]int64]int), fences: make(map[int64]bool)}
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	var acked atomic.Int64
+	const writers = 8
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ledger := int64(w + 1)
+			var inflight sync.WaitGroup
+			for e := int64(0); !stop.Load(); e++ {
+				n := 1 + int((uint64(e)*2654435761+uint64(w))%2000)
+				inflight.Add(1)
+				s.AddEntry(ledger, e, e-1, storagetest.Payload(ledger, e, n), true, func(err error) {
+					if err == nil {
+						acks.mu.Lock()
+						acks.entries[[2]int64{ledger, e}] = n
+						acks.mu.Unlock()
+						acked.Add(1)
+					}
+					inflight.Done()
+				})
+				if e%50 == 49 {
+					inflight.Wait() // bound the in-flight window
+					s.Fence(ledger+100, func(err error) {
+						if err == nil {
+							acks.mu.Lock()
+							acks.fences[ledger+100] = true
+							acks.mu.Unlock()
+						}
+					})
+				}
+			}
+			inflight.Wait()
+		}()
+	}
+	target := int64(200 + rng.IntN(1500))
+	deadline := time.Now().Add(30 * time.Second)
+	for acked.Load() < target && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	wantEntries, wantFences := acks.snapshot()
+	clone := fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: rng.IntN(80), RNG: rand.New(rand.NewPCG(seed, 9))})
+	stop.Store(true)
+	wg.Wait()
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if len(wantEntries) < 100 {
+		t.Fatalf("only %d acknowledged adds before the crash", len(wantEntries))
+	}
+
+	s2 := mustOpen(t, testConfig(clone, "/b"))
+	for k, n := range wantEntries {
+		checkEntry(t, s2, k[0], k[1], n)
+	}
+	for l := range wantFences {
+		if f, err := s2.IsFenced(l); err != nil || !f {
+			t.Fatalf("acknowledged fence of ledger %d lost (%v)", l, err)
+		}
+	}
+	// The recovered storage keeps working and survives a clean restart.
+	add(t, s2, 999, 0, storagetest.Payload(999, 0, 100))
+	if err := s2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s3 := mustOpen(t, testConfig(clone, "/b"))
+	defer s3.Close()
+	checkEntry(t, s3, 999, 0, 100)
+	for k, n := range wantEntries {
+		checkEntry(t, s3, k[0], k[1], n)
+	}
+	t.Logf("seed %d: %d acked entries, %d fences verified", seed, len(wantEntries), len(wantFences))
+}
+
+func listDir(t testing.TB, fs vfs.FS, dir string) []string {
+	t.Helper()
+	names, err := fs.List(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+func TestTornJournalTail(t *testing.T) {
+	fs := vfs.NewCrashableMem()
+	cfg := testConfig(fs, "/b")
+	cfg.FlushInterval = -1
+	s := mustOpen(t, cfg)
+	for e := int64(0); e < 30; e++ {
+		add(t, s, 1, e, storagetest.Payload(1, e, 300))
+	}
+	clone := fs.CrashClone(vfs.CrashCloneCfg{})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Append a partial record and some garbage to the newest journal file.
+	names := listDir(t, clone, "/b/journal")
+	if len(names) == 0 {
+		t.Fatal("no journal file")
+	}
+	last := "/b/journal/" + names[len(names)-1]
+	f, err := clone.OpenReadWrite(last, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := f.Stat()
+	garbage := []byte{0xde, 0xad, 0xbe, 0xef, 0xff, 0x00, 0x00, 0x00, 0x01, 1, 2, 3}
+	if _, err := f.WriteAt(garbage, st.Size()); err != nil {
+		t.Fatal(err)
+	}
+	f.Sync()
+	f.Close()
+
+	s2 := mustOpen(t, testConfig(clone, "/b"))
+	for e := int64(0); e < 30; e++ {
+		checkEntry(t, s2, 1, e, 300)
+	}
+	after := listDir(t, clone, "/b/journal")
+	for _, n := range after {
+		if "/b/journal/"+n == last {
+			t.Fatalf("torn journal file %s kept after recovery checkpoint: %v", n, after)
+		}
+	}
+	add(t, s2, 1, 30, storagetest.Payload(1, 30, 300))
+	if err := s2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s3 := mustOpen(t, testConfig(clone, "/b"))
+	defer s3.Close()
+	for e := int64(0); e <= 30; e++ {
+		checkEntry(t, s3, 1, e, 300)
+	}
+}
+
+// injectWhen returns an injector failing writes and syncs of files whose
+// path contains substr while on is set.
+func injectWhen(on *atomic.Bool, substr string) errorfs.Injector {
+	return errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if !on.Load() || !strings.Contains(op.Path, substr) {
+			return nil
+		}
+		switch op.Kind {
+		case errorfs.OpFileWrite, errorfs.OpFileWriteAt, errorfs.OpFileSync, errorfs.OpFileSyncData, errorfs.OpCreate:
+			return errorfs.ErrInjected
+		}
+		return nil
+	})
+}
+
+func TestIOErrorTurnsReadOnly(t *testing.T) {
+	for _, target := range []string{"/journal/", "/entrylogs/"} {
+		t.Run(strings.Trim(target, "/"), func(t *testing.T) {
+			mem := vfs.NewCrashableMem()
+			var on atomic.Bool
+			cfg := testConfig(errorfs.Wrap(mem, injectWhen(&on, target)), "/b")
+			cfg.FlushInterval = -1
+			s := mustOpen(t, cfg)
+			for e := int64(0); e < 20; e++ {
+				add(t, s, 1, e, storagetest.Payload(1, e, 100))
+			}
+			if err := storagetest.Fence(t, s, 2); err != nil {
+				t.Fatal(err)
+			}
+			on.Store(true)
+			if target == "/journal/" {
+				if err := storagetest.Add(t, s, 1, 20, 19, []byte("x"), false); err == nil {
+					t.Fatal("add succeeded despite journal write error")
+				}
+			} else if err := s.Flush(); err == nil {
+				t.Fatal("flush succeeded despite entry log write error")
+			}
+			if s.ReadOnly() == nil {
+				t.Fatal("ReadOnly() = nil after I/O error")
+			}
+			err := storagetest.Add(t, s, 1, 21, 20, []byte("y"), false)
+			if !errors.Is(err, storage.ErrReadOnly) || !errors.Is(err, errorfs.ErrInjected) {
+				t.Fatalf("add on read-only storage: %v, want ErrReadOnly wrapping the cause", err)
+			}
+			if err := storagetest.Fence(t, s, 3); !errors.Is(err, storage.ErrReadOnly) {
+				t.Fatalf("fence on read-only storage: %v", err)
+			}
+			for e := int64(0); e < 20; e++ {
+				checkEntry(t, s, 1, e, 100)
+			}
+			clone := mem.CrashClone(vfs.CrashCloneCfg{})
+			s.Close()
+			s2 := mustOpen(t, testConfig(clone, "/b"))
+			defer s2.Close()
+			for e := int64(0); e < 20; e++ {
+				checkEntry(t, s2, 1, e, 100)
+			}
+			if f, _ := s2.IsFenced(2); !f {
+				t.Fatal("fence lost")
+			}
+			if s2.ReadOnly() != nil {
+				t.Fatalf("reopened storage read-only: %v", s2.ReadOnly())
+			}
+		})
+	}
+}
+
+func TestDiskFullReadOnly(t *testing.T) {
+	mem := vfs.NewMem()
+	cfg := testConfig(mem, "/b")
+	cfg.MinFreeDiskBytes = 1 << 20
+	s := mustOpen(t, cfg)
+	defer s.Close()
+	add(t, s, 1, 0, []byte("a"))
+	mem.TestingSetDiskUsage(vfs.DiskUsage{AvailBytes: 1000, TotalBytes: 1 << 30, UsedBytes: 1<<30 - 1000})
+	if s.CheckDisk() == nil {
+		t.Fatal("CheckDisk: not read-only with 1000 bytes free")
+	}
+	if err := storagetest.Add(t, s, 1, 1, 0, []byte("b"), false); !errors.Is(err, storage.ErrReadOnly) {
+		t.Fatalf("add on full disk: %v", err)
+	}
+	checkEntry2 := func() {
+		if got, err := s.ReadEntry(1, 0); err != nil || string(got) != "a" {
+			t.Fatalf("read on full disk: %q %v", got, err)
+		}
+	}
+	checkEntry2()
+	mem.TestingSetDiskUsage(vfs.DiskUsage{AvailBytes: 1 << 29, TotalBytes: 1 << 30, UsedBytes: 1 << 29})
+	if err := s.CheckDisk(); err != nil {
+		t.Fatalf("still read-only after space returned: %v", err)
+	}
+	add(t, s, 1, 1, []byte("b"))
+}
+
+func dirBytes(t testing.TB, fs vfs.FS, dir string) int64 {
+	t.Helper()
+	var n int64
+	for _, name := range listDir(t, fs, dir) {
+		st, err := fs.Stat(fs.PathJoin(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += st.Size()
+	}
+	return n
+}
+
+func TestGCReclaimsSpace(t *testing.T) {
+	fs := vfs.NewMem()
+	cfg := testConfig(fs, "/b")
+	cfg.FlushInterval = -1
+	cfg.EntryLogMaxBytes = 64 << 10
+	s := mustOpen(t, cfg)
+	defer s.Close()
+	// Rounds of ledgers 1 (deleted later, big), 2 (kept, small) and 3
+	// (deleted, alone in its logs).
+	for round := int64(0); round < 8; round++ {
+		for e := round * 20; e < round*20+20; e++ {
+			add(t, s, 1, e, storagetest.Payload(1, e, 1000))
+			add(t, s, 2, e, storagetest.Payload(2, e, 100))
+		}
+		if err := s.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for e := int64(0); e < 200; e++ {
+		add(t, s, 3, e, storagetest.Payload(3, e, 1000))
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	before := dirBytes(t, fs, "/b/entrylogs")
+	if err := s.DeleteLedger(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteLedger(3); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.RunGC()
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := dirBytes(t, fs, "/b/entrylogs")
+	t.Logf("gc: %+v, entry logs %d -> %d bytes", st, before, after)
+	if st.LogsDeleted == 0 || st.LogsCompacted == 0 {
+		t.Fatalf("gc stats %+v: want deleted and compacted logs", st)
+	}
+	if after >= before/3 {
+		t.Fatalf("entry logs %d -> %d bytes: not reclaimed", before, after)
+	}
+	for e := int64(0); e < 160; e++ {
+		checkEntry(t, s, 2, e, 100)
+	}
+	// A second pass has nothing left to do but keeps ledger 2 intact.
+	if _, err := s.RunGC(); err != nil {
+		t.Fatal(err)
+	}
+	for e := int64(0); e < 160; e++ {
+		checkEntry(t, s, 2, e, 100)
+	}
+}
+
+func TestReadAheadSequential(t *testing.T) {
+	fs := vfs.NewMem()
+	cfg := testConfig(fs, "/b")
+	cfg.FlushInterval = -1
+	cfg.ReadAheadEntries = 16
+	s := mustOpen(t, cfg)
+	defer s.Close()
+	for e := int64(0); e < 100; e++ {
+		add(t, s, 1, e, storagetest.Payload(1, e, 200))
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for e := int64(0); e < 100; e++ {
+		checkEntry(t, s, 1, e, 200)
+	}
+	// Reading backwards (not sequential) must work too.
+	for e := int64(99); e >= 0; e -= 7 {
+		checkEntry(t, s, 1, e, 200)
+	}
+	if _, err := s.ReadEntry(1, 100); !errors.Is(err, storage.ErrNoSuchEntry) {
+		t.Fatalf("read past end: %v", err)
+	}
+}

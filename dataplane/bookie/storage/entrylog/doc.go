@@ -1,0 +1,12 @@
+// Package entrylog owns the bookie's entry log files: append-only files of
+// checksummed entry records, named %016x.log by increasing id, rotated by
+// size, read at locations kept in the storage index, scanned by compaction
+// and removed by garbage collection.
+//
+// The storage package is its only caller. Append, Rotate, Sync and Remove
+// are serialized by the caller's flush lock; Read, ReadRun, Scan and Logs
+// run concurrently with them (Manager.mu guards the open read handles and
+// sizes; handles are reference counted so Remove never closes a file under
+// a reader). Records are buffered and become durable at Sync. Byte format:
+// see the storage package documentation.
+package entrylog

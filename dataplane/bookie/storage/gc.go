@@ -1,0 +1,149 @@
+package storage
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/magnetar-dev/magnetar/dataplane/bookie/storage/entrylog"
+)
+
+// GCStats describes one garbage-collection pass.
+type GCStats struct {
+	LogsDeleted    int   // entry logs with no live entry, removed
+	LogsCompacted  int   // entry logs whose live entries were copied, then removed
+	EntriesMoved   int   // live entries copied by compaction
+	BytesReclaimed int64 // size of the removed logs minus the bytes copied
+}
+
+// RunGC runs one garbage-collection pass synchronously (the background loop
+// calls it every GCInterval). It computes the live bytes of every entry log
+// from the index, deletes logs with none, and compacts logs whose live
+// fraction is below CompactionThreshold: their live entries are appended to
+// the current log, the index is repointed (synced), then the old log is
+// removed. It holds the flush lock for the whole pass.
+func (s *DiskStorage) RunGC() (GCStats, error) {
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.closed {
+		return GCStats{}, ErrClosed
+	}
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	var st GCStats
+	if p := s.ioErr.Load(); p != nil {
+		return st, *p
+	}
+	live, err := s.liveBytes()
+	if err != nil {
+		return st, err
+	}
+	cur := s.logs.Current()
+	for _, info := range s.logs.Logs() {
+		if info.ID == cur {
+			continue
+		}
+		lb := live[info.ID]
+		switch {
+		case lb == 0:
+			if err := s.logs.Remove(info.ID); err != nil {
+				return st, err
+			}
+			st.LogsDeleted++
+			st.BytesReclaimed += info.Size
+		case float64(lb) < s.cfg.CompactionThreshold*float64(info.Size):
+			moved, copied, err := s.compactLog(info.ID, lb)
+			if err != nil {
+				return st, err
+			}
+			if copied < 0 {
+				continue // not every live entry was found; log kept
+			}
+			st.LogsCompacted++
+			st.EntriesMoved += moved
+			st.BytesReclaimed += info.Size - copied
+		}
+	}
+	if st.LogsDeleted+st.LogsCompacted > 0 {
+		if err := s.logs.Sync(); err != nil { // directory entries of removals
+			err = fmt.Errorf("storage: gc: %w", err)
+			s.setIOError(err)
+			return st, err
+		}
+	}
+	return st, nil
+}
+
+// liveBytes sums, per entry log, the on-disk size of the records the index
+// references.
+func (s *DiskStorage) liveBytes() (map[uint64]int64, error) {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixEntry}, UpperBound: []byte{prefixEntry + 1}})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	live := make(map[uint64]int64)
+	for it.First(); it.Valid(); it.Next() {
+		loc, err := entrylog.DecodeLocation(it.Value())
+		if err != nil {
+			return nil, err
+		}
+		live[loc.Log] += loc.Size()
+	}
+	return live, it.Error()
+}
+
+// compactLog copies the live entries of log id to the current log, commits
+// their new locations and removes id. copied is -1 if fewer than want live
+// bytes were found (the log is then kept).
+func (s *DiskStorage) compactLog(id uint64, want int64) (moved int, copied int64, err error) {
+	b := s.db.NewBatch()
+	defer b.Close()
+	var kbuf, vbuf []byte
+	err = s.logs.Scan(id, func(ledger, entry int64, loc entrylog.Location, data []byte) error {
+		kbuf = entryKey(kbuf, ledger, entry)
+		v, closer, err := s.db.Get(kbuf)
+		if errors.Is(err, pebble.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		vbuf = loc.AppendEncode(vbuf[:0])
+		isLive := bytes.Equal(v, vbuf)
+		closer.Close()
+		if !isLive {
+			return nil
+		}
+		nl, err := s.logs.Append(ledger, entry, data)
+		if err != nil {
+			return err
+		}
+		vbuf = nl.AppendEncode(vbuf[:0])
+		moved++
+		copied += loc.Size()
+		return b.Set(kbuf, vbuf, nil)
+	})
+	if err == nil {
+		err = s.logs.Sync()
+	}
+	if err == nil {
+		err = b.Commit(pebble.Sync)
+	}
+	if err != nil {
+		err = fmt.Errorf("storage: compact log %d: %w", id, err)
+		s.setIOError(err)
+		return 0, 0, err
+	}
+	if copied < want {
+		s.cfg.Logger.Warn("bookie storage: compaction found fewer live bytes than indexed; log kept",
+			"log", id, "found", copied, "indexed", want)
+		return moved, -1, nil
+	}
+	if err := s.logs.Remove(id); err != nil {
+		return moved, copied, err
+	}
+	return moved, copied, nil
+}

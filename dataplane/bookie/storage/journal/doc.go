@@ -1,0 +1,20 @@
+// Package journal is the bookie's write-ahead log: framed, checksummed
+// records (entry adds, fence marks, ledger deletes) appended with group
+// commit, rotated by size, replayed after a crash.
+//
+// The storage package is its only caller. Append* may be called from any
+// goroutine: the record is checksummed outside the lock and copied into the
+// pending group under Journal.mu. One writer goroutine owns the file: it
+// takes the whole pending group (waiting up to MaxGroupWait for more unless
+// MaxGroupBytes are pending), writes it with one Write, fsyncs once
+// (fdatasync), and then calls the group's done callbacks in order. A write
+// or sync error is sticky: it fails that group and every later append, and
+// OnError is called once. Close drains the pending group.
+//
+// Positions are logical: a byte count over all records of all files. Each
+// file's header records the position of its first record, so a checkpoint
+// (a position) selects where Replay starts and which files Release deletes.
+//
+// File names are %016x.jnl (hex id, increasing). Byte format: see the
+// storage package documentation and record.go.
+package journal

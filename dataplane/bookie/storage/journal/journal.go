@@ -1,0 +1,598 @@
+package journal
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// Errors returned by the journal.
+var (
+	// ErrClosed is returned (via done) for appends after Close.
+	ErrClosed = errors.New("journal: closed")
+	// ErrTruncated means a record ends past the end of its buffer or file.
+	ErrTruncated = errors.New("journal: truncated record")
+	// ErrCorrupt means a record is malformed or fails its checksum.
+	ErrCorrupt = errors.New("journal: corrupt record")
+)
+
+const (
+	fileSuffix    = ".jnl"
+	fileHeaderLen = 24 // magic(4) id(8) start(8) crc(4)
+	fileMagic     = "MGJ1"
+)
+
+// Options configure a Journal. Zero values take the documented defaults.
+type Options struct {
+	// FS is the filesystem; required.
+	FS vfs.FS
+	// Dir is the journal directory; it must exist.
+	Dir string
+	// MaxGroupWait is how long the first record of a group may wait for more
+	// records before the group is written. Default 1 ms; negative means never
+	// wait (write as soon as the previous group is done).
+	MaxGroupWait time.Duration
+	// MaxGroupBytes ends the wait early once this many bytes are pending.
+	// Default 512 KiB.
+	MaxGroupBytes int
+	// MaxPendingBytes bounds the bytes queued behind the writer; Append
+	// blocks while more are pending. Default 32 MiB.
+	MaxPendingBytes int
+	// MaxFileBytes rotates to a new file once the current one is this big.
+	// Default 256 MiB.
+	MaxFileBytes int64
+	// NoSync acknowledges records once written to the OS, without fsync.
+	NoSync bool
+	// OnError, if set, is called once (from the writer goroutine) when a
+	// write or sync fails; the journal rejects every later append.
+	OnError func(error)
+}
+
+func (o *Options) fill() {
+	if o.MaxGroupWait == 0 {
+		o.MaxGroupWait = time.Millisecond
+	}
+	if o.MaxGroupBytes <= 0 {
+		o.MaxGroupBytes = 512 << 10
+	}
+	if o.MaxPendingBytes <= 0 {
+		o.MaxPendingBytes = 32 << 20
+	}
+	if o.MaxPendingBytes < o.MaxGroupBytes {
+		o.MaxPendingBytes = o.MaxGroupBytes
+	}
+	if o.MaxFileBytes <= 0 {
+		o.MaxFileBytes = 256 << 20
+	}
+}
+
+// FileName returns the name of journal file id.
+func FileName(id uint64) string { return fmt.Sprintf("%016x%s", id, fileSuffix) }
+
+func parseFileName(name string) (uint64, bool) {
+	s, ok := strings.CutSuffix(name, fileSuffix)
+	if !ok || len(s) != 16 {
+		return 0, false
+	}
+	id, err := strconv.ParseUint(s, 16, 64)
+	return id, err == nil
+}
+
+type fileMeta struct {
+	id    uint64
+	start uint64 // logical position of the first record
+	valid bool   // header readable; an unreadable header held nothing durable
+}
+
+// Journal is the write-ahead log. See the package documentation.
+type Journal struct {
+	opts Options
+
+	mu         sync.Mutex
+	space      *sync.Cond // signalled when pending bytes drain
+	buf        []byte     // pending group
+	cbs        []func(error)
+	pos        uint64 // logical position after the last appended record
+	groupStart time.Time
+	err        error // sticky write failure
+	closed     bool
+
+	kick chan struct{} // pending went from empty to non-empty
+	full chan struct{} // pending reached MaxGroupBytes
+	stop chan struct{}
+	done chan struct{}
+
+	// Owned by the writer goroutine (and Open/Close around it).
+	f        vfs.File
+	fileID   uint64
+	fileSize int64
+	spare    []byte
+	spareCbs []func(error)
+
+	filesMu sync.Mutex
+	files   []fileMeta // sorted by id, the last is the current file
+}
+
+// Open creates a new journal file in opts.Dir whose first record will have
+// logical position start, and starts the writer goroutine. Existing journal
+// files are kept (for Release) but never appended to. Replay them first.
+func Open(opts Options, start uint64) (*Journal, error) {
+	opts.fill()
+	if opts.FS == nil || opts.Dir == "" {
+		return nil, errors.New("journal: FS and Dir are required")
+	}
+	existing, err := listFiles(opts.FS, opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	j := &Journal{
+		opts:  opts,
+		pos:   start,
+		kick:  make(chan struct{}, 1),
+		full:  make(chan struct{}, 1),
+		stop:  make(chan struct{}),
+		done:  make(chan struct{}),
+		files: existing,
+	}
+	j.space = sync.NewCond(&j.mu)
+	var next uint64 = 1
+	if len(existing) > 0 {
+		next = existing[len(existing)-1].id + 1
+	}
+	if err := j.createFile(next, start); err != nil {
+		return nil, err
+	}
+	go j.run()
+	return j, nil
+}
+
+// listFiles returns the journal files in dir sorted by id, with the start
+// position read from each header (0 if the header is unreadable).
+func listFiles(fs vfs.FS, dir string) ([]fileMeta, error) {
+	names, err := fs.List(dir)
+	if err != nil {
+		return nil, fmt.Errorf("journal: list %s: %w", dir, err)
+	}
+	var out []fileMeta
+	for _, n := range names {
+		id, ok := parseFileName(n)
+		if !ok {
+			continue
+		}
+		fm := fileMeta{id: id}
+		if f, err := fs.Open(fs.PathJoin(dir, n)); err == nil {
+			var h [fileHeaderLen]byte
+			if _, err := io.ReadFull(f, h[:]); err == nil {
+				fm.start, fm.valid = parseFileHeader(h[:], id)
+			}
+			f.Close()
+		}
+		out = append(out, fm)
+	}
+	slices.SortFunc(out, func(a, b fileMeta) int { return cmpU64(a.id, b.id) })
+	return out, nil
+}
+
+func cmpU64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func fileHeader(id, start uint64) []byte {
+	h := make([]byte, fileHeaderLen)
+	copy(h, fileMagic)
+	binary.LittleEndian.PutUint64(h[4:12], id)
+	binary.LittleEndian.PutUint64(h[12:20], start)
+	binary.LittleEndian.PutUint32(h[20:24], crc32.Checksum(h[:20], castagnoli))
+	return h
+}
+
+func parseFileHeader(h []byte, id uint64) (start uint64, ok bool) {
+	if len(h) < fileHeaderLen || string(h[:4]) != fileMagic {
+		return 0, false
+	}
+	if crc32.Checksum(h[:20], castagnoli) != binary.LittleEndian.Uint32(h[20:24]) {
+		return 0, false
+	}
+	if binary.LittleEndian.Uint64(h[4:12]) != id {
+		return 0, false
+	}
+	return binary.LittleEndian.Uint64(h[12:20]), true
+}
+
+// createFile creates journal file id starting at logical position start,
+// makes its header and directory entry durable, and makes it current.
+func (j *Journal) createFile(id, start uint64) error {
+	fs := j.opts.FS
+	name := fs.PathJoin(j.opts.Dir, FileName(id))
+	f, err := fs.Create(name, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return fmt.Errorf("journal: create %s: %w", name, err)
+	}
+	if _, err := f.Write(fileHeader(id, start)); err != nil {
+		f.Close()
+		return fmt.Errorf("journal: write header: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("journal: sync %s: %w", name, err)
+	}
+	if err := syncDir(fs, j.opts.Dir); err != nil {
+		f.Close()
+		return err
+	}
+	if j.f != nil {
+		j.f.Close()
+	}
+	j.f, j.fileID, j.fileSize = f, id, fileHeaderLen
+	j.filesMu.Lock()
+	j.files = append(j.files, fileMeta{id: id, start: start, valid: true})
+	j.filesMu.Unlock()
+	return nil
+}
+
+func syncDir(fs vfs.FS, dir string) error {
+	d, err := fs.OpenDir(dir)
+	if err != nil {
+		return fmt.Errorf("journal: open dir: %w", err)
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("journal: sync dir: %w", err)
+	}
+	return nil
+}
+
+// AppendEntry queues an entry record. done is called exactly once, from the
+// writer goroutine, after the record's group is durable (or written, with
+// NoSync), or with the error that prevented it. It returns the logical
+// position just past the record (0 if rejected).
+func (j *Journal) AppendEntry(ledger, entry, lac int64, data []byte, done func(error)) uint64 {
+	crc := entryCRC(ledger, entry, lac, data)
+	j.mu.Lock()
+	if err := j.waitSpaceLocked(); err != nil {
+		j.mu.Unlock()
+		done(err)
+		return 0
+	}
+	j.buf = appendEntryRecord(j.buf, ledger, entry, lac, data, crc)
+	return j.queuedLocked(EncodedLen(len(data)), done)
+}
+
+// AppendFence queues a fence record for ledger; see AppendEntry.
+func (j *Journal) AppendFence(ledger int64, done func(error)) uint64 {
+	return j.appendLedger(RecordFence, ledger, done)
+}
+
+// AppendDelete queues a delete record for ledger; see AppendEntry.
+func (j *Journal) AppendDelete(ledger int64, done func(error)) uint64 {
+	return j.appendLedger(RecordDelete, ledger, done)
+}
+
+func (j *Journal) appendLedger(t RecordType, ledger int64, done func(error)) uint64 {
+	j.mu.Lock()
+	if err := j.waitSpaceLocked(); err != nil {
+		j.mu.Unlock()
+		done(err)
+		return 0
+	}
+	j.buf = appendLedgerRecord(j.buf, t, ledger)
+	return j.queuedLocked(recordHeaderLen+ledgerPayloadLen, done)
+}
+
+func (j *Journal) waitSpaceLocked() error {
+	for j.err == nil && !j.closed && len(j.buf) >= j.opts.MaxPendingBytes {
+		j.space.Wait()
+	}
+	if j.err != nil {
+		return j.err
+	}
+	if j.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// queuedLocked finishes an append of n bytes; it releases j.mu.
+func (j *Journal) queuedLocked(n int, done func(error)) uint64 {
+	j.cbs = append(j.cbs, done)
+	j.pos += uint64(n)
+	pos := j.pos
+	first := len(j.cbs) == 1
+	if first {
+		j.groupStart = time.Now()
+	}
+	full := len(j.buf) >= j.opts.MaxGroupBytes
+	j.mu.Unlock()
+	if first {
+		select {
+		case j.kick <- struct{}{}:
+		default:
+		}
+	}
+	if full {
+		select {
+		case j.full <- struct{}{}:
+		default:
+		}
+	}
+	return pos
+}
+
+// Position returns the logical position just past the last appended record.
+// Every record appended before the call lies before it.
+func (j *Journal) Position() uint64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.pos
+}
+
+// Err returns the sticky write error, if any.
+func (j *Journal) Err() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.err
+}
+
+func (j *Journal) run() {
+	defer close(j.done)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	stopping := false
+	for {
+		if !stopping {
+			select {
+			case <-j.kick:
+			case <-j.stop:
+				stopping = true
+			}
+		}
+		for j.writeOne(timer, &stopping) {
+		}
+		if stopping {
+			return
+		}
+	}
+}
+
+// writeOne writes and syncs one group; it reports whether there was one.
+func (j *Journal) writeOne(timer *time.Timer, stopping *bool) bool {
+	j.mu.Lock()
+	if len(j.cbs) == 0 {
+		j.mu.Unlock()
+		return false
+	}
+	if !*stopping && j.err == nil && len(j.buf) < j.opts.MaxGroupBytes {
+		if wait := j.opts.MaxGroupWait - time.Since(j.groupStart); wait > 0 {
+			j.mu.Unlock()
+			timer.Reset(wait)
+			select {
+			case <-timer.C:
+			case <-j.full:
+			case <-j.stop:
+				*stopping = true
+			}
+			timer.Stop()
+			j.mu.Lock()
+		}
+	}
+	buf, cbs := j.buf, j.cbs
+	j.buf, j.cbs = j.spare[:0], j.spareCbs[:0]
+	err := j.err
+	j.space.Broadcast()
+	j.mu.Unlock()
+
+	if err == nil {
+		err = j.writeGroup(buf)
+	}
+	for i, cb := range cbs {
+		cb(err)
+		cbs[i] = nil
+	}
+	j.spare, j.spareCbs = buf[:0], cbs[:0]
+	return true
+}
+
+func (j *Journal) writeGroup(buf []byte) error {
+	n := len(buf)
+	if _, err := j.f.Write(buf); err != nil {
+		return j.fail(fmt.Errorf("journal: write: %w", err))
+	}
+	if !j.opts.NoSync {
+		if err := j.f.SyncData(); err != nil {
+			return j.fail(fmt.Errorf("journal: sync: %w", err))
+		}
+	}
+	j.fileSize += int64(n)
+	if j.fileSize >= j.opts.MaxFileBytes {
+		if j.opts.NoSync {
+			if err := j.f.Sync(); err != nil {
+				return j.fail(fmt.Errorf("journal: sync: %w", err))
+			}
+		}
+		j.mu.Lock()
+		start := j.pos - uint64(j.pendingLocked())
+		j.mu.Unlock()
+		if err := j.createFile(j.fileID+1, start); err != nil {
+			return j.fail(err)
+		}
+	}
+	return nil
+}
+
+// pendingLocked is the number of bytes appended but not yet handed to the
+// writer.
+func (j *Journal) pendingLocked() int { return len(j.buf) }
+
+func (j *Journal) fail(err error) error {
+	j.mu.Lock()
+	first := j.err == nil
+	if first {
+		j.err = err
+		j.space.Broadcast()
+	}
+	j.mu.Unlock()
+	if first && j.opts.OnError != nil {
+		j.opts.OnError(err)
+	}
+	return err
+}
+
+// Release deletes journal files all of whose records lie before mark (the
+// logical position up to which everything is checkpointed). The current
+// file is never deleted.
+func (j *Journal) Release(mark uint64) error {
+	j.filesMu.Lock()
+	var victims []fileMeta
+	keep := j.files[:0:0]
+	for i, fm := range j.files {
+		if i+1 < len(j.files) && (!fm.valid || j.files[i+1].valid && j.files[i+1].start <= mark) {
+			victims = append(victims, fm)
+			continue
+		}
+		keep = append(keep, fm)
+	}
+	j.files = keep
+	j.filesMu.Unlock()
+	var firstErr error
+	for _, fm := range victims {
+		if err := j.opts.FS.Remove(j.opts.FS.PathJoin(j.opts.Dir, FileName(fm.id))); err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("journal: remove: %w", err)
+		}
+	}
+	return firstErr
+}
+
+// Files returns the names of the journal files currently tracked.
+func (j *Journal) Files() []string {
+	j.filesMu.Lock()
+	defer j.filesMu.Unlock()
+	out := make([]string, len(j.files))
+	for i, fm := range j.files {
+		out[i] = FileName(fm.id)
+	}
+	return out
+}
+
+// Close writes every queued record, stops the writer and closes the file.
+// Appends after Close fail with ErrClosed.
+func (j *Journal) Close() error {
+	j.mu.Lock()
+	if j.closed {
+		j.mu.Unlock()
+		return nil
+	}
+	j.closed = true
+	j.space.Broadcast()
+	j.mu.Unlock()
+	close(j.stop)
+	<-j.done
+	err := j.Err()
+	if j.f != nil {
+		if serr := j.f.Sync(); err == nil && serr != nil {
+			err = serr
+		}
+		if cerr := j.f.Close(); err == nil {
+			err = cerr
+		}
+		j.f = nil
+	}
+	return err
+}
+
+// ReplayStats describes a replay.
+type ReplayStats struct {
+	Files   int // journal files read
+	Records int // records passed to fn
+	Torn    int // files whose tail held a partial or corrupt record
+}
+
+// Replay reads every journal file in dir in order and calls fn for each
+// intact record at or after logical position from. A file is read up to its
+// first partial or corrupt record (a torn tail from a crash); the rest of
+// that file is ignored. It returns the logical position just past the last
+// intact record seen. Data passed to fn is only valid during the call.
+func Replay(fs vfs.FS, dir string, from uint64, fn func(pos uint64, r Record) error) (end uint64, st ReplayStats, err error) {
+	files, err := listFiles(fs, dir)
+	if err != nil {
+		return 0, st, err
+	}
+	end = from
+	var buf []byte
+	for i, fm := range files {
+		if !fm.valid {
+			// Header lost in a crash: the file held nothing durable.
+			continue
+		}
+		if i+1 < len(files) && files[i+1].valid && files[i+1].start <= from {
+			continue // entirely checkpointed
+		}
+		st.Files++
+		f, err := fs.Open(fs.PathJoin(dir, FileName(fm.id)))
+		if err != nil {
+			return 0, st, fmt.Errorf("journal: open: %w", err)
+		}
+		r := bufio.NewReaderSize(f, 1<<20)
+		if _, err := r.Discard(fileHeaderLen); err != nil {
+			f.Close()
+			return 0, st, fmt.Errorf("journal: read: %w", err)
+		}
+		pos := fm.start
+		for {
+			hdr, perr := r.Peek(recordHeaderLen)
+			if perr != nil {
+				if len(hdr) > 0 {
+					st.Torn++
+				}
+				break
+			}
+			n := peekRecordLen(hdr)
+			if n < 0 {
+				st.Torn++
+				break
+			}
+			if cap(buf) < n {
+				buf = make([]byte, n)
+			}
+			buf = buf[:n]
+			if _, rerr := io.ReadFull(r, buf); rerr != nil {
+				st.Torn++
+				break
+			}
+			rec, _, derr := DecodeRecord(buf)
+			if derr != nil {
+				st.Torn++
+				break
+			}
+			if pos >= from {
+				if err := fn(pos, rec); err != nil {
+					f.Close()
+					return 0, st, err
+				}
+				st.Records++
+			}
+			pos += uint64(n)
+		}
+		f.Close()
+		end = max(end, pos)
+	}
+	return end, st, nil
+}

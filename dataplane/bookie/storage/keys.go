@@ -1,0 +1,90 @@
+package storage
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+)
+
+// Pebble key space (see doc.go):
+//
+//	'e' ledger(8) entry(8) -> entry location (entrylog.Location, 20 bytes)
+//	'm' ledger(8)          -> ledger metadata (17 bytes)
+//	"c"                    -> checkpoint: journal log mark (8 bytes)
+//
+// Integers are big-endian with the sign bit flipped so that keys sort in
+// numeric order.
+const (
+	prefixEntry = 'e'
+	prefixMeta  = 'm'
+	metaLen     = 17
+)
+
+var checkpointKey = []byte("c")
+
+func ord(v int64) uint64   { return uint64(v) ^ (1 << 63) }
+func unord(u uint64) int64 { return int64(u ^ (1 << 63)) }
+
+func entryKey(dst []byte, ledger, entry int64) []byte {
+	dst = append(dst[:0], prefixEntry)
+	dst = binary.BigEndian.AppendUint64(dst, ord(ledger))
+	return binary.BigEndian.AppendUint64(dst, ord(entry))
+}
+
+// ledgerEntryBounds returns [lo, hi) covering every entry key of ledger.
+func ledgerEntryBounds(ledger int64) (lo, hi []byte) {
+	lo = entryKey(nil, ledger, math.MinInt64)
+	if ledger == math.MaxInt64 {
+		return lo, []byte{prefixEntry + 1}
+	}
+	return lo, entryKey(nil, ledger+1, math.MinInt64)
+}
+
+func decodeEntryKey(k []byte) (ledger, entry int64, ok bool) {
+	if len(k) != 17 || k[0] != prefixEntry {
+		return 0, 0, false
+	}
+	return unord(binary.BigEndian.Uint64(k[1:9])), unord(binary.BigEndian.Uint64(k[9:17])), true
+}
+
+func metaKey(ledger int64) []byte {
+	k := []byte{prefixMeta}
+	return binary.BigEndian.AppendUint64(k, ord(ledger))
+}
+
+func decodeMetaKey(k []byte) (int64, bool) {
+	if len(k) != 9 || k[0] != prefixMeta {
+		return 0, false
+	}
+	return unord(binary.BigEndian.Uint64(k[1:9])), true
+}
+
+// ledgerMeta is the per-ledger state kept in memory and persisted under 'm'.
+type ledgerMeta struct {
+	fenced bool
+	last   int64 // highest entry id stored, NoEntry if none
+	lac    int64 // highest LAC carried by an entry, NoEntry if none
+	dirty  bool  // changed since the last flush
+}
+
+func newLedgerMeta() *ledgerMeta { return &ledgerMeta{last: NoEntry, lac: NoEntry} }
+
+func (m *ledgerMeta) encode() []byte {
+	b := make([]byte, 1, metaLen)
+	if m.fenced {
+		b[0] = 1
+	}
+	b = binary.BigEndian.AppendUint64(b, uint64(m.last))
+	return binary.BigEndian.AppendUint64(b, uint64(m.lac))
+}
+
+func decodeLedgerMeta(b []byte) (*ledgerMeta, error) {
+	if len(b) != metaLen || b[0] > 1 {
+		return nil, errors.New("storage: corrupt ledger metadata")
+	}
+	return &ledgerMeta{
+		fenced: b[0] == 1,
+		last:   int64(binary.BigEndian.Uint64(b[1:9])),
+		lac:    int64(binary.BigEndian.Uint64(b[9:17])),
+	}, nil
+}

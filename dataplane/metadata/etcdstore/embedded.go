@@ -1,0 +1,363 @@
+package etcdstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/magnetar-dev/magnetar/dataplane/metadata"
+)
+
+// Embedded server defaults. They keep a standalone node small: a short raft
+// log in memory, a bounded database and hourly compaction of old revisions.
+const (
+	DefaultName                    = "magnetar"
+	DefaultClusterToken            = "magnetar-metadata"
+	DefaultSnapshotCount           = 5000
+	DefaultQuotaBackendBytes       = 1 << 30 // 1 GiB
+	DefaultAutoCompactionRetention = time.Hour
+)
+
+// Cluster states of EmbeddedConfig.ClusterState.
+const (
+	ClusterStateNew      = "new"
+	ClusterStateExisting = "existing"
+)
+
+// EmbeddedConfig configures one etcd member run inside the process.
+type EmbeddedConfig struct {
+	// Dir is the data directory. Required.
+	Dir string
+	// Name is the member name. Default DefaultName.
+	Name string
+	// ClientURL is the URL clients connect to ("http://127.0.0.1:2379").
+	// Default: 127.0.0.1 with a free port.
+	ClientURL string
+	// PeerURL is the URL the other members connect to. Default: 127.0.0.1
+	// with a free port.
+	PeerURL string
+	// InitialCluster lists every member of a new cluster as
+	// "name=peerURL,...". Default: this member alone.
+	InitialCluster string
+	// ClusterState is ClusterStateNew (default) to bootstrap a cluster, or
+	// ClusterStateExisting to join one. Ignored once Dir holds data.
+	ClusterState string
+	// ClusterToken tells clusters bootstrapped with the same members apart.
+	// Default DefaultClusterToken.
+	ClusterToken string
+	// SnapshotCount is how many applied raft entries trigger a snapshot
+	// (and bound the raft log kept in memory). Default DefaultSnapshotCount.
+	SnapshotCount uint64
+	// QuotaBackendBytes bounds the database size. Default
+	// DefaultQuotaBackendBytes.
+	QuotaBackendBytes int64
+	// AutoCompactionRetention is how long history is kept for watches;
+	// older revisions are compacted periodically. Default
+	// DefaultAutoCompactionRetention; negative disables compaction.
+	AutoCompactionRetention time.Duration
+	// HeartbeatInterval and ElectionTimeout are raft's timings. Defaults
+	// 100ms and 1s (etcd's); a single member in tests can use much shorter
+	// ones to start faster. The lease TTL floor is 1.5 election timeouts.
+	HeartbeatInterval, ElectionTimeout time.Duration
+	// UnsafeNoFsync skips fsync: only for tests, a crash can lose data.
+	UnsafeNoFsync bool
+	// Prefix is the key prefix of the Store of StartEmbedded (see Config).
+	Prefix string
+	// Logger receives the server's logs. Default: errors only, to stderr.
+	Logger *zap.Logger
+}
+
+// Validate reports whether the config is usable.
+func (c EmbeddedConfig) Validate() error {
+	if c.Dir == "" {
+		return fmt.Errorf("%w: no data dir", ErrBadConfig)
+	}
+	for _, u := range []string{c.ClientURL, c.PeerURL} {
+		if u == "" {
+			continue
+		}
+		if _, err := url.Parse(u); err != nil {
+			return fmt.Errorf("%w: url %q: %w", ErrBadConfig, u, err)
+		}
+	}
+	switch c.ClusterState {
+	case "", ClusterStateNew, ClusterStateExisting:
+	default:
+		return fmt.Errorf("%w: cluster state %q, want %q or %q", ErrBadConfig, c.ClusterState, ClusterStateNew, ClusterStateExisting)
+	}
+	if c.InitialCluster != "" {
+		name := c.Name
+		if name == "" {
+			name = DefaultName
+		}
+		found := false
+		for _, m := range strings.Split(c.InitialCluster, ",") {
+			n, u, ok := strings.Cut(m, "=")
+			if !ok || n == "" || u == "" {
+				return fmt.Errorf("%w: initial cluster member %q is not name=url", ErrBadConfig, m)
+			}
+			found = found || n == name
+		}
+		if !found {
+			return fmt.Errorf("%w: initial cluster %q lacks member %q", ErrBadConfig, c.InitialCluster, name)
+		}
+	}
+	if c.HeartbeatInterval < 0 || c.ElectionTimeout < 0 {
+		return fmt.Errorf("%w: negative raft timing", ErrBadConfig)
+	}
+	if c.HeartbeatInterval > 0 && c.ElectionTimeout > 0 && c.ElectionTimeout < 5*c.HeartbeatInterval {
+		return fmt.Errorf("%w: election timeout %v under 5 heartbeats of %v", ErrBadConfig, c.ElectionTimeout, c.HeartbeatInterval)
+	}
+	if c.QuotaBackendBytes < 0 {
+		return fmt.Errorf("%w: negative QuotaBackendBytes", ErrBadConfig)
+	}
+	if c.Prefix != "" {
+		if err := (Config{Endpoints: []string{"x"}, Prefix: c.Prefix}).Validate(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// withDefaults fills defaults, choosing free loopback ports for absent URLs.
+func (c EmbeddedConfig) withDefaults() (EmbeddedConfig, error) {
+	if c.Name == "" {
+		c.Name = DefaultName
+	}
+	for _, u := range []*string{&c.ClientURL, &c.PeerURL} {
+		if *u != "" {
+			continue
+		}
+		p, err := FreePort()
+		if err != nil {
+			return c, err
+		}
+		*u = "http://127.0.0.1:" + strconv.Itoa(p)
+	}
+	if c.InitialCluster == "" {
+		c.InitialCluster = c.Name + "=" + c.PeerURL
+	}
+	if c.ClusterState == "" {
+		c.ClusterState = ClusterStateNew
+	}
+	if c.ClusterToken == "" {
+		c.ClusterToken = DefaultClusterToken
+	}
+	if c.SnapshotCount == 0 {
+		c.SnapshotCount = DefaultSnapshotCount
+	}
+	if c.QuotaBackendBytes == 0 {
+		c.QuotaBackendBytes = DefaultQuotaBackendBytes
+	}
+	if c.AutoCompactionRetention == 0 {
+		c.AutoCompactionRetention = DefaultAutoCompactionRetention
+	}
+	if c.Logger == nil {
+		c.Logger = errorLogger()
+	}
+	return c, nil
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("etcdstore: find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func (c EmbeddedConfig) etcdConfig() (*embed.Config, error) {
+	ec := embed.NewConfig()
+	ec.Name = c.Name
+	ec.Dir = c.Dir
+	cu, err := url.Parse(c.ClientURL)
+	if err != nil {
+		return nil, fmt.Errorf("%w: client url: %w", ErrBadConfig, err)
+	}
+	pu, err := url.Parse(c.PeerURL)
+	if err != nil {
+		return nil, fmt.Errorf("%w: peer url: %w", ErrBadConfig, err)
+	}
+	ec.ListenClientUrls, ec.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
+	ec.ListenPeerUrls, ec.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
+	ec.InitialCluster = c.InitialCluster
+	ec.ClusterState = c.ClusterState
+	ec.InitialClusterToken = c.ClusterToken
+	ec.SnapshotCount = c.SnapshotCount
+	ec.SnapshotCatchUpEntries = min(ec.SnapshotCatchUpEntries, c.SnapshotCount)
+	ec.QuotaBackendBytes = c.QuotaBackendBytes
+	if c.AutoCompactionRetention > 0 {
+		ec.AutoCompactionMode = "periodic"
+		ec.AutoCompactionRetention = c.AutoCompactionRetention.String()
+	} else {
+		ec.AutoCompactionRetention = "0"
+	}
+	if c.HeartbeatInterval > 0 {
+		ec.TickMs = uint(max(c.HeartbeatInterval.Milliseconds(), 1))
+	}
+	if c.ElectionTimeout > 0 {
+		ec.ElectionMs = uint(max(c.ElectionTimeout.Milliseconds(), 1))
+	}
+	ec.UnsafeNoFsync = c.UnsafeNoFsync
+	ec.EnableGRPCGateway = false
+	return ec, nil
+}
+
+// quietCore drops every log entry below fatal while the server shuts down:
+// etcd reports its own closed listeners as errors.
+type quietCore struct {
+	zapcore.Core
+	closing *atomic.Bool
+}
+
+func (c quietCore) With(f []zapcore.Field) zapcore.Core { return quietCore{c.Core.With(f), c.closing} }
+
+func (c quietCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if c.closing.Load() && e.Level < zapcore.FatalLevel {
+		return ce
+	}
+	return c.Core.Check(e, ce)
+}
+
+// Server is one etcd member run inside the process, without a client. The
+// `magnetar metadata` command runs one; StartEmbedded pairs one with a
+// Store.
+type Server struct {
+	cfg     EmbeddedConfig
+	closing atomic.Bool // silences etcd's complaints about its own shutdown
+
+	mu   sync.Mutex
+	etcd *embed.Etcd // nil while stopped
+}
+
+// StartServer starts an etcd member and waits until it serves clients, which
+// for a new multi-member cluster means until a quorum of members is up.
+func StartServer(ctx context.Context, cfg EmbeddedConfig) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	srv := &Server{cfg: cfg}
+	if err := srv.start(ctx); err != nil {
+		return nil, err
+	}
+	return srv, nil
+}
+
+func (srv *Server) start(ctx context.Context) error {
+	ec, err := srv.cfg.etcdConfig()
+	if err != nil {
+		return err
+	}
+	srv.closing.Store(false)
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(srv.cfg.Logger.WithOptions(
+		zap.WrapCore(func(c zapcore.Core) zapcore.Core { return quietCore{c, &srv.closing} })))
+	e, err := embed.StartEtcd(ec)
+	if err != nil {
+		return fmt.Errorf("etcdstore: start etcd %s: %w", srv.cfg.Name, err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		srv.closing.Store(true)
+		e.Close()
+		return fmt.Errorf("etcdstore: etcd %s failed to start: %w", srv.cfg.Name, err)
+	case <-ctx.Done():
+		srv.closing.Store(true)
+		e.Close()
+		return fmt.Errorf("etcdstore: start etcd %s: %w", srv.cfg.Name, ctx.Err())
+	}
+	srv.mu.Lock()
+	srv.etcd = e
+	srv.mu.Unlock()
+	return nil
+}
+
+// Config returns the server's configuration with defaults filled in.
+func (srv *Server) Config() EmbeddedConfig { return srv.cfg }
+
+// ClientURLs returns the URLs clients connect to.
+func (srv *Server) ClientURLs() []string { return []string{srv.cfg.ClientURL} }
+
+// Err reports a failure of the running server (nil channel while stopped).
+func (srv *Server) Err() <-chan error {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if srv.etcd == nil {
+		return nil
+	}
+	return srv.etcd.Err()
+}
+
+// Close stops the server. Clients still connected are cut off after etcd's
+// request timeout. It is idempotent.
+func (srv *Server) Close() error {
+	srv.mu.Lock()
+	e := srv.etcd
+	srv.etcd = nil
+	srv.mu.Unlock()
+	if e != nil {
+		srv.closing.Store(true)
+		e.Close()
+	}
+	return nil
+}
+
+// Restart stops the server and starts it again on the same URLs and data.
+// Clients reconnect by themselves.
+func (srv *Server) Restart(ctx context.Context) error {
+	if err := srv.Close(); err != nil {
+		return err
+	}
+	return srv.start(ctx)
+}
+
+// Embedded is a single etcd member in the process plus a Store connected to
+// it: the default metadata store of a standalone Magnetar process.
+type Embedded struct {
+	*Store
+	srv *Server
+}
+
+// StartEmbedded starts an etcd member with cfg and connects a Store to it.
+func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
+	srv, err := StartServer(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	st, err := New(ctx, Config{Endpoints: srv.ClientURLs(), Prefix: srv.cfg.Prefix, Logger: srv.cfg.Logger})
+	if err != nil {
+		return nil, errors.Join(err, srv.Close())
+	}
+	return &Embedded{Store: st, srv: srv}, nil
+}
+
+// Server returns the embedded etcd member.
+func (e *Embedded) Server() *Server { return e.srv }
+
+// ClientURLs returns the URLs other clients can use to reach the member.
+func (e *Embedded) ClientURLs() []string { return e.srv.ClientURLs() }
+
+// Close closes the Store (ending its sessions and watches), then stops the
+// server. It is idempotent.
+func (e *Embedded) Close() error {
+	return errors.Join(e.Store.Close(), e.srv.Close())
+}
+
+var _ metadata.Store = (*Embedded)(nil)

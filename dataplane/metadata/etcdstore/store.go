@@ -1,0 +1,399 @@
+package etcdstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/magnetar-dev/magnetar/dataplane/metadata"
+)
+
+// seqInfix separates the prefix from the sequence counters. It is not '/',
+// so counters never show up in Children or Watch of user keys.
+const seqInfix = "\x00seq/"
+
+// Store is a metadata.Store on an etcd cluster. Create it with New; release
+// it with Close.
+type Store struct {
+	cfg Config
+	cli *clientv3.Client
+	pfx string
+
+	// ctx lives as long as the store; watches and session keepalives run
+	// under it.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	closed   bool
+	sessions map[*session]struct{}
+
+	wg sync.WaitGroup // watch goroutines
+}
+
+var _ metadata.Store = (*Store)(nil)
+
+// New connects to the etcd cluster cfg names. It fails if no endpoint
+// answers within cfg.DialTimeout or ctx.
+func New(ctx context.Context, cfg Config) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:            cfg.Endpoints,
+		DialTimeout:          cfg.DialTimeout,
+		DialKeepAliveTime:    5 * time.Second,
+		DialKeepAliveTimeout: 5 * time.Second,
+		Username:             cfg.Username,
+		Password:             cfg.Password,
+		Logger:               cfg.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("etcdstore: connect %v: %w", cfg.Endpoints, err)
+	}
+	s := &Store{cfg: cfg, cli: cli, pfx: cfg.Prefix, sessions: make(map[*session]struct{})}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	// clientv3.New does not wait for a connection; probe one, so that a
+	// wrong endpoint fails here rather than at first use.
+	pctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
+	defer cancel()
+	if _, err := cli.Get(pctx, s.pfx+seqInfix, clientv3.WithCountOnly()); err != nil {
+		_ = cli.Close()
+		s.cancel()
+		return nil, fmt.Errorf("etcdstore: connect %v: %w", cfg.Endpoints, err)
+	}
+	return s, nil
+}
+
+// Client returns the underlying etcd client (for tools and tests).
+func (s *Store) Client() *clientv3.Client { return s.cli }
+
+// Prefix returns the key prefix of the store.
+func (s *Store) Prefix() string { return s.pfx }
+
+// Close ends the store's sessions (revoking their leases, which deletes
+// their ephemeral keys), ends its watches and closes the client. It is
+// idempotent.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	sessions := make([]*session, 0, len(s.sessions))
+	for sess := range s.sessions {
+		sessions = append(sessions, sess)
+	}
+	s.mu.Unlock()
+	for _, sess := range sessions {
+		_ = sess.end(true)
+	}
+	s.cancel()
+	s.wg.Wait()
+	return s.cli.Close()
+}
+
+func (s *Store) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// check returns ErrClosed once the store is closed.
+func (s *Store) check() error {
+	if s.isClosed() {
+		return metadata.ErrClosed
+	}
+	return nil
+}
+
+// mapErr translates a client error.
+func (s *Store) mapErr(op string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case s.isClosed():
+		return metadata.ErrClosed
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	case errors.Is(err, rpctypes.ErrLeaseNotFound):
+		return fmt.Errorf("%w: %s: %w", metadata.ErrSessionLost, op, err)
+	case errors.Is(err, rpctypes.ErrCompacted):
+		return fmt.Errorf("%w: %s: %w", metadata.ErrCompacted, op, err)
+	}
+	return fmt.Errorf("etcdstore: %s: %w", op, err)
+}
+
+func (s *Store) kv(kv *clientv3.GetResponse) metadata.KV {
+	x := kv.Kvs[0]
+	return metadata.KV{
+		Key:       strings.TrimPrefix(string(x.Key), s.pfx),
+		Value:     x.Value,
+		Version:   metadata.Version(x.ModRevision),
+		Ephemeral: x.Lease != 0,
+	}
+}
+
+// Get implements metadata.Store.
+func (s *Store) Get(ctx context.Context, key string) (metadata.KV, error) {
+	if err := metadata.ValidateKey(key); err != nil {
+		return metadata.KV{}, err
+	}
+	if err := s.check(); err != nil {
+		return metadata.KV{}, err
+	}
+	resp, err := s.cli.Get(ctx, s.pfx+key)
+	if err != nil {
+		return metadata.KV{}, s.mapErr("get "+key, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return metadata.KV{}, fmt.Errorf("%w: %s", metadata.ErrNotFound, key)
+	}
+	return s.kv(resp), nil
+}
+
+// Put implements metadata.Store. Putting an ephemeral key through the store
+// (not its session) makes it persistent.
+func (s *Store) Put(ctx context.Context, key string, value []byte, expected metadata.Version) (metadata.Version, error) {
+	if err := metadata.ValidateKey(key); err != nil {
+		return 0, err
+	}
+	return s.put(ctx, key, value, expected, clientv3.NoLease)
+}
+
+func (s *Store) put(ctx context.Context, key string, value []byte, expected metadata.Version, lease clientv3.LeaseID) (metadata.Version, error) {
+	if err := s.check(); err != nil {
+		return 0, err
+	}
+	k := s.pfx + key
+	put := clientv3.OpPut(k, string(value), clientv3.WithLease(lease))
+	if expected == metadata.AnyVersion {
+		resp, err := s.cli.Do(ctx, put)
+		if err != nil {
+			return 0, s.mapErr("put "+key, err)
+		}
+		return metadata.Version(resp.Put().Header.Revision), nil
+	}
+	cmp := clientv3.Compare(clientv3.ModRevision(k), "=", int64(expected))
+	if expected == metadata.NotExists {
+		cmp = clientv3.Compare(clientv3.CreateRevision(k), "=", 0)
+	}
+	resp, err := s.cli.Txn(ctx).If(cmp).Then(put).Commit()
+	if err != nil {
+		return 0, s.mapErr("put "+key, err)
+	}
+	if !resp.Succeeded {
+		if expected == metadata.NotExists {
+			return 0, fmt.Errorf("%w: %s", metadata.ErrExists, key)
+		}
+		return 0, fmt.Errorf("%w: %s, expected %d", metadata.ErrBadVersion, key, expected)
+	}
+	return metadata.Version(resp.Header.Revision), nil
+}
+
+// Create implements metadata.Store.
+func (s *Store) Create(ctx context.Context, key string, value []byte) (metadata.Version, error) {
+	return s.Put(ctx, key, value, metadata.NotExists)
+}
+
+// Delete implements metadata.Store.
+func (s *Store) Delete(ctx context.Context, key string, expected metadata.Version) error {
+	if err := metadata.ValidateKey(key); err != nil {
+		return err
+	}
+	if err := s.check(); err != nil {
+		return err
+	}
+	k := s.pfx + key
+	if expected == metadata.AnyVersion {
+		resp, err := s.cli.Delete(ctx, k)
+		if err != nil {
+			return s.mapErr("delete "+key, err)
+		}
+		if resp.Deleted == 0 {
+			return fmt.Errorf("%w: %s", metadata.ErrNotFound, key)
+		}
+		return nil
+	}
+	resp, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(k), "=", int64(expected))).
+		Then(clientv3.OpDelete(k)).
+		Else(clientv3.OpGet(k, clientv3.WithCountOnly())).
+		Commit()
+	if err != nil {
+		return s.mapErr("delete "+key, err)
+	}
+	if resp.Succeeded {
+		// Only NotExists can match an absent key.
+		if resp.Responses[0].GetResponseDeleteRange().Deleted == 0 {
+			return fmt.Errorf("%w: %s", metadata.ErrNotFound, key)
+		}
+		return nil
+	}
+	if resp.Responses[0].GetResponseRange().Count == 0 {
+		return fmt.Errorf("%w: %s", metadata.ErrNotFound, key)
+	}
+	return fmt.Errorf("%w: %s, expected %d", metadata.ErrBadVersion, key, expected)
+}
+
+// subtreeRange returns the etcd key range [start, end) of the strict
+// descendants of parent.
+func (s *Store) subtreeRange(parent string) (start, end string) {
+	start = s.pfx + parent + "/"
+	if parent == "/" {
+		start = s.pfx + "/"
+	}
+	return start, clientv3.GetPrefixRangeEnd(start)
+}
+
+// Children implements metadata.Store. It pages through the subtree with
+// keys-only range reads at one revision, and skips the rest of a child's
+// subtree once a page ends inside it, so a child with many descendants
+// costs one extra request rather than reading them all.
+func (s *Store) Children(ctx context.Context, parent string) ([]string, error) {
+	if err := metadata.ValidatePath(parent); err != nil {
+		return nil, err
+	}
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	from, end := s.subtreeRange(parent)
+	var (
+		names = make(map[string]struct{})
+		rev   int64
+	)
+	for {
+		opts := []clientv3.OpOption{
+			clientv3.WithRange(end), clientv3.WithKeysOnly(),
+			clientv3.WithLimit(int64(s.cfg.PageSize)),
+			clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend),
+		}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		resp, err := s.cli.Get(ctx, from, opts...)
+		if err != nil {
+			return nil, s.mapErr("children "+parent, err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		var last, lastChild string
+		for _, kv := range resp.Kvs {
+			last = strings.TrimPrefix(string(kv.Key), s.pfx)
+			lastChild = metadata.ChildName(last, parent)
+			names[lastChild] = struct{}{}
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			// Equal names need not be adjacent in key order: "c.d" sorts
+			// between "c" and "c/x".
+			return slices.Sorted(maps.Keys(names)), nil
+		}
+		// Continue after the last key; if it lies below a child, every key
+		// up to the end of that child's subtree names the same child.
+		from = s.pfx + last + "\x00"
+		if ck := ChildKey(parent, lastChild); ck != last {
+			from = clientv3.GetPrefixRangeEnd(s.pfx + ck + "/")
+		}
+	}
+}
+
+// ChildKey returns the key of child name under parent.
+func ChildKey(parent, name string) string {
+	if parent == "/" {
+		return "/" + name
+	}
+	return parent + "/" + name
+}
+
+// Revision implements metadata.Store.
+func (s *Store) Revision(ctx context.Context) (int64, error) {
+	if err := s.check(); err != nil {
+		return 0, err
+	}
+	resp, err := s.cli.Get(ctx, s.pfx+seqInfix, clientv3.WithCountOnly())
+	if err != nil {
+		return 0, s.mapErr("revision", err)
+	}
+	return resp.Header.Revision, nil
+}
+
+// NextID implements metadata.Store with a counter key per sequence, advanced
+// by a compare-and-swap transaction on its ModRevision.
+func (s *Store) NextID(ctx context.Context, sequence string) (int64, error) {
+	if err := metadata.ValidateName(sequence); err != nil {
+		return 0, err
+	}
+	if err := s.check(); err != nil {
+		return 0, err
+	}
+	k := s.pfx + seqInfix + sequence
+	var (
+		cur int64 // current value; 0 when the key is absent
+		rev int64 // its ModRevision; 0 when absent
+	)
+	parse := func(r *clientv3.GetResponse) error {
+		cur, rev = 0, 0
+		if len(r.Kvs) == 0 {
+			return nil
+		}
+		n, err := strconv.ParseInt(string(r.Kvs[0].Value), 10, 64)
+		if err != nil {
+			return fmt.Errorf("etcdstore: sequence %s holds %q: %w", sequence, r.Kvs[0].Value, err)
+		}
+		cur, rev = n, r.Kvs[0].ModRevision
+		return nil
+	}
+	resp, err := s.cli.Get(ctx, k)
+	if err != nil {
+		return 0, s.mapErr("next id "+sequence, err)
+	}
+	if err := parse(resp); err != nil {
+		return 0, err
+	}
+	for {
+		next := cur + 1
+		tr, err := s.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(k), "=", rev)).
+			Then(clientv3.OpPut(k, strconv.FormatInt(next, 10))).
+			Else(clientv3.OpGet(k)).
+			Commit()
+		if err != nil {
+			return 0, s.mapErr("next id "+sequence, err)
+		}
+		if tr.Succeeded {
+			return next, nil
+		}
+		if err := parse((*clientv3.GetResponse)(tr.Responses[0].GetResponseRange())); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// register tracks an open session so Close can end it.
+func (s *Store) register(sess *session) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return metadata.ErrClosed
+	}
+	s.sessions[sess] = struct{}{}
+	return nil
+}
+
+func (s *Store) unregister(sess *session) {
+	s.mu.Lock()
+	delete(s.sessions, sess)
+	s.mu.Unlock()
+}
