@@ -170,7 +170,7 @@ func TestClusterProcesses(t *testing.T) {
 
 	// State created with all three members up.
 	s := newStore(t, "/failover")
-	sess, err := s.NewSession(ctx, 2*time.Second)
+	sess, err := s.NewSession(ctx, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +224,7 @@ func TestClusterProcesses(t *testing.T) {
 	if _, err := sess.CreateEphemeral(ctx, "/eph/old", nil); err != nil {
 		t.Fatalf("ephemeral on the old session: %v", err)
 	}
-	sess2, err := s.NewSession(ctx, 2*time.Second)
+	sess2, err := s.NewSession(ctx, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

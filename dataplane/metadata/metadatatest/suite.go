@@ -30,7 +30,9 @@ type Harness struct {
 	// Restart stops the server behind s and starts it again with its data;
 	// s must reconnect by itself. Optional.
 	Restart func(t *testing.T, s metadata.Store)
-	// SessionTTL is the TTL of the suite's sessions. Default 2s.
+	// SessionTTL is the TTL of the suite's sessions. Default 10s: the suite
+	// never waits for a TTL to run out (it uses ExpireSession), and a long
+	// TTL keeps sessions alive on a machine too loaded to renew them on time.
 	SessionTTL time.Duration
 	// Timeout bounds every wait of the suite. Default 20s.
 	Timeout time.Duration
@@ -40,7 +42,7 @@ func (h Harness) ttl() time.Duration {
 	if h.SessionTTL > 0 {
 		return h.SessionTTL
 	}
-	return 2 * time.Second
+	return 10 * time.Second
 }
 
 func (h Harness) timeout() time.Duration {
