@@ -25,6 +25,13 @@ type Registration struct {
 	Rack     string `json:"rack,omitempty"`
 	Region   string `json:"region,omitempty"`
 	ReadOnly bool   `json:"readOnly"`
+	// Instance is the bookie's cookie instance id. A registration left by
+	// an earlier incarnation of the same disk (the process was killed and
+	// its session has not expired yet) carries the same instance, so a
+	// restarted bookie can replace it at once instead of waiting out the
+	// session TTL. Two live processes cannot share one disk: the storage
+	// holds an exclusive lock on it.
+	Instance string `json:"instance,omitempty"`
 }
 
 // AvailableKey returns the registration key of a bookie.
@@ -76,6 +83,7 @@ func (s *Server) newRegistrar(ctx context.Context) (*registrar, error) {
 		Rack:     s.cfg.Rack,
 		Region:   s.cfg.Region,
 		ReadOnly: s.st.ReadOnly() != nil,
+		Instance: s.instance,
 	}}
 	if err := r.register(ctx); err != nil {
 		return nil, err
@@ -94,7 +102,11 @@ func (r *registrar) register(ctx context.Context) error {
 		sess.Close()
 		return err
 	}
-	if _, err := sess.CreateEphemeral(ctx, AvailableKey(r.reg.ID), b); err != nil {
+	_, err = sess.CreateEphemeral(ctx, AvailableKey(r.reg.ID), b)
+	if errors.Is(err, metadata.ErrExists) && r.removeStale(ctx) {
+		_, err = sess.CreateEphemeral(ctx, AvailableKey(r.reg.ID), b)
+	}
+	if err != nil {
 		sess.Close()
 		if errors.Is(err, metadata.ErrExists) {
 			return fmt.Errorf("bookie: %q is already registered as available (another process, or a lost session not yet expired): %w",
@@ -107,6 +119,28 @@ func (r *registrar) register(ctx context.Context) error {
 	r.s.log.Info("bookie registered", slog.String("id", r.reg.ID), slog.String("addr", r.reg.Addr),
 		slog.Bool("read_only", r.reg.ReadOnly), slog.Int64("session", sess.ID()))
 	return nil
+}
+
+// removeStale deletes an existing registration of this bookie id if it was
+// left by an earlier incarnation of this very disk (same cookie instance),
+// and reports whether it did.
+func (r *registrar) removeStale(ctx context.Context) bool {
+	if r.reg.Instance == "" {
+		return false
+	}
+	kv, err := r.s.md.Get(ctx, AvailableKey(r.reg.ID))
+	if err != nil {
+		return false
+	}
+	var old Registration
+	if json.Unmarshal(kv.Value, &old) != nil || old.Instance != r.reg.Instance {
+		return false
+	}
+	if err := r.s.md.Delete(ctx, AvailableKey(r.reg.ID), kv.Version); err != nil {
+		return false
+	}
+	r.s.log.Info("bookie replaced a registration left by its previous incarnation", slog.String("id", r.reg.ID))
+	return true
 }
 
 func (r *registrar) run() {

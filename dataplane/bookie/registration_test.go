@@ -47,8 +47,8 @@ func TestRegistrationLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	regs := registered(t, md)
-	want := Registration{ID: "bk1", Addr: s.Addr().String(), Rack: "r1", Region: "eu"}
-	if len(regs) != 1 || regs[0] != want {
+	want := Registration{ID: "bk1", Addr: s.Addr().String(), Rack: "r1", Region: "eu", Instance: s.instance}
+	if len(regs) != 1 || regs[0] != want || want.Instance == "" {
 		t.Fatalf("registrations %+v, want [%+v]", regs, want)
 	}
 	kv, err := md.Get(context.Background(), AvailableKey("bk1"))
@@ -199,5 +199,51 @@ func TestDefaultIDIsAdvertisedAddress(t *testing.T) {
 	}
 	if r := registered(t, md); len(r) != 1 || r[0].ID != s.ID() || r[0].Addr != s.Addr().String() {
 		t.Fatalf("registrations %+v", r)
+	}
+}
+
+// TestRestartReplacesOwnStaleRegistration: a bookie killed without closing
+// its session leaves its key until the session expires; the same disk
+// restarted replaces it at once, while another disk claiming the same id
+// is still refused.
+func TestRestartReplacesOwnStaleRegistration(t *testing.T) {
+	ctx := context.Background()
+	md := memstore.New()
+	defer md.Close()
+	dir := t.TempDir()
+	// An earlier incarnation: registered, then "killed" (session left open).
+	if err := CheckCookie(ctx, md, "b1", dir); err != nil {
+		t.Fatal(err)
+	}
+	c, _, _ := readCookieFile(filepath.Join(dir, CookieFile))
+	sess, err := md.NewSession(ctx, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale, _ := json.Marshal(Registration{ID: "b1", Addr: "x", Instance: c.InstanceID})
+	if _, err := sess.CreateEphemeral(ctx, AvailableKey("b1"), stale); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(Config{ID: "b1", ListenAddr: "127.0.0.1:0", DataDir: dir}, memstorage.New(), md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(ctx); err != nil {
+		t.Fatalf("restart on the same disk refused: %v", err)
+	}
+	defer srv.Shutdown(ctx)
+	regs, err := ListAvailable(ctx, md)
+	if err != nil || len(regs) != 1 || regs[0].Addr == "x" {
+		t.Fatalf("registrations after restart: %+v %v", regs, err)
+	}
+
+	// A different disk with the same id: refused while b1 is registered.
+	other, err := New(Config{ID: "b1", ListenAddr: "127.0.0.1:0", DataDir: t.TempDir()}, memstorage.New(), md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Start(ctx); err == nil {
+		other.Shutdown(ctx)
+		t.Fatal("a second disk took over a live bookie id")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,6 +32,7 @@ type Server struct {
 	nextConn uint64
 
 	sessionID atomic.Int64 // of the current registration session, for tests
+	instance  string       // cookie instance id, set by Start
 
 	stopping   chan struct{}   // closed by Shutdown
 	stopCtx    context.Context // canceled by Shutdown, for background metadata calls
@@ -92,6 +94,9 @@ func (s *Server) Start(ctx context.Context) error {
 		if err := CheckCookie(ctx, s.md, s.cfg.ID, s.cfg.DataDir); err != nil {
 			ln.Close()
 			return err
+		}
+		if c, ok, err := readCookieFile(filepath.Join(s.cfg.DataDir, CookieFile)); err == nil && ok {
+			s.instance = c.InstanceID
 		}
 		reg, err := s.newRegistrar(ctx)
 		if err != nil {

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/magnetar-dev/magnetar/dataplane/standalone"
+)
+
+func init() { subcommands = append(subcommands, newStandaloneCommand) }
+
+func newStandaloneCommand() *cobra.Command {
+	var cfg standalone.Config
+	var journalSync bool
+	cmd := &cobra.Command{
+		Use:   "standalone",
+		Short: "Run a whole data plane in one process: broker, bookie and embedded metadata store",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signalContext()
+			defer stop()
+			cfg.JournalNoSync = !journalSync
+			start := time.Now()
+			s, err := standalone.Start(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "magnetar standalone ready in %v: %s  admin %s\n",
+				time.Since(start).Round(time.Millisecond), s.ServiceURL(), s.WebServiceURL())
+			<-ctx.Done()
+			sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			return s.Shutdown(sctx)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.DataDir, "data-dir", "./data/standalone", "directory holding the metadata store and the bookie")
+	f.StringVar(&cfg.BrokerAddr, "broker-addr", "127.0.0.1:6650", "Pulsar binary protocol address")
+	f.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:8080", "admin REST API and HTTP lookup address")
+	f.StringVar(&cfg.BookieAddr, "bookie-addr", "127.0.0.1:3181", "embedded bookie address (keep it stable across restarts)")
+	f.StringVar(&cfg.Broker.AdvertisedAddr, "advertised-address", "", "host:port clients are sent to (default: the bound broker address)")
+	f.IntVar(&cfg.Broker.MaxMessageSize, "max-message-size", 5<<20, "largest message accepted, in bytes")
+	f.BoolVar(&journalSync, "journal-sync", true, "fsync the bookie journal before acknowledging (durable)")
+	return cmd
+}

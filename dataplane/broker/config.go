@@ -1,0 +1,89 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/magnetar-dev/magnetar/dataplane/protocol"
+)
+
+// Config configures a broker Service. Zero values take the documented
+// defaults (WithDefaults).
+type Config struct {
+	// ClusterName is the cluster this broker belongs to. Default "standalone".
+	ClusterName string
+	// BinaryAddr is the TCP address of the Pulsar binary protocol.
+	// Default 127.0.0.1:6650.
+	BinaryAddr string
+	// AdvertisedAddr is the host:port clients are sent to by lookups.
+	// Default: the address BinaryAddr is bound to.
+	AdvertisedAddr string
+	// WebServiceURL is the admin/HTTP URL returned by HTTP lookups.
+	WebServiceURL string
+	// MaxMessageSize is the largest message (headers and payload) accepted
+	// and announced in CONNECTED. Default 5 MiB.
+	MaxMessageSize int
+	// KeepAliveInterval: the broker pings a client silent for this long and
+	// closes the connection after twice as long. Default 30s.
+	KeepAliveInterval time.Duration
+	// AllowAutoTopicCreation creates topics on first use unless a namespace
+	// policy says otherwise. Default true (set DisableAutoTopicCreation).
+	DisableAutoTopicCreation bool
+	// MaxPendingPublishBytes is the broker-wide memory for messages received
+	// and not yet persisted; when it is full, producers' connections stop
+	// being read until writes complete. Default 64 MiB.
+	MaxPendingPublishBytes int64
+	// DispatchBatch is the most entries a subscription reads at once.
+	// Default 100.
+	DispatchBatch int
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// WithDefaults returns cfg with zero fields set to their defaults.
+func (cfg Config) WithDefaults() Config {
+	if cfg.ClusterName == "" {
+		cfg.ClusterName = "standalone"
+	}
+	if cfg.BinaryAddr == "" {
+		cfg.BinaryAddr = "127.0.0.1:6650"
+	}
+	if cfg.MaxMessageSize == 0 {
+		cfg.MaxMessageSize = protocol.DefaultMaxMessageSize
+	}
+	if cfg.KeepAliveInterval == 0 {
+		cfg.KeepAliveInterval = 30 * time.Second
+	}
+	if cfg.MaxPendingPublishBytes == 0 {
+		cfg.MaxPendingPublishBytes = 64 << 20
+	}
+	if cfg.DispatchBatch == 0 {
+		cfg.DispatchBatch = 100
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return cfg
+}
+
+// Validate checks the configuration.
+func (cfg Config) Validate() error {
+	if _, _, err := net.SplitHostPort(cfg.BinaryAddr); err != nil {
+		return fmt.Errorf("broker: BinaryAddr %q: %w", cfg.BinaryAddr, err)
+	}
+	if cfg.AdvertisedAddr != "" {
+		if _, _, err := net.SplitHostPort(cfg.AdvertisedAddr); err != nil {
+			return fmt.Errorf("broker: AdvertisedAddr %q: %w", cfg.AdvertisedAddr, err)
+		}
+	}
+	if cfg.MaxMessageSize < 1024 {
+		return errors.New("broker: MaxMessageSize must be at least 1 KiB")
+	}
+	if cfg.KeepAliveInterval < 0 || cfg.MaxPendingPublishBytes < int64(cfg.MaxMessageSize) || cfg.DispatchBatch < 1 {
+		return errors.New("broker: KeepAliveInterval must be >= 0, MaxPendingPublishBytes >= MaxMessageSize, DispatchBatch >= 1")
+	}
+	return nil
+}

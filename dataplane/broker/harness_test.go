@@ -1,0 +1,118 @@
+package broker_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	plog "github.com/apache/pulsar-client-go/pulsar/log"
+
+	"github.com/magnetar-dev/magnetar/dataplane/standalone"
+)
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// env is one standalone and a connected Pulsar Go client.
+type env struct {
+	t      *testing.T
+	sa     *standalone.Standalone
+	client pulsar.Client
+	ctx    context.Context
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	sa, err := standalone.Start(ctx, standalone.Config{
+		DataDir: t.TempDir(), BrokerAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", BookieAddr: freeAddr(t),
+		JournalNoSync: true, Logger: quietLogger(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := pulsar.NewClient(pulsar.ClientOptions{
+		URL: sa.ServiceURL(), OperationTimeout: 30 * time.Second,
+		Logger: plog.NewLoggerWithSlog(quietLogger()),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.Close()
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := sa.Shutdown(sctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	return &env{t: t, sa: sa, client: c, ctx: ctx}
+}
+
+func (e *env) producer(opts pulsar.ProducerOptions) pulsar.Producer {
+	e.t.Helper()
+	p, err := e.client.CreateProducer(opts)
+	if err != nil {
+		e.t.Fatalf("create producer on %s: %v", opts.Topic, err)
+	}
+	e.t.Cleanup(p.Close)
+	return p
+}
+
+func (e *env) consumer(opts pulsar.ConsumerOptions) pulsar.Consumer {
+	e.t.Helper()
+	c, err := e.client.Subscribe(opts)
+	if err != nil {
+		e.t.Fatalf("subscribe %s/%s: %v", opts.Topic, opts.SubscriptionName, err)
+	}
+	e.t.Cleanup(c.Close)
+	return c
+}
+
+func (e *env) send(p pulsar.Producer, msgs ...*pulsar.ProducerMessage) []pulsar.MessageID {
+	e.t.Helper()
+	var ids []pulsar.MessageID
+	for _, m := range msgs {
+		id, err := p.Send(e.ctx, m)
+		if err != nil {
+			e.t.Fatalf("send: %v", err)
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+func (e *env) receive(c pulsar.Consumer) pulsar.Message {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(e.ctx, 20*time.Second)
+	defer cancel()
+	m, err := c.Receive(ctx)
+	if err != nil {
+		e.t.Fatalf("receive: %v", err)
+	}
+	return m
+}
+
+// expectNothing checks that c receives nothing for a short while.
+func (e *env) expectNothing(c pulsar.Consumer, d time.Duration) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(e.ctx, d)
+	defer cancel()
+	if m, err := c.Receive(ctx); err == nil {
+		e.t.Fatalf("unexpected message %q (%v)", m.Payload(), m.ID())
+	}
+}

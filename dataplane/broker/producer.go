@@ -1,0 +1,145 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+
+	pb "github.com/magnetar-dev/magnetar/api/pulsarwire"
+	"github.com/magnetar-dev/magnetar/dataplane/ledger"
+	"github.com/magnetar-dev/magnetar/dataplane/protocol"
+)
+
+// Producer is a client producer attached to a topic through a connection.
+type Producer struct {
+	conn      *conn
+	topic     *Topic
+	uid       uint64 // broker-wide unique
+	id        uint64
+	requestID uint64
+	name      string
+	mode      pb.ProducerAccessMode
+	epoch     uint64
+	metadata  map[string]string
+}
+
+// key identifies the producer broker-wide.
+func (p *Producer) key() uint64 { return p.uid }
+
+func (c *conn) handleProducer(cp *pb.CommandProducer) {
+	reqID, prodID := cp.GetRequestId(), cp.GetProducerId()
+	if _, dup := c.producers[prodID]; dup {
+		// A retried PRODUCER for a producer already created on this
+		// connection: answer as before.
+		p := c.producers[prodID]
+		c.send(protocol.NewProducerSuccess(reqID, p.name, -1, nil, &p.epoch, true))
+		return
+	}
+	tn, err := ParseTopicName(cp.GetTopic())
+	if err != nil {
+		c.sendError(reqID, protocol.ErrInvalidTopicName.WithMessage(err.Error()))
+		return
+	}
+	ctx, cancel := c.ctx()
+	defer cancel()
+	t, err := c.s.GetTopic(ctx, tn, true)
+	if err != nil {
+		c.sendError(reqID, err)
+		return
+	}
+	name := cp.GetProducerName()
+	if name == "" {
+		name = c.s.generateProducerName()
+	}
+	p := &Producer{
+		conn: c, topic: t, uid: uint64(c.s.nameSeq.Add(1)), id: prodID, requestID: reqID, name: name,
+		mode: cp.GetProducerAccessMode(), metadata: kvMap(cp.GetMetadata()),
+	}
+	var schemaVersion []byte
+	if sc := cp.GetSchema(); sc != nil && t.ml != nil {
+		schemaVersion, err = c.s.schemas.addSchema(ctx, tn, sc)
+		if err != nil {
+			c.sendError(reqID, err)
+			return
+		}
+	}
+	ready, err := t.addProducer(p)
+	if err != nil {
+		c.sendError(reqID, err)
+		return
+	}
+	c.producers[prodID] = p
+	c.send(protocol.NewProducerSuccess(reqID, name, -1, schemaVersion, &p.epoch, ready))
+}
+
+func kvMap(kvs []*pb.KeyValue) map[string]string {
+	if len(kvs) == 0 {
+		return nil
+	}
+	m := make(map[string]string, len(kvs))
+	for _, kv := range kvs {
+		m[kv.GetKey()] = kv.GetValue()
+	}
+	return m
+}
+
+// handleSend persists one SEND. The reader blocks here while the broker's
+// pending-publish memory is full: that pauses reading this socket, Pulsar's
+// producer back-pressure.
+func (c *conn) handleSend(s *pb.CommandSend, data []byte) error {
+	prodID, seq := s.GetProducerId(), s.GetSequenceId()
+	p, ok := c.producers[prodID]
+	if !ok {
+		// Unknown producer: the client is out of sync; Pulsar closes.
+		return fmt.Errorf("SEND for unknown producer %d", prodID)
+	}
+	highest := s.GetHighestSequenceId()
+	if data == nil {
+		c.send(protocol.NewSendError(prodID, seq, pb.ServerError_UnknownError, "SEND without payload"))
+		return nil
+	}
+	if err := protocol.VerifyChecksum(data); err != nil {
+		c.send(protocol.NewSendError(prodID, seq, pb.ServerError_ChecksumError, "checksum mismatch"))
+		return nil
+	}
+	if len(data) > c.s.cfg.MaxMessageSize+protocol.FrameHeadroom {
+		c.send(protocol.NewSendError(prodID, seq, pb.ServerError_NotAllowedError, "message too large"))
+		return nil
+	}
+	n := int64(len(data))
+	if !c.s.pending.acquire(n, c.closeCh) {
+		return errors.New("connection closed")
+	}
+	p.topic.publish(data, int(s.GetNumMessages()), func(pos ledger.Position, err error) {
+		c.s.pending.release(n)
+		if err != nil {
+			code, msg := protocol.ServerErrorOf(mapLedgerError(err))
+			c.send(protocol.NewSendError(prodID, seq, code, msg))
+			return
+		}
+		c.send(protocol.NewSendReceipt(prodID, seq, highest, uint64(pos.LedgerID), uint64(pos.EntryID)))
+	})
+	return nil
+}
+
+// mapLedgerError maps managed-ledger errors to Pulsar errors.
+func mapLedgerError(err error) error {
+	switch {
+	case errors.Is(err, ledger.ErrTerminated):
+		return protocol.ErrTopicTerminated.WithMessage("topic was terminated")
+	case errors.Is(err, ledger.ErrFenced), errors.Is(err, ledger.ErrClosed):
+		return protocol.ErrServiceNotReady.WithMessage(err.Error())
+	}
+	var pe *protocol.Error
+	if errors.As(err, &pe) {
+		return err
+	}
+	return protocol.ErrPersistence.WithMessage(err.Error())
+}
+
+func (c *conn) handleCloseProducer(cp *pb.CommandCloseProducer) {
+	if p, ok := c.producers[cp.GetProducerId()]; ok {
+		delete(c.producers, cp.GetProducerId())
+		p.topic.removeProducer(p)
+	}
+	c.send(protocol.NewSuccess(cp.GetRequestId()))
+}

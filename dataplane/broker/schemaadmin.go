@@ -1,0 +1,162 @@
+package broker
+
+// Schema registry operations for the admin REST API. They read and write
+// the same /schemas/... records as the binary protocol (schema.go); each
+// version stored here also carries its creation time.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/magnetar-dev/magnetar/dataplane/metadata"
+)
+
+// SchemaVersion is one stored schema version as the admin API shows it.
+type SchemaVersion struct {
+	Version   int64
+	Timestamp int64 // Unix milliseconds, 0 if unknown
+	SchemaEntry
+}
+
+// schemaRecord is a SchemaEntry with its creation time.
+type schemaRecord struct {
+	SchemaEntry
+	Timestamp int64 `json:"timestamp,omitempty"`
+}
+
+func (r schemaRegistry) loadRecords(ctx context.Context, t TopicName) ([]schemaRecord, metadata.Version, error) {
+	kv, err := r.md.Get(ctx, schemaKey(t))
+	if errors.Is(err, metadata.ErrNotFound) {
+		return nil, metadata.NotExists, nil
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	var list []schemaRecord
+	if err := json.Unmarshal(kv.Value, &list); err != nil {
+		return nil, 0, fmt.Errorf("corrupt schema record of %s: %w", t, err)
+	}
+	return list, kv.Version, nil
+}
+
+func (r schemaRegistry) updateRecords(ctx context.Context, t TopicName, fn func([]schemaRecord) ([]schemaRecord, error)) error {
+	for {
+		list, ver, err := r.loadRecords(ctx, t)
+		if err != nil {
+			return err
+		}
+		next, err := fn(list)
+		if err != nil || next == nil {
+			return err
+		}
+		b, err := json.Marshal(next)
+		if err != nil {
+			return err
+		}
+		_, err = r.md.Put(ctx, schemaKey(t), b, ver)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, metadata.ErrBadVersion) && !errors.Is(err, metadata.ErrExists) {
+			return err
+		}
+	}
+}
+
+// Schemas returns a topic's schema versions that are not deleted, oldest
+// first.
+func (s *Service) Schemas(ctx context.Context, t TopicName) ([]SchemaVersion, error) {
+	list, _, err := s.schemas.loadRecords(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	var out []SchemaVersion
+	for i, e := range list {
+		if !e.Deleted {
+			out = append(out, SchemaVersion{Version: int64(i), Timestamp: e.Timestamp, SchemaEntry: e.SchemaEntry})
+		}
+	}
+	return out, nil
+}
+
+// Schema returns one version (nil: the latest) of a topic's schema;
+// ErrNotFound if there is none.
+func (s *Service) Schema(ctx context.Context, t TopicName, version *int64) (SchemaVersion, error) {
+	list, _, err := s.schemas.loadRecords(ctx, t)
+	if err != nil {
+		return SchemaVersion{}, err
+	}
+	if version == nil {
+		for i := len(list) - 1; i >= 0; i-- {
+			if !list[i].Deleted {
+				return SchemaVersion{Version: int64(i), Timestamp: list[i].Timestamp, SchemaEntry: list[i].SchemaEntry}, nil
+			}
+		}
+		return SchemaVersion{}, fmt.Errorf("%w: Schema not found", ErrNotFound)
+	}
+	v := *version
+	if v < 0 || v >= int64(len(list)) || list[v].Deleted {
+		return SchemaVersion{}, fmt.Errorf("%w: Schema not found", ErrNotFound)
+	}
+	return SchemaVersion{Version: v, Timestamp: list[v].Timestamp, SchemaEntry: list[v].SchemaEntry}, nil
+}
+
+func sameSchema(a, b SchemaEntry) bool {
+	return a.Type == b.Type && bytes.Equal(a.Data, b.Data) && maps.Equal(a.Properties, b.Properties)
+}
+
+// SchemaVersionOf returns the version of a stored schema equal to e.
+func (s *Service) SchemaVersionOf(ctx context.Context, t TopicName, e SchemaEntry) (int64, error) {
+	list, _, err := s.schemas.loadRecords(ctx, t)
+	if err != nil {
+		return 0, err
+	}
+	for i := len(list) - 1; i >= 0; i-- {
+		if !list[i].Deleted && sameSchema(list[i].SchemaEntry, e) {
+			return int64(i), nil
+		}
+	}
+	return 0, fmt.Errorf("%w: Not found schema", ErrNotFound)
+}
+
+// PutSchema registers e as the topic's newest schema unless an equal
+// version exists, and returns its version.
+func (s *Service) PutSchema(ctx context.Context, t TopicName, e SchemaEntry) (int64, error) {
+	var version int64
+	err := s.schemas.updateRecords(ctx, t, func(list []schemaRecord) ([]schemaRecord, error) {
+		for i := len(list) - 1; i >= 0; i-- {
+			if !list[i].Deleted && sameSchema(list[i].SchemaEntry, e) {
+				version = int64(i)
+				return nil, nil
+			}
+		}
+		e.Deleted = false
+		list = append(list, schemaRecord{SchemaEntry: e, Timestamp: time.Now().UnixMilli()})
+		version = int64(len(list) - 1)
+		return list, nil
+	})
+	return version, err
+}
+
+// DeleteSchema marks every version of the topic's schema deleted; version
+// numbers keep growing after a new schema is registered.
+func (s *Service) DeleteSchema(ctx context.Context, t TopicName) error {
+	return s.schemas.updateRecords(ctx, t, func(list []schemaRecord) ([]schemaRecord, error) {
+		changed := false
+		for i := range list {
+			if !list[i].Deleted {
+				list[i].Deleted = true
+				changed = true
+			}
+		}
+		if !changed {
+			return nil, nil
+		}
+		return list, nil
+	})
+}

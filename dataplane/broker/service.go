@@ -1,0 +1,331 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"github.com/magnetar-dev/magnetar/dataplane/ledger"
+	"github.com/magnetar-dev/magnetar/dataplane/metadata"
+	"github.com/magnetar-dev/magnetar/dataplane/protocol"
+)
+
+// Service is one broker: it serves the Pulsar binary protocol, owns the
+// topics opened on it and their subscriptions.
+//
+// Lock order: Service.mu, then Topic.mu, then Subscription.mu; a conn's
+// own mutex is taken last and never held while calling into topics.
+type Service struct {
+	cfg     Config
+	md      metadata.Store
+	res     *Resources
+	mlf     *ledger.Factory
+	schemas schemaRegistry
+	log     *slog.Logger
+
+	ln       net.Listener
+	stopping chan struct{}
+	wg       sync.WaitGroup
+
+	mu     sync.Mutex
+	topics map[string]*topicFuture
+	conns  map[*conn]struct{}
+
+	pending *byteBudget // pending publish bytes, broker-wide
+	nameSeq atomic.Int64
+}
+
+type topicFuture struct {
+	done  chan struct{}
+	topic *Topic
+	err   error
+}
+
+// New returns a broker over a metadata store and a managed-ledger factory.
+func New(cfg Config, md metadata.Store, mlf *ledger.Factory) (*Service, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Service{
+		cfg: cfg, md: md, res: NewResources(md), mlf: mlf, log: cfg.Logger, schemas: schemaRegistry{md},
+		stopping: make(chan struct{}),
+		topics:   map[string]*topicFuture{},
+		conns:    map[*conn]struct{}{},
+		pending:  newByteBudget(cfg.MaxPendingPublishBytes),
+	}, nil
+}
+
+// Resources returns the broker's tenant/namespace/topic metadata layer.
+func (s *Service) Resources() *Resources { return s.res }
+
+// Config returns the effective configuration.
+func (s *Service) Config() Config { return s.cfg }
+
+// Start listens on BinaryAddr and serves connections until Shutdown.
+func (s *Service) Start(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.cfg.BinaryAddr)
+	if err != nil {
+		return fmt.Errorf("broker: listen: %w", err)
+	}
+	s.ln = ln
+	if s.cfg.AdvertisedAddr == "" {
+		s.cfg.AdvertisedAddr = ln.Addr().String()
+	}
+	s.wg.Add(1)
+	go s.acceptLoop()
+	s.log.Info("broker serving", "addr", ln.Addr().String(), "advertised", s.cfg.AdvertisedAddr)
+	return nil
+}
+
+// Addr returns the bound binary-protocol address.
+func (s *Service) Addr() net.Addr { return s.ln.Addr() }
+
+// ServiceURL returns the pulsar:// URL clients use for this broker.
+func (s *Service) ServiceURL() string { return "pulsar://" + s.cfg.AdvertisedAddr }
+
+func (s *Service) acceptLoop() {
+	defer s.wg.Done()
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			select {
+			case <-s.stopping:
+				return
+			default:
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			s.log.Error("broker accept failed", "err", err)
+			return
+		}
+		c := newConn(s, nc)
+		s.mu.Lock()
+		s.conns[c] = struct{}{}
+		s.mu.Unlock()
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			c.serve()
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
+		}()
+	}
+}
+
+// Shutdown stops accepting, closes every connection and topic, and waits
+// for the goroutines it started.
+func (s *Service) Shutdown(ctx context.Context) error {
+	select {
+	case <-s.stopping:
+		return nil
+	default:
+	}
+	close(s.stopping)
+	if s.ln != nil {
+		s.ln.Close()
+	}
+	s.mu.Lock()
+	for c := range s.conns {
+		c.close()
+	}
+	futures := make([]*topicFuture, 0, len(s.topics))
+	for _, f := range s.topics {
+		futures = append(futures, f)
+	}
+	s.mu.Unlock()
+	var errs []error
+	for _, f := range futures {
+		<-f.done
+		if f.topic != nil {
+			errs = append(errs, f.topic.close(ctx))
+		}
+	}
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		errs = append(errs, ctx.Err())
+	}
+	return errors.Join(errs...)
+}
+
+// autoCreate reports whether t may be created on first use, and as how
+// many partitions (0: non-partitioned).
+func (s *Service) autoCreate(ctx context.Context, t TopicName) (bool, int, error) {
+	p, _, err := s.res.GetNamespace(ctx, t.Tenant, t.Namespace)
+	if err != nil {
+		return false, 0, err
+	}
+	if o := p.AutoTopicCreation; o != nil {
+		if !o.Allow {
+			return false, 0, nil
+		}
+		if o.TopicType == "partitioned" && t.PartitionIndex() < 0 {
+			return true, max(o.DefaultPartitions, 1), nil
+		}
+		return true, 0, nil
+	}
+	return !s.cfg.DisableAutoTopicCreation, 0, nil
+}
+
+// GetTopic returns the open topic named t, opening it (and, with create,
+// creating it when auto-creation allows) if needed.
+func (s *Service) GetTopic(ctx context.Context, t TopicName, create bool) (*Topic, error) {
+	key := t.String()
+	s.mu.Lock()
+	select {
+	case <-s.stopping:
+		s.mu.Unlock()
+		return nil, protocol.ErrServiceNotReady.WithMessage("broker is shutting down")
+	default:
+	}
+	f, ok := s.topics[key]
+	if !ok {
+		f = &topicFuture{done: make(chan struct{})}
+		s.topics[key] = f
+		s.mu.Unlock()
+		f.topic, f.err = s.openTopic(ctx, t, create)
+		if f.err != nil {
+			s.mu.Lock()
+			delete(s.topics, key)
+			s.mu.Unlock()
+		}
+		close(f.done)
+	} else {
+		s.mu.Unlock()
+	}
+	select {
+	case <-f.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return f.topic, f.err
+}
+
+func (s *Service) openTopic(ctx context.Context, t TopicName, create bool) (*Topic, error) {
+	if _, _, err := s.res.GetNamespace(ctx, t.Tenant, t.Namespace); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return nil, protocol.ErrTopicNotFound.WithMessage("Namespace not found: " + t.NamespaceName())
+		}
+		return nil, err
+	}
+	if t.PartitionIndex() < 0 {
+		n, err := s.res.Partitions(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		if n > 0 {
+			return nil, protocol.ErrNotAllowed.WithMessage("topic " + t.String() + " is partitioned; use its partitions")
+		}
+	}
+	if t.Domain == NonPersistent {
+		return newTopic(s, t, nil), nil
+	}
+	exists, err := s.mlf.Exists(ctx, t.ledgerName())
+	if err != nil {
+		return nil, err
+	}
+	if !exists {
+		allowed := false
+		if create {
+			allowed, _, err = s.autoCreate(ctx, t)
+			if err != nil {
+				return nil, err
+			}
+		}
+		if !allowed {
+			return nil, protocol.ErrTopicNotFound.WithMessage("Topic " + t.String() + " does not exist")
+		}
+	}
+	ml, err := s.mlf.Open(ctx, t.ledgerName(), nil)
+	if err != nil {
+		return nil, protocol.ErrServiceNotReady.WithMessage("open topic: " + err.Error())
+	}
+	tp := newTopic(s, t, ml)
+	if err := tp.loadSubscriptions(ctx); err != nil {
+		tp.close(ctx)
+		return nil, err
+	}
+	return tp, nil
+}
+
+// forgetTopic drops a closed topic from the registry.
+func (s *Service) forgetTopic(t *Topic) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if f, ok := s.topics[t.name.String()]; ok && f.topic == t {
+		delete(s.topics, t.name.String())
+	}
+}
+
+// openTopics returns the topics currently open.
+func (s *Service) openTopics() []*Topic {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*Topic, 0, len(s.topics))
+	for _, f := range s.topics {
+		select {
+		case <-f.done:
+			if f.topic != nil {
+				out = append(out, f.topic)
+			}
+		default:
+		}
+	}
+	return out
+}
+
+// generateProducerName returns a broker-unique producer name.
+func (s *Service) generateProducerName() string {
+	return fmt.Sprintf("%s-%d", s.cfg.ClusterName, s.nameSeq.Add(1))
+}
+
+// byteBudget bounds bytes in flight; acquire blocks while the budget is
+// exhausted (one over-budget acquire is let through when nothing is held,
+// so a message larger than the budget cannot deadlock).
+type byteBudget struct {
+	mu    sync.Mutex
+	cond  *sync.Cond
+	limit int64
+	used  int64
+}
+
+func newByteBudget(limit int64) *byteBudget {
+	b := &byteBudget{limit: limit}
+	b.cond = sync.NewCond(&b.mu)
+	return b
+}
+
+func (b *byteBudget) acquire(n int64, stop <-chan struct{}) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for b.used > 0 && b.used+n > b.limit {
+		select {
+		case <-stop:
+			return false
+		default:
+		}
+		b.cond.Wait()
+	}
+	b.used += n
+	return true
+}
+
+func (b *byteBudget) release(n int64) {
+	b.mu.Lock()
+	b.used -= n
+	b.mu.Unlock()
+	b.cond.Broadcast()
+}
+
+// wakeAll releases waiters so they can observe a stop channel.
+func (b *byteBudget) wakeAll() { b.cond.Broadcast() }

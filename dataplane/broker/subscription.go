@@ -1,0 +1,468 @@
+package broker
+
+import (
+	"context"
+	"hash/crc32"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	pb "github.com/magnetar-dev/magnetar/api/pulsarwire"
+	"github.com/magnetar-dev/magnetar/dataplane/ledger"
+	"github.com/magnetar-dev/magnetar/dataplane/protocol"
+	"google.golang.org/protobuf/proto"
+)
+
+// Consumer is a client consumer attached to a subscription.
+type Consumer struct {
+	sub      *Subscription
+	conn     *conn
+	id       uint64
+	name     string
+	priority int32
+	metadata map[string]string
+	sticky   []*pb.IntRange // Key_Shared STICKY ranges
+
+	// Guarded by sub.mu.
+	permits int
+	pending map[ledger.Position]int // dispatched, not acknowledged: messages per entry
+}
+
+// Subscription is a named cursor on a topic with its consumers and its
+// dispatcher. Persistent subscriptions run one dispatcher goroutine, woken
+// by FLOW, new entries, redelivery requests and consumer changes; it reads
+// from the cursor (or the replay set first) and hands entries to consumers
+// by the subscription type's rule:
+//
+//   - Exclusive: the one consumer.
+//   - Failover: the active consumer: sorted by priority then name; for a
+//     partition the (partition index mod consumers)-th, else the first.
+//   - Shared: round-robin over the consumers with permits, best priority
+//     level (lowest number) first.
+//   - Key_Shared: the consumer owning the hash range of the message key
+//     (auto-split: the 0..65535 hash space divided evenly over consumers in
+//     arrival order; sticky: the ranges the consumers declared).
+//
+// Entries that cannot be dispatched now (no permits on the consumer that
+// must get them, or delivery delayed) wait in the replay set, which is
+// always dispatched before new entries.
+type Subscription struct {
+	topic   *Topic
+	name    string
+	cursor  *ledger.Cursor // nil for non-persistent topics
+	durable bool
+
+	mu           sync.Mutex
+	subType      pb.CommandSubscribe_SubType // -1 until the first consumer
+	consumers    []*Consumer
+	replay       []ledger.Position // sorted, unique
+	redeliveries map[ledger.Position]uint32
+	delayed      []delayedEntry // sorted by time
+	rr           int
+	closed       bool
+
+	wakeCh  chan struct{}
+	stopCh  chan struct{}
+	done    chan struct{}
+	running bool
+}
+
+type delayedEntry struct {
+	at  time.Time
+	pos ledger.Position
+}
+
+func newSubscription(t *Topic, name string, cur *ledger.Cursor, subType pb.CommandSubscribe_SubType) *Subscription {
+	return &Subscription{
+		topic: t, name: name, cursor: cur, durable: cur != nil && cur.IsDurable(),
+		subType:      subType,
+		redeliveries: map[ledger.Position]uint32{},
+		wakeCh:       make(chan struct{}, 1),
+		stopCh:       make(chan struct{}),
+		done:         make(chan struct{}),
+	}
+}
+
+// Name returns the subscription's name.
+func (s *Subscription) Name() string { return s.name }
+
+func (s *Subscription) wake() {
+	select {
+	case s.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+// addConsumer attaches c under the subscription type's rules.
+func (s *Subscription) addConsumer(c *Consumer, subType pb.CommandSubscribe_SubType) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return protocol.ErrServiceNotReady.WithMessage("subscription is closing")
+	}
+	if len(s.consumers) > 0 && s.subType != subType {
+		return protocol.ErrConsumerBusy.WithMessage("Subscription is of different type")
+	}
+	if subType == pb.CommandSubscribe_Exclusive && len(s.consumers) > 0 {
+		return protocol.ErrConsumerBusy.WithMessage("Exclusive consumer is already connected")
+	}
+	s.subType = subType
+	c.pending = map[ledger.Position]int{}
+	s.consumers = append(s.consumers, c)
+	if s.cursor != nil && !s.running {
+		s.running = true
+		go s.run()
+	}
+	s.activeChangedLocked()
+	s.wake()
+	return nil
+}
+
+// removeConsumer detaches c; what it had not acknowledged is redelivered.
+func (s *Subscription) removeConsumer(c *Consumer) {
+	s.mu.Lock()
+	i := slices.Index(s.consumers, c)
+	if i < 0 {
+		s.mu.Unlock()
+		return
+	}
+	s.consumers = slices.Delete(s.consumers, i, i+1)
+	for pos := range c.pending {
+		s.addReplayLocked(pos, true)
+	}
+	c.pending = nil
+	empty := len(s.consumers) == 0
+	s.activeChangedLocked()
+	s.mu.Unlock()
+	s.wake()
+	if empty && !s.durable {
+		s.topic.dropNonDurable(s)
+	}
+}
+
+// close stops the dispatcher; with notify, consumers are told to reconnect.
+func (s *Subscription) close(notify bool) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	consumers := slices.Clone(s.consumers)
+	running := s.running
+	s.mu.Unlock()
+	close(s.stopCh)
+	if running {
+		<-s.done
+	}
+	if notify {
+		for _, c := range consumers {
+			c.conn.send(protocol.NewCloseConsumer(c.id, 0, "", ""))
+		}
+	}
+}
+
+// activeConsumerLocked returns the consumer that receives messages under
+// Exclusive and Failover.
+func (s *Subscription) activeConsumerLocked() *Consumer {
+	if len(s.consumers) == 0 {
+		return nil
+	}
+	if s.subType != pb.CommandSubscribe_Failover {
+		return s.consumers[0]
+	}
+	idx := s.topic.name.PartitionIndex()
+	if idx < 0 {
+		return s.consumers[0]
+	}
+	sorted := slices.Clone(s.consumers)
+	sort.SliceStable(sorted, func(i, j int) bool {
+		if sorted[i].priority != sorted[j].priority {
+			return sorted[i].priority < sorted[j].priority
+		}
+		return sorted[i].name < sorted[j].name
+	})
+	return sorted[idx%len(sorted)]
+}
+
+// activeChangedLocked tells Failover consumers which one is active.
+func (s *Subscription) activeChangedLocked() {
+	if s.subType != pb.CommandSubscribe_Failover {
+		return
+	}
+	active := s.activeConsumerLocked()
+	for _, c := range s.consumers {
+		c.conn.send(protocol.NewActiveConsumerChange(c.id, c == active))
+	}
+}
+
+// addReplayLocked schedules pos for (re)delivery.
+func (s *Subscription) addReplayLocked(pos ledger.Position, redelivery bool) {
+	if redelivery {
+		s.redeliveries[pos]++
+	}
+	i, found := slices.BinarySearchFunc(s.replay, pos, comparePos)
+	if !found {
+		s.replay = slices.Insert(s.replay, i, pos)
+	}
+}
+
+func comparePos(a, b ledger.Position) int { return a.Compare(b) }
+
+// totalPermitsLocked sums the permits of consumers that may receive now.
+func (s *Subscription) totalPermitsLocked() int {
+	switch s.subType {
+	case pb.CommandSubscribe_Exclusive, pb.CommandSubscribe_Failover:
+		if a := s.activeConsumerLocked(); a != nil {
+			return a.permits
+		}
+		return 0
+	}
+	n := 0
+	for _, c := range s.consumers {
+		n += max(c.permits, 0)
+	}
+	return n
+}
+
+// run is the dispatcher goroutine of a persistent subscription.
+func (s *Subscription) run() {
+	defer close(s.done)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-s.stopCh
+		cancel()
+	}()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		s.dispatch(ctx)
+		s.mu.Lock()
+		wait := time.Hour
+		if len(s.delayed) > 0 {
+			wait = max(time.Until(s.delayed[0].at), time.Millisecond)
+		}
+		s.mu.Unlock()
+		timer.Reset(wait)
+		select {
+		case <-s.stopCh:
+			return
+		case <-s.wakeCh:
+		case <-timer.C:
+			s.releaseDelayed()
+		}
+	}
+}
+
+// releaseDelayed moves delayed entries whose time has come to replay.
+func (s *Subscription) releaseDelayed() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	n := 0
+	for n < len(s.delayed) && !s.delayed[n].at.After(now) {
+		s.addReplayLocked(s.delayed[n].pos, false)
+		n++
+	}
+	s.delayed = s.delayed[n:]
+}
+
+// dispatch sends entries while consumers have permits and entries exist.
+func (s *Subscription) dispatch(ctx context.Context) {
+	batch := s.topic.s.cfg.DispatchBatch
+	for ctx.Err() == nil {
+		s.mu.Lock()
+		permits := s.totalPermitsLocked()
+		if permits <= 0 || len(s.consumers) == 0 {
+			s.mu.Unlock()
+			return
+		}
+		var replay []ledger.Position
+		if len(s.replay) > 0 {
+			n := min(len(s.replay), batch, permits)
+			replay = slices.Clone(s.replay[:n])
+			s.replay = s.replay[n:]
+		}
+		s.mu.Unlock()
+
+		var entries []ledger.Entry
+		var err error
+		if replay != nil {
+			for _, pos := range replay {
+				if s.cursor.IsAcked(pos) {
+					continue
+				}
+				es, rerr := s.topic.ml.Read(ctx, pos, 1, 0)
+				if rerr != nil || len(es) == 0 || es[0].Pos != pos {
+					continue // trimmed or gone
+				}
+				entries = append(entries, es[0])
+			}
+		} else {
+			entries, err = s.cursor.ReadEntries(ctx, min(batch, permits))
+			if err != nil {
+				if ctx.Err() == nil {
+					s.topic.s.log.Warn("dispatch read failed", "topic", s.topic.name.String(), "sub", s.name, "err", err)
+				}
+				return
+			}
+			if len(entries) == 0 {
+				return
+			}
+		}
+		if s.deliver(entries) == 0 && replay == nil {
+			return
+		}
+		if replay != nil && len(entries) == 0 {
+			continue
+		}
+	}
+}
+
+// entryInfo is what dispatch needs from an entry's message metadata.
+type entryInfo struct {
+	numMessages int
+	key         string
+	deliverAt   int64
+}
+
+func parseEntryInfo(data []byte) entryInfo {
+	meta, _, err := protocol.ParseHeadersAndPayload(data)
+	if err != nil {
+		return entryInfo{numMessages: 1}
+	}
+	info := entryInfo{numMessages: protocol.NumMessages(meta), deliverAt: meta.GetDeliverAtTime()}
+	if k := meta.GetOrderingKey(); len(k) > 0 {
+		info.key = string(k)
+	} else {
+		info.key = meta.GetPartitionKey()
+	}
+	return info
+}
+
+// deliver hands entries to consumers and returns how many were sent;
+// entries that cannot go now are kept for replay or delay.
+func (s *Subscription) deliver(entries []ledger.Entry) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sent := 0
+	now := time.Now().UnixMilli()
+	for _, e := range entries {
+		info := parseEntryInfo(e.Data)
+		if info.deliverAt > now && (s.subType == pb.CommandSubscribe_Shared || s.subType == pb.CommandSubscribe_Key_Shared) {
+			at := time.UnixMilli(info.deliverAt)
+			i := sort.Search(len(s.delayed), func(i int) bool { return s.delayed[i].at.After(at) })
+			s.delayed = slices.Insert(s.delayed, i, delayedEntry{at, e.Pos})
+			continue
+		}
+		c := s.pickConsumerLocked(info.key)
+		if c == nil {
+			s.addReplayLocked(e.Pos, false)
+			continue
+		}
+		c.permits -= info.numMessages
+		c.pending[e.Pos] = info.numMessages
+		id := &pb.MessageIdData{LedgerId: proto.Uint64(uint64(e.Pos.LedgerID)), EntryId: proto.Uint64(uint64(e.Pos.EntryID))}
+		var ackSet []int64
+		if acked, size, ok := s.cursor.BatchAckSet(e.Pos); ok {
+			ackSet = unackedBits(acked, size)
+		}
+		cmd := protocol.NewMessage(c.id, id, s.redeliveries[e.Pos], ackSet, nil)
+		c.conn.sendFrame(outFrame{cmd: cmd, payload: e.Data})
+		sent++
+	}
+	return sent
+}
+
+// unackedBits converts acknowledged-index bits to Pulsar's ack_set, where
+// bit 1 means "still to deliver".
+func unackedBits(acked []uint64, size int) []int64 {
+	out := make([]int64, (size+63)/64)
+	for i := 0; i < size; i++ {
+		w, b := i/64, uint(i%64)
+		if w >= len(acked) || acked[w]&(1<<b) == 0 {
+			out[w] |= 1 << b
+		}
+	}
+	return out
+}
+
+// pickConsumerLocked chooses the consumer for an entry, or nil if the one
+// that must get it has no permits.
+func (s *Subscription) pickConsumerLocked(key string) *Consumer {
+	switch s.subType {
+	case pb.CommandSubscribe_Exclusive, pb.CommandSubscribe_Failover:
+		if a := s.activeConsumerLocked(); a != nil && a.permits > 0 {
+			return a
+		}
+		return nil
+	case pb.CommandSubscribe_Key_Shared:
+		c := s.keyOwnerLocked(key)
+		if c != nil && c.permits > 0 {
+			return c
+		}
+		return nil
+	}
+	// Shared: round-robin within the best priority level that has permits.
+	best := int32(1 << 30)
+	for _, c := range s.consumers {
+		if c.permits > 0 && c.priority < best {
+			best = c.priority
+		}
+	}
+	n := len(s.consumers)
+	for i := 0; i < n; i++ {
+		c := s.consumers[(s.rr+i)%n]
+		if c.permits > 0 && c.priority == best {
+			s.rr = (s.rr + i + 1) % n
+			return c
+		}
+	}
+	return nil
+}
+
+// keyHash maps a key into Key_Shared's 0..65535 hash space.
+func keyHash(key string) int32 {
+	return int32(crc32.ChecksumIEEE([]byte(key)) % 65536)
+}
+
+func (s *Subscription) keyOwnerLocked(key string) *Consumer {
+	if len(s.consumers) == 0 {
+		return nil
+	}
+	h := keyHash(key)
+	for _, c := range s.consumers {
+		for _, r := range c.sticky {
+			if h >= r.GetStart() && h <= r.GetEnd() {
+				return c
+			}
+		}
+	}
+	var auto []*Consumer
+	for _, c := range s.consumers {
+		if len(c.sticky) == 0 {
+			auto = append(auto, c)
+		}
+	}
+	if len(auto) == 0 {
+		return nil
+	}
+	return auto[int(h)*len(auto)/65536]
+}
+
+// deliverNonPersistent pushes a message of a non-persistent topic to one
+// consumer with permits; without one it is dropped (Pulsar semantics).
+func (s *Subscription) deliverNonPersistent(pos ledger.Position, data []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	info := parseEntryInfo(data)
+	c := s.pickConsumerLocked(info.key)
+	if c == nil {
+		return
+	}
+	c.permits -= info.numMessages
+	id := &pb.MessageIdData{LedgerId: proto.Uint64(uint64(pos.LedgerID)), EntryId: proto.Uint64(uint64(pos.EntryID))}
+	c.conn.sendFrame(outFrame{cmd: protocol.NewMessage(c.id, id, 0, nil, nil), payload: data})
+}

@@ -1,0 +1,288 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+
+	pb "github.com/magnetar-dev/magnetar/api/pulsarwire"
+	"github.com/magnetar-dev/magnetar/dataplane/ledger"
+	"github.com/magnetar-dev/magnetar/dataplane/protocol"
+)
+
+// Topic is one open topic (or partition). A persistent topic stores
+// messages in its managed ledger; a non-persistent one hands them straight
+// to connected consumers.
+type Topic struct {
+	s    *Service
+	name TopicName
+	ml   *ledger.ManagedLedger // nil for non-persistent topics
+
+	mu        sync.Mutex
+	producers map[uint64]*Producer // by broker-wide producer key
+	names     map[string]*Producer
+	exclusive *Producer   // holder of exclusive access, if any
+	waiting   []*Producer // WaitForExclusive producers in arrival order
+	epoch     uint64
+	subs      map[string]*Subscription
+	closed    bool
+	npSeq     int64 // message ids of a non-persistent topic
+}
+
+func newTopic(s *Service, name TopicName, ml *ledger.ManagedLedger) *Topic {
+	return &Topic{
+		s: s, name: name, ml: ml,
+		producers: map[uint64]*Producer{},
+		names:     map[string]*Producer{},
+		subs:      map[string]*Subscription{},
+	}
+}
+
+// Name returns the topic's name.
+func (t *Topic) Name() TopicName { return t.name }
+
+// loadSubscriptions reopens the durable subscriptions of the topic so their
+// backlog is retained and visible before any consumer reconnects.
+func (t *Topic) loadSubscriptions(ctx context.Context) error {
+	for _, cur := range t.ml.Cursors() {
+		if !cur.IsDurable() {
+			continue
+		}
+		t.mu.Lock()
+		t.subs[cur.Name()] = newSubscription(t, cur.Name(), cur, -1)
+		t.mu.Unlock()
+	}
+	return nil
+}
+
+// close closes producers, consumers and the managed ledger.
+func (t *Topic) close(ctx context.Context) error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	producers := make([]*Producer, 0, len(t.producers))
+	for _, p := range t.producers {
+		producers = append(producers, p)
+	}
+	subs := make([]*Subscription, 0, len(t.subs))
+	for _, s := range t.subs {
+		subs = append(subs, s)
+	}
+	t.mu.Unlock()
+	for _, p := range producers {
+		p.conn.send(protocol.NewCloseProducer(p.id, 0, "", ""))
+	}
+	for _, s := range subs {
+		s.close(true)
+	}
+	t.s.forgetTopic(t)
+	if t.ml != nil {
+		return t.ml.Close(ctx)
+	}
+	return nil
+}
+
+// producerAccess registers p under the topic's access-mode rules. It
+// returns ready=false for a WaitForExclusive producer that must wait.
+func (t *Topic) addProducer(p *Producer) (ready bool, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false, protocol.ErrServiceNotReady.WithMessage("topic is closing")
+	}
+	if old, ok := t.names[p.name]; ok && old != p {
+		return false, protocol.ErrProducerBusy.WithMessage(fmt.Sprintf("Producer with name '%s' is already connected to topic", p.name))
+	}
+	switch p.mode {
+	case pb.ProducerAccessMode_Shared:
+		if t.exclusive != nil {
+			return false, protocol.ErrProducerBusy.WithMessage("Topic has an existing exclusive producer: " + t.exclusive.name)
+		}
+	case pb.ProducerAccessMode_Exclusive:
+		if t.exclusive != nil || len(t.producers) > 0 {
+			return false, protocol.ErrProducerFenced.WithMessage("Topic has existing shared producers or an exclusive producer")
+		}
+		t.exclusive = p
+		t.epoch++
+	case pb.ProducerAccessMode_ExclusiveWithFencing:
+		for _, old := range t.producers {
+			old.conn.send(protocol.NewCloseProducer(old.id, 0, "", ""))
+			t.removeProducerLocked(old)
+		}
+		t.exclusive = p
+		t.epoch++
+	case pb.ProducerAccessMode_WaitForExclusive:
+		if t.exclusive != nil || len(t.producers) > 0 {
+			t.waiting = append(t.waiting, p)
+			t.names[p.name] = p
+			return false, nil
+		}
+		t.exclusive = p
+		t.epoch++
+	default:
+		return false, protocol.ErrNotAllowed.WithMessage("unknown producer access mode")
+	}
+	p.epoch = t.epoch
+	t.producers[p.key()] = p
+	t.names[p.name] = p
+	return true, nil
+}
+
+func (t *Topic) removeProducer(p *Producer) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.removeProducerLocked(p)
+}
+
+func (t *Topic) removeProducerLocked(p *Producer) {
+	if t.names[p.name] == p {
+		delete(t.names, p.name)
+	}
+	for i, w := range t.waiting {
+		if w == p {
+			t.waiting = append(t.waiting[:i], t.waiting[i+1:]...)
+			return
+		}
+	}
+	if _, ok := t.producers[p.key()]; !ok {
+		return
+	}
+	delete(t.producers, p.key())
+	if t.exclusive == p {
+		t.exclusive = nil
+	}
+	// Hand exclusive access to the next waiting producer.
+	if t.exclusive == nil && len(t.producers) == 0 && len(t.waiting) > 0 {
+		next := t.waiting[0]
+		t.waiting = t.waiting[1:]
+		t.exclusive = next
+		t.epoch++
+		next.epoch = t.epoch
+		t.producers[next.key()] = next
+		next.conn.send(protocol.NewProducerSuccess(next.requestID, next.name, -1, nil, &next.epoch, true))
+	}
+}
+
+// publish stores one entry (a message or a batch) and calls done with its
+// position. Entries of one topic are acknowledged in the order published.
+func (t *Topic) publish(data []byte, numMessages int, done func(ledger.Position, error)) {
+	if t.ml == nil {
+		t.mu.Lock()
+		t.npSeq++
+		pos := ledger.Position{LedgerID: 0, EntryID: t.npSeq}
+		subs := make([]*Subscription, 0, len(t.subs))
+		for _, s := range t.subs {
+			subs = append(subs, s)
+		}
+		t.mu.Unlock()
+		for _, s := range subs {
+			s.deliverNonPersistent(pos, data)
+		}
+		done(pos, nil)
+		return
+	}
+	t.ml.AddEntry(data, func(pos ledger.Position, err error) {
+		if err == nil {
+			t.notifySubscriptions()
+		}
+		done(pos, err)
+	})
+}
+
+// notifySubscriptions wakes every subscription's dispatcher.
+func (t *Topic) notifySubscriptions() {
+	t.mu.Lock()
+	for _, s := range t.subs {
+		s.wake()
+	}
+	t.mu.Unlock()
+}
+
+// subscription returns the named subscription, creating it (and its
+// cursor) when needed.
+func (t *Topic) subscription(ctx context.Context, name string, durable bool, initial ledger.InitialPosition, start *ledger.Position, inclusive bool, subType pb.CommandSubscribe_SubType) (*Subscription, error) {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil, protocol.ErrServiceNotReady.WithMessage("topic is closing")
+	}
+	if s, ok := t.subs[name]; ok {
+		t.mu.Unlock()
+		return s, nil
+	}
+	t.mu.Unlock()
+
+	var cur *ledger.Cursor
+	var err error
+	switch {
+	case t.ml == nil:
+	case durable:
+		cur, err = t.ml.OpenCursor(ctx, name, initial)
+	default:
+		p := ledger.Latest
+		if initial == ledger.InitialEarliest {
+			p = ledger.Earliest
+		}
+		if start != nil {
+			p = *start
+		}
+		cur, err = t.ml.NewNonDurableCursor(p, inclusive)
+	}
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s, ok := t.subs[name]; ok {
+		return s, nil
+	}
+	s := newSubscription(t, name, cur, subType)
+	s.durable = durable
+	t.subs[name] = s
+	return s, nil
+}
+
+// removeSubscription forgets a subscription and, if durable, deletes its
+// cursor.
+func (t *Topic) removeSubscription(ctx context.Context, s *Subscription) error {
+	t.mu.Lock()
+	if t.subs[s.name] == s {
+		delete(t.subs, s.name)
+	}
+	t.mu.Unlock()
+	s.close(false)
+	if t.ml != nil && s.durable {
+		if err := t.ml.DeleteCursor(ctx, s.name); err != nil && !errors.Is(err, ledger.ErrNotFound) {
+			return err
+		}
+	}
+	return nil
+}
+
+// dropNonDurable forgets a non-durable subscription once its last consumer
+// left.
+func (t *Topic) dropNonDurable(s *Subscription) {
+	t.mu.Lock()
+	if t.subs[s.name] == s {
+		delete(t.subs, s.name)
+	}
+	t.mu.Unlock()
+	s.close(false)
+}
+
+// Subscriptions returns the subscription names, sorted.
+func (t *Topic) Subscriptions() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]string, 0, len(t.subs))
+	for n := range t.subs {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
