@@ -29,6 +29,8 @@ type serverConn struct {
 	fr  *wire.FrameReader
 	fw  *wire.FrameWriter
 	sem chan struct{}
+	// entryBuf is the reader's scratch for the storage data of an ADD.
+	entryBuf []byte
 
 	mu     sync.Mutex
 	queue  []outResp
@@ -40,6 +42,10 @@ type serverConn struct {
 	finished chan struct{} // closed by the writer when the connection is closed
 	draining atomic.Bool
 }
+
+// entryBufKeep bounds the entry scratch buffer a connection keeps between
+// adds.
+const entryBufKeep = 1 << 20
 
 // outResp is one queued item for the writer.
 type outResp struct {
@@ -246,7 +252,11 @@ func (c *serverConn) handle(req *wire.Request) {
 			return
 		}
 		ledgerID, entryID := req.LedgerID, req.EntryID
-		data := encodeEntryData(req.LAC, req.Checksum, req.Payload)
+		c.entryBuf = appendEntryData(c.entryBuf[:0], req.LAC, req.Checksum, req.Payload)
+		data := c.entryBuf
+		if cap(c.entryBuf) > entryBufKeep {
+			c.entryBuf = nil // one large entry does not pin its buffer
+		}
 		st.AddEntry(ledgerID, entryID, req.LAC, data, req.Recovery, func(err error) {
 			if err != nil {
 				c.replyErr(wire.OpAdd, id, mapStorageErr(err))

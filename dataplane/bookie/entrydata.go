@@ -11,14 +11,13 @@ import (
 // payload: LAC (int64) and checksum (uint32), big-endian.
 const entryDataHeader = 8 + 4
 
-// encodeEntryData builds the opaque storage data of one entry in a new
-// buffer (the storage may keep it).
-func encodeEntryData(lac int64, checksum uint32, payload []byte) []byte {
-	b := make([]byte, entryDataHeader+len(payload))
-	binary.BigEndian.PutUint64(b, uint64(lac))
-	binary.BigEndian.PutUint32(b[8:], checksum)
-	copy(b[entryDataHeader:], payload)
-	return b
+// appendEntryData appends the opaque storage data of one entry to dst.
+// The storage copies what AddEntry is given, so the server encodes every
+// entry of a connection into one reused buffer.
+func appendEntryData(dst []byte, lac int64, checksum uint32, payload []byte) []byte {
+	dst = binary.BigEndian.AppendUint64(dst, uint64(lac))
+	dst = binary.BigEndian.AppendUint32(dst, checksum)
+	return append(dst, payload...)
 }
 
 // decodeEntryData splits stored data; payload aliases data.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -21,6 +22,7 @@ type pendingAdd struct {
 	acked    []bool // by ensemble index
 	ackCount int
 	cb       AddCallback
+	ackedBuf [8]bool // backs acked for ensembles of up to 8 bookies
 }
 
 type completion struct {
@@ -174,8 +176,12 @@ func (h *WriteHandle) AppendAsync(payload []byte, cb AddCallback) {
 			LedgerID: h.id, EntryID: id, LAC: h.lac, Payload: payload,
 			Checksum: wire.Checksum(h.id, id, h.lac, payload),
 		},
-		acked: make([]bool, h.meta.Ensemble),
-		cb:    cb,
+		cb: cb,
+	}
+	if n := h.meta.Ensemble; n <= len(p.ackedBuf) {
+		p.acked = p.ackedBuf[:n]
+	} else {
+		p.acked = make([]bool, n)
 	}
 	h.length += int64(len(payload))
 	h.pending = append(h.pending, p)
@@ -250,9 +256,12 @@ func (h *WriteHandle) drainLocked() {
 }
 
 // checkQuorumPossibleLocked fails the handle if some pending entry can no
-// longer reach its ack quorum and no ensemble change is under way.
+// longer reach its ack quorum and no ensemble change is under way. With no
+// failed bookie every write set has Qw >= Qa live members, so the scan of
+// the pending entries (which AppendAsync would otherwise pay on every call)
+// is skipped.
 func (h *WriteHandle) checkQuorumPossibleLocked() {
-	if h.changing || h.err != nil || len(h.pending) == 0 {
+	if h.changing || h.err != nil || len(h.pending) == 0 || !slices.Contains(h.failed, true) {
 		return
 	}
 	var ws [16]int

@@ -113,9 +113,10 @@ func (s *DiskStorage) open() error {
 	cache := pebble.NewCache(s.cfg.IndexCacheBytes)
 	defer cache.Unref()
 	db, err := pebble.Open(s.fs.PathJoin(s.cfg.Dir, indexDir), &pebble.Options{
-		FS:     s.fs,
-		Cache:  cache,
-		Logger: pebbleLogger{s.cfg.Logger},
+		FS:           s.fs,
+		Cache:        cache,
+		MemTableSize: uint64(s.cfg.IndexMemTableBytes),
+		Logger:       pebbleLogger{s.cfg.Logger},
 	})
 	if err != nil {
 		return fmt.Errorf("storage: open index: %w", err)

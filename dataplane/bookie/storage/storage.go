@@ -23,7 +23,8 @@ type Storage interface {
 	// done must not block. It fails with ErrFenced if the ledger is fenced and
 	// recovery is false, and with ErrReadOnly once the storage is read-only.
 	// Re-adding an existing (ledgerID, entryID) overwrites it (recovery
-	// re-replication may re-send an entry).
+	// re-replication may re-send an entry). data is not retained after
+	// AddEntry returns: implementations copy it, so the caller may reuse it.
 	AddEntry(ledgerID, entryID, lac int64, data []byte, recovery bool, done func(error))
 	// ReadEntry returns the entry's data (the caller must not modify it), or
 	// ErrNoSuchEntry / ErrNoSuchLedger.

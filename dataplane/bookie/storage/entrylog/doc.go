@@ -7,6 +7,9 @@
 // are serialized by the caller's flush lock; Read, ReadRun, Scan and Logs
 // run concurrently with them (Manager.mu guards the open read handles and
 // sizes; handles are reference counted so Remove never closes a file under
-// a reader). Records are buffered and become durable at Sync. Byte format:
+// a reader). Records are buffered and become durable at Sync; writeback is
+// started every MiB on the way (sync_file_range through vfs.File.SyncTo),
+// so a large flush never queues more than a chunk or two at the disk ahead
+// of the journal's fsyncs. Byte format:
 // see the storage package documentation.
 package entrylog

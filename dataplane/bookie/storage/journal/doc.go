@@ -5,8 +5,10 @@
 // The storage package is its only caller. Append* may be called from any
 // goroutine: the record is checksummed outside the lock and copied into the
 // pending group under Journal.mu. One writer goroutine owns the file: it
-// takes the whole pending group (waiting up to MaxGroupWait for more unless
-// MaxGroupBytes are pending), writes it with one Write, fsyncs once
+// takes the whole pending group (by default at once: the group is what
+// queued while the previous one was written and synced; with a positive
+// MaxGroupWait it first waits up to that long for more unless MaxGroupBytes
+// are pending), writes it with one Write, fsyncs once
 // (fdatasync), and then calls the group's done callbacks in order. A write
 // or sync error is sticky: it fails that group and every later append, and
 // OnError is called once. Close drains the pending group.

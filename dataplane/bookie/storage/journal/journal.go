@@ -39,11 +39,13 @@ type Options struct {
 	// Dir is the journal directory; it must exist.
 	Dir string
 	// MaxGroupWait is how long the first record of a group may wait for more
-	// records before the group is written. Default 1 ms; negative means never
-	// wait (write as soon as the previous group is done).
+	// records before the group is written. Zero or negative (the default):
+	// never wait; the group is whatever queued while the previous group was
+	// written and synced, which batches as much as the load offers without
+	// adding a fixed delay to every add.
 	MaxGroupWait time.Duration
-	// MaxGroupBytes ends the wait early once this many bytes are pending.
-	// Default 512 KiB.
+	// MaxGroupBytes ends the wait early once this many bytes are pending
+	// (only meaningful with a positive MaxGroupWait). Default 512 KiB.
 	MaxGroupBytes int
 	// MaxPendingBytes bounds the bytes queued behind the writer; Append
 	// blocks while more are pending. Default 32 MiB.
@@ -59,9 +61,6 @@ type Options struct {
 }
 
 func (o *Options) fill() {
-	if o.MaxGroupWait == 0 {
-		o.MaxGroupWait = time.Millisecond
-	}
 	if o.MaxGroupBytes <= 0 {
 		o.MaxGroupBytes = 512 << 10
 	}

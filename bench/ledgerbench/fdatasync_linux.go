@@ -1,0 +1,20 @@
+package main
+
+import (
+	"os"
+	"syscall"
+)
+
+// fdatasync flushes f's data (and the size, for an append) to stable
+// storage, as the journal's SyncData does.
+func fdatasync(f *os.File) error {
+	sc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := sc.Control(func(fd uintptr) { serr = syscall.Fdatasync(int(fd)) }); err != nil {
+		return err
+	}
+	return serr
+}

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSmoke runs the benchmark end to end with tiny durations, so CI keeps
+// it working. It asserts the report's shape, never a number.
+func TestSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs bookies on a real disk for a few seconds")
+	}
+	o := options{dir: t.TempDir(), groupBytes: 512 << 10, loadFraction: 0.5, command: "test"}
+	o.shorten()
+	o.duration, o.latDuration, o.plainDuration, o.warmup = 200*time.Millisecond, 150*time.Millisecond, 100*time.Millisecond, 50*time.Millisecond
+	o.sizes = []int{1 << 10, 64 << 10}
+	o.configs = allConfigs
+	for _, md := range []bool{false, true} {
+		o.markdown = md
+		var out, progress bytes.Buffer
+		if err := run(context.Background(), o, &out, &progress); err != nil {
+			t.Fatalf("run (markdown %v): %v\nprogress:\n%s", md, err, progress.String())
+		}
+		s := out.String()
+		for _, want := range []string{"E=1 Qw=1 Qa=1", "E=3 Qw=3 Qa=2", "1KiB", "64KiB", "memstore", "target >= 80%"} {
+			if !strings.Contains(s, want) {
+				t.Errorf("report (markdown %v) lacks %q:\n%s", md, want, s)
+			}
+		}
+		if md && !strings.Contains(s, "| config |") {
+			t.Errorf("markdown report has no table:\n%s", s)
+		}
+	}
+}

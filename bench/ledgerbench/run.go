@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// cellKey names one ledger measurement series.
+type cellKey struct {
+	config int // index in options.configs
+	size   int
+}
+
+// results holds every round's measurements.
+type results struct {
+	plainGrouped map[int][]result // by size
+	plainSingle  map[int][]result
+	tput         map[cellKey][]result
+	lat          map[cellKey][]result
+	before       envSnapshot
+	after        envSnapshot
+	started      time.Time
+}
+
+// run executes the benchmark and writes the report to out; progress goes
+// to progress.
+func run(ctx context.Context, o options, out, progress io.Writer) error {
+	if err := os.MkdirAll(o.dir, 0o755); err != nil {
+		return err
+	}
+	res := &results{
+		plainGrouped: map[int][]result{},
+		plainSingle:  map[int][]result{},
+		tput:         map[cellKey][]result{},
+		lat:          map[cellKey][]result{},
+		before:       snapshotEnv(),
+		started:      time.Now(),
+	}
+	for r := range o.rounds {
+		if err := runRound(ctx, o, r, res, progress); err != nil {
+			return fmt.Errorf("round %d: %w", r+1, err)
+		}
+	}
+	res.after = snapshotEnv()
+	rep := buildReport(o, res)
+	if o.markdown {
+		rep.writeMarkdown(out, o, res)
+	} else {
+		rep.writeText(out, o)
+	}
+	return nil
+}
+
+func runRound(ctx context.Context, o options, round int, res *results, progress io.Writer) (err error) {
+	clusters := make([]*cluster, len(o.configs))
+	defer func() {
+		for _, c := range clusters {
+			if c != nil {
+				if cerr := c.close(); err == nil {
+					err = cerr
+				}
+			}
+		}
+	}()
+	for i, q := range o.configs {
+		dir := filepath.Join(o.dir, fmt.Sprintf("ledgerbench-round%d-e%d", round+1, q.ensemble))
+		if clusters[i], err = startCluster(ctx, dir, q.bookies); err != nil {
+			return fmt.Errorf("start %d bookies: %w", q.bookies, err)
+		}
+	}
+	for _, size := range o.sizes {
+		g, err := plainGrouped(o.dir, size, o.groupBytes, o.warmup, o.plainDuration)
+		if err != nil {
+			return fmt.Errorf("plain grouped: %w", err)
+		}
+		res.plainGrouped[size] = append(res.plainGrouped[size], g)
+		s, err := plainSingle(o.dir, size, o.warmup, o.plainDuration)
+		if err != nil {
+			return fmt.Errorf("plain single: %w", err)
+		}
+		res.plainSingle[size] = append(res.plainSingle[size], s)
+		fmt.Fprintf(progress, "round %d  plain         %6s  grouped %8.1f MB/s %9.0f e/s | single %7.0f e/s p99 %v\n",
+			round+1, sizeName(size), g.mbPerSec(), g.entriesPerSec(), s.entriesPerSec(), s.hist.quantile(0.99))
+
+		for i, q := range o.configs {
+			k := cellKey{i, size}
+			t, err := closedLoop(ctx, clusters[i].client, q, size, o.inflightFor(size), o.warmup, o.duration)
+			if err != nil {
+				return fmt.Errorf("%s %s max throughput: %w", q.name, sizeName(size), err)
+			}
+			res.tput[k] = append(res.tput[k], t)
+			rate := o.loadFraction * t.entriesPerSec()
+			l, err := openLoop(ctx, clusters[i].client, q, size, rate, o.warmup, o.latDuration)
+			if err != nil {
+				return fmt.Errorf("%s %s latency at %.0f/s: %w", q.name, sizeName(size), rate, err)
+			}
+			res.lat[k] = append(res.lat[k], l)
+			fmt.Fprintf(progress, "round %d  %s %6s  max %8.1f MB/s %9.0f e/s | at %7.0f e/s p50 %v p99 %v p99.9 %v\n",
+				round+1, q.name, sizeName(size), t.mbPerSec(), t.entriesPerSec(), rate,
+				l.hist.quantile(0.5), l.hist.quantile(0.99), l.hist.quantile(0.999))
+		}
+	}
+	return nil
+}
+
+func sizeName(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return fmt.Sprintf("%dB", n)
+}
