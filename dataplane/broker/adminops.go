@@ -394,7 +394,7 @@ func (s *Service) DeleteSubscription(ctx context.Context, t TopicName, name stri
 	}
 	for _, c := range consumers {
 		sub.removeConsumerQuiet(c)
-		c.conn.send(protocol.NewCloseConsumer(c.id, 0, "", ""))
+		c.closeByBroker()
 	}
 	return tp.removeSubscription(ctx, sub)
 }
@@ -407,7 +407,7 @@ func (sub *Subscription) disconnectConsumers() {
 	sub.mu.Unlock()
 	for _, c := range consumers {
 		sub.removeConsumerQuiet(c)
-		c.conn.send(protocol.NewCloseConsumer(c.id, 0, "", ""))
+		c.closeByBroker()
 	}
 }
 

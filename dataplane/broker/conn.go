@@ -28,6 +28,10 @@ type conn struct {
 	s  *Service
 	nc net.Conn
 
+	// Set once by CONNECT, read-only afterwards.
+	clientVersion string
+	connectedAt   time.Time
+
 	// Owned by the reader goroutine.
 	connected bool
 	producers map[uint64]*Producer
@@ -319,6 +323,7 @@ func (c *conn) handleConnect(cc *pb.CommandConnect) error {
 		return errors.New("second CONNECT")
 	}
 	c.connected = true
+	c.clientVersion, c.connectedAt = cc.GetClientVersion(), time.Now()
 	ver := min(cc.GetProtocolVersion(), maxProtocolVersion)
 	c.send(&pb.BaseCommand{Type: pb.BaseCommand_CONNECTED.Enum(), Connected: &pb.CommandConnected{
 		ServerVersion:   proto.String(serverVersion),
@@ -383,4 +388,12 @@ func (c *conn) handleGetTopicsOfNamespace(g *pb.CommandGetTopicsOfNamespace) {
 			Filtered:  proto.Bool(false),
 			Changed:   proto.Bool(true),
 		}})
+}
+
+// connectedSince formats the CONNECT time as Pulsar's stats do.
+func (c *conn) connectedSince() string {
+	if c == nil || c.connectedAt.IsZero() {
+		return ""
+	}
+	return c.connectedAt.UTC().Format(time.RFC3339Nano)
 }

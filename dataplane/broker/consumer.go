@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	pb "github.com/magnetar-dev/magnetar/api/pulsarwire"
 	"github.com/magnetar-dev/magnetar/dataplane/ledger"
@@ -32,7 +33,7 @@ func startPosition(id *pb.MessageIdData) ledger.Position {
 
 func (c *conn) handleSubscribe(cs *pb.CommandSubscribe) {
 	reqID, consID := cs.GetRequestId(), cs.GetConsumerId()
-	if _, dup := c.consumers[consID]; dup {
+	if _, dup := c.consumer(consID); dup {
 		c.send(protocol.NewSuccess(reqID))
 		return
 	}
@@ -91,13 +92,14 @@ func (c *conn) handleSubscribe(cs *pb.CommandSubscribe) {
 }
 
 func (c *conn) handleFlow(f *pb.CommandFlow) {
-	cons, ok := c.consumers[f.GetConsumerId()]
+	cons, ok := c.consumer(f.GetConsumerId())
 	if !ok {
 		return
 	}
 	s := cons.sub
 	s.mu.Lock()
 	cons.permits += int(f.GetMessagePermits())
+	cons.lastFlow = time.Now().UnixMilli()
 	s.mu.Unlock()
 	s.wake()
 }
@@ -243,7 +245,7 @@ func (c *conn) handleUnsubscribe(u *pb.CommandUnsubscribe) {
 	s.mu.Unlock()
 	for _, o := range rest {
 		if o != cons {
-			o.conn.send(protocol.NewCloseConsumer(o.id, 0, "", ""))
+			o.closeByBroker()
 		}
 	}
 	if err := s.topic.removeSubscription(ctx, s); err != nil {
@@ -300,7 +302,7 @@ func (c *conn) handleSeek(sk *pb.CommandSeek) {
 			delete(c.consumers, o.id)
 		}
 		s.removeConsumerQuiet(o)
-		o.conn.send(protocol.NewCloseConsumer(o.id, 0, "", ""))
+		o.closeByBroker()
 	}
 }
 

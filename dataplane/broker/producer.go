@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	pb "github.com/magnetar-dev/magnetar/api/pulsarwire"
 	"github.com/magnetar-dev/magnetar/dataplane/ledger"
@@ -20,6 +21,26 @@ type Producer struct {
 	mode      pb.ProducerAccessMode
 	epoch     uint64
 	metadata  map[string]string
+	// closed is set when the broker closes the producer (unload, fencing):
+	// the client reconnects with the same producer id.
+	closed atomic.Bool
+}
+
+// closeByBroker tells the client to reconnect this producer.
+func (p *Producer) closeByBroker() {
+	p.closed.Store(true)
+	p.conn.send(protocol.NewCloseProducer(p.id, 0, "", ""))
+}
+
+// producer returns the live producer with id, forgetting one the broker
+// closed.
+func (c *conn) producer(id uint64) (*Producer, bool) {
+	p, ok := c.producers[id]
+	if ok && p.closed.Load() {
+		delete(c.producers, id)
+		return nil, false
+	}
+	return p, ok
 }
 
 // key identifies the producer broker-wide.
@@ -27,10 +48,9 @@ func (p *Producer) key() uint64 { return p.uid }
 
 func (c *conn) handleProducer(cp *pb.CommandProducer) {
 	reqID, prodID := cp.GetRequestId(), cp.GetProducerId()
-	if _, dup := c.producers[prodID]; dup {
+	if p, dup := c.producer(prodID); dup {
 		// A retried PRODUCER for a producer already created on this
 		// connection: answer as before.
-		p := c.producers[prodID]
 		c.send(protocol.NewProducerSuccess(reqID, p.name, -1, nil, &p.epoch, true))
 		return
 	}
@@ -91,6 +111,12 @@ func (c *conn) handleSend(s *pb.CommandSend, data []byte) error {
 	if !ok {
 		// Unknown producer: the client is out of sync; Pulsar closes.
 		return fmt.Errorf("SEND for unknown producer %d", prodID)
+	}
+	if p.closed.Load() {
+		// Sent before the client saw CLOSE_PRODUCER. Like Pulsar, close
+		// the connection: the client reconnects and re-sends every
+		// unreceipted message on the re-created producer.
+		return fmt.Errorf("SEND for producer %d closed by the broker", prodID)
 	}
 	highest := s.GetHighestSequenceId()
 	if data == nil {

@@ -27,6 +27,7 @@ type SchemaEntry struct {
 	Data       []byte            `json:"data"`
 	Properties map[string]string `json:"properties,omitempty"`
 	Deleted    bool              `json:"deleted,omitempty"`
+	Timestamp  int64             `json:"timestamp,omitempty"` // creation, Unix milliseconds
 }
 
 type schemaRegistry struct{ md metadata.Store }
@@ -82,7 +83,7 @@ func (r schemaRegistry) addSchema(ctx context.Context, t TopicName, sc *pb.Schem
 				return encodeVersion(int64(i)), nil
 			}
 		}
-		list = append(list, SchemaEntry{Type: int32(sc.GetType()), Name: sc.GetName(), Data: sc.GetSchemaData(), Properties: kvMap(sc.GetProperties())})
+		list = append(list, withTimestamp(SchemaEntry{Type: int32(sc.GetType()), Name: sc.GetName(), Data: sc.GetSchemaData(), Properties: kvMap(sc.GetProperties())}))
 		b, err := json.Marshal(list)
 		if err != nil {
 			return nil, err

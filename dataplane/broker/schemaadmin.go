@@ -18,18 +18,11 @@ import (
 
 // SchemaVersion is one stored schema version as the admin API shows it.
 type SchemaVersion struct {
-	Version   int64
-	Timestamp int64 // Unix milliseconds, 0 if unknown
+	Version int64
 	SchemaEntry
 }
 
-// schemaRecord is a SchemaEntry with its creation time.
-type schemaRecord struct {
-	SchemaEntry
-	Timestamp int64 `json:"timestamp,omitempty"`
-}
-
-func (r schemaRegistry) loadRecords(ctx context.Context, t TopicName) ([]schemaRecord, metadata.Version, error) {
+func (r schemaRegistry) loadRecords(ctx context.Context, t TopicName) ([]SchemaEntry, metadata.Version, error) {
 	kv, err := r.md.Get(ctx, schemaKey(t))
 	if errors.Is(err, metadata.ErrNotFound) {
 		return nil, metadata.NotExists, nil
@@ -37,14 +30,14 @@ func (r schemaRegistry) loadRecords(ctx context.Context, t TopicName) ([]schemaR
 	if err != nil {
 		return nil, 0, err
 	}
-	var list []schemaRecord
+	var list []SchemaEntry
 	if err := json.Unmarshal(kv.Value, &list); err != nil {
 		return nil, 0, fmt.Errorf("corrupt schema record of %s: %w", t, err)
 	}
 	return list, kv.Version, nil
 }
 
-func (r schemaRegistry) updateRecords(ctx context.Context, t TopicName, fn func([]schemaRecord) ([]schemaRecord, error)) error {
+func (r schemaRegistry) updateRecords(ctx context.Context, t TopicName, fn func([]SchemaEntry) ([]SchemaEntry, error)) error {
 	for {
 		list, ver, err := r.loadRecords(ctx, t)
 		if err != nil {
@@ -78,7 +71,7 @@ func (s *Service) Schemas(ctx context.Context, t TopicName) ([]SchemaVersion, er
 	var out []SchemaVersion
 	for i, e := range list {
 		if !e.Deleted {
-			out = append(out, SchemaVersion{Version: int64(i), Timestamp: e.Timestamp, SchemaEntry: e.SchemaEntry})
+			out = append(out, SchemaVersion{Version: int64(i), SchemaEntry: e})
 		}
 	}
 	return out, nil
@@ -94,7 +87,7 @@ func (s *Service) Schema(ctx context.Context, t TopicName, version *int64) (Sche
 	if version == nil {
 		for i := len(list) - 1; i >= 0; i-- {
 			if !list[i].Deleted {
-				return SchemaVersion{Version: int64(i), Timestamp: list[i].Timestamp, SchemaEntry: list[i].SchemaEntry}, nil
+				return SchemaVersion{Version: int64(i), SchemaEntry: list[i]}, nil
 			}
 		}
 		return SchemaVersion{}, fmt.Errorf("%w: Schema not found", ErrNotFound)
@@ -103,7 +96,7 @@ func (s *Service) Schema(ctx context.Context, t TopicName, version *int64) (Sche
 	if v < 0 || v >= int64(len(list)) || list[v].Deleted {
 		return SchemaVersion{}, fmt.Errorf("%w: Schema not found", ErrNotFound)
 	}
-	return SchemaVersion{Version: v, Timestamp: list[v].Timestamp, SchemaEntry: list[v].SchemaEntry}, nil
+	return SchemaVersion{Version: v, SchemaEntry: list[v]}, nil
 }
 
 func sameSchema(a, b SchemaEntry) bool {
@@ -117,7 +110,7 @@ func (s *Service) SchemaVersionOf(ctx context.Context, t TopicName, e SchemaEntr
 		return 0, err
 	}
 	for i := len(list) - 1; i >= 0; i-- {
-		if !list[i].Deleted && sameSchema(list[i].SchemaEntry, e) {
+		if !list[i].Deleted && sameSchema(list[i], e) {
 			return int64(i), nil
 		}
 	}
@@ -128,15 +121,15 @@ func (s *Service) SchemaVersionOf(ctx context.Context, t TopicName, e SchemaEntr
 // version exists, and returns its version.
 func (s *Service) PutSchema(ctx context.Context, t TopicName, e SchemaEntry) (int64, error) {
 	var version int64
-	err := s.schemas.updateRecords(ctx, t, func(list []schemaRecord) ([]schemaRecord, error) {
+	err := s.schemas.updateRecords(ctx, t, func(list []SchemaEntry) ([]SchemaEntry, error) {
 		for i := len(list) - 1; i >= 0; i-- {
-			if !list[i].Deleted && sameSchema(list[i].SchemaEntry, e) {
+			if !list[i].Deleted && sameSchema(list[i], e) {
 				version = int64(i)
 				return nil, nil
 			}
 		}
 		e.Deleted = false
-		list = append(list, schemaRecord{SchemaEntry: e, Timestamp: time.Now().UnixMilli()})
+		list = append(list, withTimestamp(e))
 		version = int64(len(list) - 1)
 		return list, nil
 	})
@@ -146,7 +139,7 @@ func (s *Service) PutSchema(ctx context.Context, t TopicName, e SchemaEntry) (in
 // DeleteSchema marks every version of the topic's schema deleted; version
 // numbers keep growing after a new schema is registered.
 func (s *Service) DeleteSchema(ctx context.Context, t TopicName) error {
-	return s.schemas.updateRecords(ctx, t, func(list []schemaRecord) ([]schemaRecord, error) {
+	return s.schemas.updateRecords(ctx, t, func(list []SchemaEntry) ([]SchemaEntry, error) {
 		changed := false
 		for i := range list {
 			if !list[i].Deleted {
@@ -159,4 +152,10 @@ func (s *Service) DeleteSchema(ctx context.Context, t TopicName) error {
 		}
 		return list, nil
 	})
+}
+
+// withTimestamp stamps a new schema version with its creation time.
+func withTimestamp(e SchemaEntry) SchemaEntry {
+	e.Timestamp = time.Now().UnixMilli()
+	return e
 }

@@ -161,11 +161,13 @@ func (s *Service) TopicStats(ctx context.Context, t TopicName, opt StatsOptions)
 		sort.Slice(producers, func(i, j int) bool { return producers[i].uid < producers[j].uid })
 		for _, p := range producers {
 			st.Publishers = append(st.Publishers, PublisherStats{
-				AccessMode:   p.mode.String(),
-				ProducerID:   int64(p.id),
-				ProducerName: p.name,
-				Address:      remoteAddr(p.conn),
-				Metadata:     nonNil(p.metadata),
+				AccessMode:     p.mode.String(),
+				ProducerID:     int64(p.id),
+				ProducerName:   p.name,
+				Address:        remoteAddr(p.conn),
+				ConnectedSince: p.conn.connectedSince(),
+				ClientVersion:  p.conn.clientVersion,
+				Metadata:       nonNil(p.metadata),
 			})
 		}
 	}
@@ -213,11 +215,14 @@ func (sub *Subscription) stats(opt StatsOptions) SubscriptionStats {
 			continue
 		}
 		ss.Consumers = append(ss.Consumers, ConsumerStats{
-			AvailablePermits: c.permits,
-			UnackedMessages:  unacked,
-			ConsumerName:     c.name,
-			Address:          remoteAddr(c.conn),
-			Metadata:         nonNil(c.metadata),
+			AvailablePermits:          c.permits,
+			UnackedMessages:           unacked,
+			ConsumerName:              c.name,
+			Address:                   remoteAddr(c.conn),
+			ConnectedSince:            c.conn.connectedSince(),
+			ClientVersion:             c.conn.clientVersion,
+			LastConsumedFlowTimestamp: c.lastFlow,
+			Metadata:                  nonNil(c.metadata),
 		})
 	}
 	return ss

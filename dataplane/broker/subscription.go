@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pb "github.com/magnetar-dev/magnetar/api/pulsarwire"
@@ -24,9 +25,32 @@ type Consumer struct {
 	metadata map[string]string
 	sticky   []*pb.IntRange // Key_Shared STICKY ranges
 
+	// closed is set when the broker closes the consumer; the client
+	// re-subscribes with the same consumer id.
+	closed atomic.Bool
+
 	// Guarded by sub.mu.
-	permits int
-	pending map[ledger.Position]int // dispatched, not acknowledged: messages per entry
+	permits  int
+	lastFlow int64                   // Unix milliseconds of the last FLOW
+	pending  map[ledger.Position]int // dispatched, not acknowledged: messages per entry
+}
+
+// closeByBroker tells the client to re-subscribe this consumer.
+func (c *Consumer) closeByBroker() {
+	c.closed.Store(true)
+	c.conn.send(protocol.NewCloseConsumer(c.id, 0, "", ""))
+}
+
+// consumer returns the live consumer with id, forgetting one the broker
+// closed.
+func (c *conn) consumer(id uint64) (*Consumer, bool) {
+	cons, ok := c.consumers[id]
+	if ok && cons.closed.Load() {
+		delete(c.consumers, id)
+		cons.sub.removeConsumer(cons)
+		return nil, false
+	}
+	return cons, ok
 }
 
 // Subscription is a named cursor on a topic with its consumers and its
@@ -158,7 +182,7 @@ func (s *Subscription) close(notify bool) {
 	}
 	if notify {
 		for _, c := range consumers {
-			c.conn.send(protocol.NewCloseConsumer(c.id, 0, "", ""))
+			c.closeByBroker()
 		}
 	}
 }

@@ -75,16 +75,20 @@ func (t *Topic) close(ctx context.Context) error {
 	}
 	t.mu.Unlock()
 	for _, p := range producers {
-		p.conn.send(protocol.NewCloseProducer(p.id, 0, "", ""))
+		p.closeByBroker()
 	}
 	for _, s := range subs {
 		s.close(true)
 	}
-	t.s.forgetTopic(t)
+	// Forget the topic only once its managed ledger is closed: meanwhile
+	// lookups find the closing topic and clients are told to retry
+	// (ServiceNotReady), so a reopen never races the close.
+	var err error
 	if t.ml != nil {
-		return t.ml.Close(ctx)
+		err = t.ml.Close(ctx)
 	}
-	return nil
+	t.s.forgetTopic(t)
+	return err
 }
 
 // producerAccess registers p under the topic's access-mode rules. It
@@ -111,7 +115,7 @@ func (t *Topic) addProducer(p *Producer) (ready bool, err error) {
 		t.epoch++
 	case pb.ProducerAccessMode_ExclusiveWithFencing:
 		for _, old := range t.producers {
-			old.conn.send(protocol.NewCloseProducer(old.id, 0, "", ""))
+			old.closeByBroker()
 			t.removeProducerLocked(old)
 		}
 		t.exclusive = p
