@@ -71,7 +71,10 @@ func (c *conn) handleSubscribe(cs *pb.CommandSubscribe) {
 	// A reader's cursor starts at its start entry inclusive: the client
 	// drops the start message itself unless it asked for it (Pulsar's
 	// brokers position readers one entry early for the same reason).
-	sub, err := t.subscription(ctx, cs.GetSubscription(), cs.GetDurable(), initial, start, true, cs.GetSubType())
+	// A reader starting at an entry gets that entry too (inclusive);
+	// starting at latest it gets only what comes next.
+	inclusive := start != nil && *start != ledger.Latest && *start != ledger.Earliest
+	sub, err := t.subscription(ctx, cs.GetSubscription(), cs.GetDurable(), initial, start, inclusive, cs.GetSubType())
 	if err != nil {
 		c.sendError(reqID, err)
 		return
@@ -131,7 +134,8 @@ func (s *Subscription) ack(cons *Consumer, a *pb.CommandAck) error {
 				break
 			}
 			if partial {
-				err = s.cursor.AckBatchIndexes(pos, int(id.GetBatchSize()), ackedIndexes(id.GetAckSet(), int(id.GetBatchSize())))
+				n := s.batchSize(pos, id)
+				err = s.cursor.AckBatchIndexes(pos, n, ackedIndexes(id.GetAckSet(), n))
 				// Everything before the batch is acknowledged too. Entries of
 				// earlier ledgers are covered once the batch completes.
 				if pos.EntryID > 0 && err == nil {
@@ -150,7 +154,8 @@ func (s *Subscription) ack(cons *Consumer, a *pb.CommandAck) error {
 			}
 			s.mu.Unlock()
 		case partial:
-			err = s.cursor.AckBatchIndexes(pos, int(id.GetBatchSize()), ackedIndexes(id.GetAckSet(), int(id.GetBatchSize())))
+			n := s.batchSize(pos, id)
+			err = s.cursor.AckBatchIndexes(pos, n, ackedIndexes(id.GetAckSet(), n))
 		default:
 			err = s.cursor.Ack(pos)
 			s.mu.Lock()
@@ -163,6 +168,24 @@ func (s *Subscription) ack(cons *Consumer, a *pb.CommandAck) error {
 		}
 	}
 	return firstErr
+}
+
+// batchSize returns the number of messages in the batch entry at pos: from
+// the ack's message id when the client sent it, else from what the cursor
+// already knows, else from the entry's metadata.
+func (s *Subscription) batchSize(pos ledger.Position, id *pb.MessageIdData) int {
+	if n := int(id.GetBatchSize()); n > 0 {
+		return n
+	}
+	if _, n, ok := s.cursor.BatchAckSet(pos); ok && n > 0 {
+		return n
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if es, err := s.topic.ml.Read(ctx, pos, 1, 0); err == nil && len(es) == 1 && es[0].Pos == pos {
+		return parseEntryInfo(es[0].Data).numMessages
+	}
+	return len(id.GetAckSet()) * 64
 }
 
 // hasUnacked reports whether an ack_set still has unacknowledged (1) bits.
@@ -329,6 +352,7 @@ func (s *Subscription) removeConsumerQuiet(c *Consumer) {
 	s.mu.Lock()
 	if i := slices.Index(s.consumers, c); i >= 0 {
 		s.consumers = slices.Delete(s.consumers, i, i+1)
+		s.splitRemoveLocked(c)
 	}
 	s.mu.Unlock()
 }

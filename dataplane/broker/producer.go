@@ -82,6 +82,14 @@ func (c *conn) handleProducer(cp *pb.CommandProducer) {
 			return
 		}
 	}
+	if sub := cp.GetInitialSubscriptionName(); sub != "" && t.ml != nil {
+		// The producer asks for a subscription to exist before it writes
+		// (dead-letter topics), so nothing it sends is trimmed unread.
+		if _, err := t.subscription(ctx, sub, true, ledger.InitialEarliest, nil, false, pb.CommandSubscribe_Shared); err != nil {
+			c.sendError(reqID, err)
+			return
+		}
+	}
 	ready, err := t.addProducer(p)
 	if err != nil {
 		c.sendError(reqID, err)

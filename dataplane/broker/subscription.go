@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"hash/crc32"
 	"slices"
 	"sort"
 	"sync"
@@ -83,6 +82,7 @@ type Subscription struct {
 	replay       []ledger.Position // sorted, unique
 	redeliveries map[ledger.Position]uint32
 	delayed      []delayedEntry // sorted by time
+	ranges       []keyRange     // Key_Shared auto-split ownership, by start
 	rr           int
 	closed       bool
 
@@ -134,6 +134,9 @@ func (s *Subscription) addConsumer(c *Consumer, subType pb.CommandSubscribe_SubT
 	s.subType = subType
 	c.pending = map[ledger.Position]int{}
 	s.consumers = append(s.consumers, c)
+	if subType == pb.CommandSubscribe_Key_Shared && len(c.sticky) == 0 {
+		s.splitAddLocked(c)
+	}
 	if s.cursor != nil && !s.running {
 		s.running = true
 		go s.run()
@@ -152,6 +155,7 @@ func (s *Subscription) removeConsumer(c *Consumer) {
 		return
 	}
 	s.consumers = slices.Delete(s.consumers, i, i+1)
+	s.splitRemoveLocked(c)
 	for pos := range c.pending {
 		s.addReplayLocked(pos, true)
 	}
@@ -447,11 +451,6 @@ func (s *Subscription) pickConsumerLocked(key string) *Consumer {
 	return nil
 }
 
-// keyHash maps a key into Key_Shared's 0..65535 hash space.
-func keyHash(key string) int32 {
-	return int32(crc32.ChecksumIEEE([]byte(key)) % 65536)
-}
-
 func (s *Subscription) keyOwnerLocked(key string) *Consumer {
 	if len(s.consumers) == 0 {
 		return nil
@@ -464,16 +463,7 @@ func (s *Subscription) keyOwnerLocked(key string) *Consumer {
 			}
 		}
 	}
-	var auto []*Consumer
-	for _, c := range s.consumers {
-		if len(c.sticky) == 0 {
-			auto = append(auto, c)
-		}
-	}
-	if len(auto) == 0 {
-		return nil
-	}
-	return auto[int(h)*len(auto)/65536]
+	return s.autoSplitOwnerLocked(h)
 }
 
 // deliverNonPersistent pushes a message of a non-persistent topic to one
