@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -15,12 +13,12 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
-	plog "github.com/apache/pulsar-client-go/pulsar/log"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin/config"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
 	"github.com/magnetar-dev/magnetar/dataplane/standalone"
+	"github.com/magnetar-dev/magnetar/dataplane/standalone/standalonetest"
 )
 
 var (
@@ -28,16 +26,6 @@ var (
 	shared     *standalone.Standalone
 	sharedErr  error
 )
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
 
 // cluster returns the package's standalone data plane (started once; the
 // tests use distinct topic and namespace names).
@@ -51,10 +39,7 @@ func cluster(t *testing.T) *standalone.Standalone {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
-		shared, sharedErr = standalone.Start(ctx, standalone.Config{
-			DataDir: dir, BrokerAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", BookieAddr: freeAddr(t),
-			JournalNoSync: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		})
+		shared, sharedErr = standalone.Start(ctx, standalonetest.Config(dir, standalonetest.FreeAddr(t)))
 	})
 	if sharedErr != nil {
 		t.Fatal(sharedErr)
@@ -62,18 +47,7 @@ func cluster(t *testing.T) *standalone.Standalone {
 	return shared
 }
 
-func newClient(t *testing.T, url string) pulsar.Client {
-	t.Helper()
-	c, err := pulsar.NewClient(pulsar.ClientOptions{
-		URL: url, OperationTimeout: 30 * time.Second,
-		Logger: plog.NewLoggerWithSlog(slog.New(slog.NewTextHandler(io.Discard, nil))),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
-}
+func newClient(t *testing.T, url string) pulsar.Client { return standalonetest.NewClient(t, url) }
 
 func newAdmin(t *testing.T, s *standalone.Standalone) admin.Client {
 	t.Helper()

@@ -2,29 +2,14 @@ package broker_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
-	"net"
 	"testing"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
-	plog "github.com/apache/pulsar-client-go/pulsar/log"
 
 	"github.com/magnetar-dev/magnetar/dataplane/standalone"
+	"github.com/magnetar-dev/magnetar/dataplane/standalone/standalonetest"
 )
-
-func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
 
 // env is one standalone and a connected Pulsar Go client.
 type env struct {
@@ -38,29 +23,8 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	t.Cleanup(cancel)
-	sa, err := standalone.Start(ctx, standalone.Config{
-		DataDir: t.TempDir(), BrokerAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", BookieAddr: freeAddr(t),
-		JournalNoSync: true, Logger: quietLogger(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := pulsar.NewClient(pulsar.ClientOptions{
-		URL: sa.ServiceURL(), OperationTimeout: 30 * time.Second,
-		Logger: plog.NewLoggerWithSlog(quietLogger()),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c.Close()
-		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := sa.Shutdown(sctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
-	return &env{t: t, sa: sa, client: c, ctx: ctx}
+	sa := standalonetest.Start(t, standalonetest.Config(t.TempDir(), standalonetest.FreeAddr(t)))
+	return &env{t: t, sa: sa, client: standalonetest.NewClient(t, sa.ServiceURL()), ctx: ctx}
 }
 
 func (e *env) producer(opts pulsar.ProducerOptions) pulsar.Producer {

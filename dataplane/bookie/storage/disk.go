@@ -14,6 +14,7 @@ import (
 
 	"github.com/magnetar-dev/magnetar/dataplane/bookie/storage/entrylog"
 	"github.com/magnetar-dev/magnetar/dataplane/bookie/storage/journal"
+	"github.com/magnetar-dev/magnetar/dataplane/bookie/storage/tprobe"
 )
 
 // ErrInvalidID is returned for a negative ledger or entry id.
@@ -117,6 +118,17 @@ func (s *DiskStorage) open() error {
 		Cache:        cache,
 		MemTableSize: uint64(s.cfg.IndexMemTableBytes),
 		Logger:       pebbleLogger{s.cfg.Logger},
+		EventListener: &pebble.EventListener{
+			FlushEnd: func(i pebble.FlushInfo) {
+				if i.Done {
+					tprobe.Rec("pflush", time.Now().Add(-i.TotalDuration), time.Now(), int64(len(i.Output)), 0)
+				}
+			},
+			CompactionEnd: func(i pebble.CompactionInfo) {
+				tprobe.Rec("pcompact", time.Now().Add(-i.TotalDuration), time.Now(), int64(len(i.Output.Tables)), 0)
+			},
+			WriteStallBegin: func(i pebble.WriteStallBeginInfo) { tprobe.Rec("pstall", time.Now(), time.Now(), 0, 0) },
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("storage: open index: %w", err)
@@ -370,7 +382,9 @@ func (s *DiskStorage) flush(force bool) error {
 	s.flushing = snap
 	s.mu.Unlock()
 
+	tf := time.Now()
 	err := s.writeSnapshot(snap, metas, mark)
+	tprobe.Rec("flush", tf, time.Now(), int64(len(snap.entries)), snap.bytes)
 	if err != nil {
 		err = fmt.Errorf("storage: flush: %w", err)
 		s.setIOError(err)
@@ -403,6 +417,7 @@ func (s *DiskStorage) writeSnapshot(snap *writeCache, metas []struct {
 	})
 	b := s.db.NewBatch()
 	defer b.Close()
+	tf := time.Now()
 	var kbuf, vbuf []byte
 	for _, k := range keys {
 		e := snap.entries[k]
@@ -416,6 +431,7 @@ func (s *DiskStorage) writeSnapshot(snap *writeCache, metas []struct {
 			return err
 		}
 	}
+	tprobe.Rec("flappend", tf, time.Now(), int64(len(keys)), 0)
 	if err := s.logs.Sync(); err != nil {
 		return err
 	}
@@ -431,9 +447,11 @@ func (s *DiskStorage) writeSnapshot(snap *writeCache, metas []struct {
 	if err := b.Set(checkpointKey, mb[:], nil); err != nil {
 		return err
 	}
+	tcm := time.Now()
 	if err := b.Commit(pebble.Sync); err != nil {
 		return err
 	}
+	tprobe.Rec("pcommit", tcm, time.Now(), int64(b.Len()), 0)
 	if len(keys) > 0 {
 		s.rc.invalidate(keys)
 	}
@@ -520,7 +538,20 @@ func (s *DiskStorage) AddEntry(ledgerID, entryID, lac int64, data []byte, recove
 		done(err)
 		return
 	}
+	tl := time.Now()
+	if tprobe.On {
+		d0 := done
+		done = func(err error) {
+			if now := time.Now(); now.Sub(tl) > 3*time.Millisecond {
+				tprobe.Rec("sadd", tl, now, 0, 0)
+			}
+			d0(err)
+		}
+	}
 	s.mu.Lock()
+	if w := time.Since(tl); w > time.Millisecond {
+		tprobe.Rec("addlock", tl, time.Now(), 0, 0)
+	}
 	for s.active.bytes >= s.cfg.WriteCacheMaxBytes && s.flushing != nil && s.ioErr.Load() == nil {
 		s.space.Wait()
 	}

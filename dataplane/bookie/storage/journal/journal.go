@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/magnetar-dev/magnetar/dataplane/bookie/storage/tprobe"
 )
 
 // Errors returned by the journal.
@@ -394,32 +396,41 @@ func (j *Journal) writeOne(timer *time.Timer, stopping *bool) bool {
 		}
 	}
 	buf, cbs := j.buf, j.cbs
+	gs := j.groupStart
 	j.buf, j.cbs = j.spare[:0], j.spareCbs[:0]
 	err := j.err
 	j.space.Broadcast()
 	j.mu.Unlock()
 
+	tw := time.Now()
+	tprobe.Rec("jwait", gs, tw, int64(len(buf)), int64(len(cbs)))
 	if err == nil {
 		err = j.writeGroup(buf)
 	}
+	tc := time.Now()
 	for i, cb := range cbs {
 		cb(err)
 		cbs[i] = nil
 	}
+	tprobe.Rec("jcb", tc, time.Now(), int64(len(cbs)), 0)
 	j.spare, j.spareCbs = buf[:0], cbs[:0]
 	return true
 }
 
 func (j *Journal) writeGroup(buf []byte) error {
 	n := len(buf)
+	t0 := time.Now()
 	if _, err := j.f.Write(buf); err != nil {
 		return j.fail(fmt.Errorf("journal: write: %w", err))
 	}
+	t1 := time.Now()
+	tprobe.Rec("jwrite", t0, t1, int64(n), 0)
 	if !j.opts.NoSync {
 		if err := j.f.SyncData(); err != nil {
 			return j.fail(fmt.Errorf("journal: sync: %w", err))
 		}
 	}
+	tprobe.Rec("jsync", t1, time.Now(), int64(n), 0)
 	j.fileSize += int64(n)
 	if j.fileSize >= j.opts.MaxFileBytes {
 		if j.opts.NoSync {
