@@ -92,6 +92,7 @@ func (c *conn) handleSubscribe(cs *pb.CommandSubscribe) {
 	}
 	c.consumers[consID] = cons
 	c.send(protocol.NewSuccess(reqID))
+	sub.announceActive()
 }
 
 func (c *conn) handleFlow(f *pb.CommandFlow) {
@@ -403,8 +404,11 @@ func (s *Service) partitionsForClient(ctx context.Context, topic string) (int, e
 		}
 		return 0, err
 	}
+	if tn.PartitionIndex() >= 0 {
+		return 0, nil // a partition is itself a non-partitioned topic
+	}
 	n, err := s.res.Partitions(ctx, tn)
-	if err != nil || n > 0 || tn.PartitionIndex() >= 0 {
+	if err != nil || n > 0 {
 		return n, err
 	}
 	allowed, parts, err := s.autoCreate(ctx, tn)
@@ -432,7 +436,7 @@ func (s *Service) topicsOfNamespace(ctx context.Context, ns string, mode pb.Comm
 	}
 	if _, _, err := s.res.GetNamespace(ctx, tenant, name); err != nil {
 		if errors.Is(err, ErrNotFound) {
-			return nil, protocol.ErrTopicNotFound.WithMessage("Namespace not found: " + ns)
+			return nil, nil // a namespace that does not exist has no topics
 		}
 		return nil, err
 	}

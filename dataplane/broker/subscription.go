@@ -141,9 +141,17 @@ func (s *Subscription) addConsumer(c *Consumer, subType pb.CommandSubscribe_SubT
 		s.running = true
 		go s.run()
 	}
-	s.activeChangedLocked()
 	s.wake()
 	return nil
+}
+
+// announceActive tells Failover consumers which one is active; it runs
+// after the new consumer's SUBSCRIBE was answered, since the client drops
+// an ACTIVE_CONSUMER_CHANGE for a consumer it does not know yet.
+func (s *Subscription) announceActive() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.activeChangedLocked()
 }
 
 // removeConsumer detaches c; what it had not acknowledged is redelivered.
