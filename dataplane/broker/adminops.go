@@ -270,7 +270,17 @@ func (s *Service) TerminateTopic(ctx context.Context, t TopicName) (ledger.Posit
 	if err != nil {
 		return ledger.Position{}, err
 	}
-	return tp.ml.Terminate(ctx)
+	pos, err := tp.ml.Terminate(ctx)
+	if err != nil {
+		return pos, err
+	}
+	// Producers are closed; re-creating one fails with TopicTerminated.
+	tp.mu.Lock()
+	for _, p := range tp.producers {
+		p.closeByBroker()
+	}
+	tp.mu.Unlock()
+	return pos, nil
 }
 
 // LastMessageID returns the position of t's last confirmed entry.

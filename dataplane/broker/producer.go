@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -90,6 +91,14 @@ func (c *conn) handleProducer(cp *pb.CommandProducer) {
 			return
 		}
 	}
+	if t.ml != nil && t.ml.IsTerminated() {
+		c.sendError(reqID, protocol.ErrTopicTerminated.WithMessage("Topic was terminated"))
+		return
+	}
+	if err := t.quotaError(ctx); err != nil {
+		c.sendError(reqID, err)
+		return
+	}
 	ready, err := t.addProducer(p)
 	if err != nil {
 		c.sendError(reqID, err)
@@ -139,6 +148,13 @@ func (c *conn) handleSend(s *pb.CommandSend, data []byte) error {
 		c.send(protocol.NewSendError(prodID, seq, pb.ServerError_NotAllowedError, "message too large"))
 		return nil
 	}
+	if t := p.topic; t.ml != nil && (t.ml.IsTerminated() || t.quotaError(context.Background()) != nil) {
+		// Over quota or terminated: close the producer (the client then
+		// learns why when it tries to re-create it). The message is not
+		// stored; the client fails or re-sends it.
+		p.closeByBroker()
+		return nil
+	}
 	n := int64(len(data))
 	if !c.s.pending.acquire(n, c.closeCh) {
 		return errors.New("connection closed")
@@ -146,6 +162,10 @@ func (c *conn) handleSend(s *pb.CommandSend, data []byte) error {
 	p.topic.publish(data, int(s.GetNumMessages()), func(pos ledger.Position, err error) {
 		c.s.pending.release(n)
 		if err != nil {
+			if errors.Is(err, ledger.ErrTerminated) {
+				p.closeByBroker()
+				return
+			}
 			code, msg := protocol.ServerErrorOf(mapLedgerError(err))
 			c.send(protocol.NewSendError(prodID, seq, code, msg))
 			return

@@ -1,6 +1,7 @@
 package broker_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/magnetar-dev/magnetar/dataplane/broker"
 )
 
 func msg(s string) *pulsar.ProducerMessage { return &pulsar.ProducerMessage{Payload: []byte(s)} }
@@ -360,5 +363,53 @@ func TestDelayedDelivery(t *testing.T) {
 	m := e.receive(c)
 	if string(m.Payload()) != "later" || time.Since(start) < 600*time.Millisecond {
 		t.Fatalf("delayed message %q after %v", m.Payload(), time.Since(start))
+	}
+}
+
+func TestTerminatedTopicRefusesProducers(t *testing.T) {
+	e := newEnv(t)
+	topic := "persistent://public/default/terminate-me"
+	p := e.producer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true, SendTimeout: 5 * time.Second})
+	e.send(p, msg("before"))
+	tn, _ := broker.ParseTopicName(topic)
+	if _, err := e.sa.Broker().TerminateTopic(e.ctx, tn); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := p.Send(e.ctx, msg("after"))
+		if errors.Is(err, pulsar.ErrTopicTerminated) || errors.Is(err, pulsar.ErrProducerClosed) {
+			break
+		}
+		if err == nil || time.Now().After(deadline) {
+			t.Fatalf("send to a terminated topic: %v", err)
+		}
+	}
+	if _, err := e.client.CreateProducer(pulsar.ProducerOptions{Topic: topic}); err == nil {
+		t.Fatal("producer created on a terminated topic")
+	}
+}
+
+func TestBacklogQuotaStopsProducers(t *testing.T) {
+	e := newEnv(t)
+	res := e.sa.Broker().Resources()
+	if err := res.CreateNamespace(e.ctx, "public", "quota", broker.Policies{Other: map[string]json.RawMessage{
+		"backlog_quota_map": json.RawMessage(`{"destination_storage":{"limitSize":10240,"limitTime":-1,"policy":"producer_exception"}}`),
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	topic := "persistent://public/quota/t"
+	e.consumer(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "slow", ReceiverQueueSize: 1})
+	p := e.producer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true, SendTimeout: 3 * time.Second})
+	var err error
+	deadline := time.Now().Add(20 * time.Second)
+	for i := 0; err == nil; i++ {
+		if time.Now().After(deadline) {
+			t.Fatal("producer never stopped by the backlog quota")
+		}
+		_, err = p.Send(e.ctx, &pulsar.ProducerMessage{Payload: make([]byte, 4096)})
+	}
+	if _, cerr := e.client.CreateProducer(pulsar.ProducerOptions{Topic: topic}); cerr == nil {
+		t.Fatal("producer created on a topic over its backlog quota")
 	}
 }

@@ -29,6 +29,7 @@ type Topic struct {
 	subs      map[string]*Subscription
 	closed    bool
 	npSeq     int64 // message ids of a non-persistent topic
+	quota     quotaState
 }
 
 func newTopic(s *Service, name TopicName, ml *ledger.ManagedLedger) *Topic {
