@@ -39,6 +39,13 @@ type Config struct {
 	// much; adds block while a full cache waits behind a running flush.
 	// Default 64 MiB.
 	WriteCacheMaxBytes int64
+	// FlushTriggerBytes starts a background flush as soon as the write cache
+	// holds this much (without blocking adds), so the entry logs are written
+	// in small steps spread over time rather than in one burst per
+	// FlushInterval: a burst of tens of MB makes the journal's fdatasyncs,
+	// which share the disk, wait behind it. Default 4 MiB; capped at
+	// WriteCacheMaxBytes.
+	FlushTriggerBytes int64
 	// FlushInterval is the period of the background flush (checkpoint).
 	// Default 1 s; negative: flush only when the write cache is full.
 	FlushInterval time.Duration
@@ -99,6 +106,10 @@ func (c Config) withDefaults() Config {
 	if c.WriteCacheMaxBytes == 0 {
 		c.WriteCacheMaxBytes = 64 << 20
 	}
+	if c.FlushTriggerBytes == 0 {
+		c.FlushTriggerBytes = 4 << 20
+	}
+	c.FlushTriggerBytes = min(c.FlushTriggerBytes, c.WriteCacheMaxBytes)
 	if c.FlushInterval == 0 {
 		c.FlushInterval = time.Second
 	}
@@ -156,6 +167,9 @@ func (c Config) Validate() error {
 	}
 	if c.WriteCacheMaxBytes < 0 {
 		errs = append(errs, errors.New("WriteCacheMaxBytes must not be negative"))
+	}
+	if c.FlushTriggerBytes < 0 {
+		errs = append(errs, errors.New("FlushTriggerBytes must not be negative"))
 	}
 	if c.EntryLogMaxBytes < 4096 {
 		errs = append(errs, errors.New("EntryLogMaxBytes must be at least 4096"))

@@ -14,7 +14,6 @@ import (
 
 	"github.com/magnetar-dev/magnetar/dataplane/bookie/storage/entrylog"
 	"github.com/magnetar-dev/magnetar/dataplane/bookie/storage/journal"
-	"github.com/magnetar-dev/magnetar/dataplane/bookie/storage/tprobe"
 )
 
 // ErrInvalidID is returned for a negative ledger or entry id.
@@ -49,6 +48,9 @@ type DiskStorage struct {
 	// log writer. Lock order: closeMu -> flushMu -> mu.
 	flushMu  sync.Mutex
 	lastMark uint64
+	// indexUnsynced is set when an index batch was committed without
+	// syncing Pebble's WAL (see flush); guarded by flushMu.
+	indexUnsynced bool
 
 	mu       sync.Mutex
 	space    *sync.Cond // broadcast when a flush finishes or fails
@@ -118,17 +120,6 @@ func (s *DiskStorage) open() error {
 		Cache:        cache,
 		MemTableSize: uint64(s.cfg.IndexMemTableBytes),
 		Logger:       pebbleLogger{s.cfg.Logger},
-		EventListener: &pebble.EventListener{
-			FlushEnd: func(i pebble.FlushInfo) {
-				if i.Done {
-					tprobe.Rec("pflush", time.Now().Add(-i.TotalDuration), time.Now(), int64(len(i.Output)), 0)
-				}
-			},
-			CompactionEnd: func(i pebble.CompactionInfo) {
-				tprobe.Rec("pcompact", time.Now().Add(-i.TotalDuration), time.Now(), int64(len(i.Output.Tables)), 0)
-			},
-			WriteStallBegin: func(i pebble.WriteStallBeginInfo) { tprobe.Rec("pstall", time.Now(), time.Now(), 0, 0) },
-		},
 	})
 	if err != nil {
 		return fmt.Errorf("storage: open index: %w", err)
@@ -273,6 +264,7 @@ func (s *DiskStorage) applyDelete(ledger int64) error {
 		s.setIOError(err)
 		return err
 	}
+	s.indexUnsynced = false // the WAL sync covered every earlier batch
 	return nil
 }
 
@@ -321,6 +313,15 @@ func (s *DiskStorage) flushLoop() {
 			return
 		case <-tick:
 		case <-s.flushReq:
+			// Adds that crossed FlushTriggerBytes while the previous flush
+			// ran left a request behind; skip it unless the cache has
+			// filled again, so a full-size flush is not chased by a tiny one.
+			s.mu.Lock()
+			small := s.active.bytes < s.cfg.FlushTriggerBytes
+			s.mu.Unlock()
+			if small {
+				continue
+			}
 		}
 		if err := s.flush(false); err != nil {
 			s.cfg.Logger.Error("bookie storage: flush failed", "err", err)
@@ -348,7 +349,13 @@ func (s *DiskStorage) Flush() error {
 
 // flush: snapshot the write cache, append its entries sorted by (ledger,
 // entry) to the entry log, fsync, then commit index + metadata + log mark
-// in one synced Pebble batch, then release covered journal files.
+// in one Pebble batch, then release covered journal files.
+//
+// The batch is committed without syncing Pebble's WAL unless force is set
+// or journal files are about to be released: a checkpoint that is lost in
+// a crash only makes recovery replay more of the journal, which is still
+// there, because journal files are released only after a synced commit of
+// a mark past them (see doc.go, "Checkpoints").
 func (s *DiskStorage) flush(force bool) error {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
@@ -382,9 +389,8 @@ func (s *DiskStorage) flush(force bool) error {
 	s.flushing = snap
 	s.mu.Unlock()
 
-	tf := time.Now()
-	err := s.writeSnapshot(snap, metas, mark)
-	tprobe.Rec("flush", tf, time.Now(), int64(len(snap.entries)), snap.bytes)
+	sync := force || s.jnl.Releasable(mark)
+	err := s.writeSnapshot(snap, metas, mark, sync)
 	if err != nil {
 		err = fmt.Errorf("storage: flush: %w", err)
 		s.setIOError(err)
@@ -395,16 +401,32 @@ func (s *DiskStorage) flush(force bool) error {
 	s.space.Broadcast()
 	s.mu.Unlock()
 	s.lastMark = mark
-	if err := s.jnl.Release(mark); err != nil {
-		s.cfg.Logger.Warn("bookie storage: journal release failed", "err", err)
+	s.indexUnsynced = !sync
+	if sync {
+		if err := s.jnl.Release(mark); err != nil {
+			s.cfg.Logger.Warn("bookie storage: journal release failed", "err", err)
+		}
 	}
+	return nil
+}
+
+// syncIndexLocked makes every index batch committed so far durable (a sync
+// of Pebble's WAL), if one was committed without. flushMu must be held.
+func (s *DiskStorage) syncIndexLocked() error {
+	if !s.indexUnsynced {
+		return nil
+	}
+	if err := s.db.LogData(nil, pebble.Sync); err != nil {
+		return err
+	}
+	s.indexUnsynced = false
 	return nil
 }
 
 func (s *DiskStorage) writeSnapshot(snap *writeCache, metas []struct {
 	ledger int64
 	val    []byte
-}, mark uint64) error {
+}, mark uint64, sync bool) error {
 	keys := make([]entryID, 0, len(snap.entries))
 	for k := range snap.entries {
 		keys = append(keys, k)
@@ -417,7 +439,6 @@ func (s *DiskStorage) writeSnapshot(snap *writeCache, metas []struct {
 	})
 	b := s.db.NewBatch()
 	defer b.Close()
-	tf := time.Now()
 	var kbuf, vbuf []byte
 	for _, k := range keys {
 		e := snap.entries[k]
@@ -431,7 +452,6 @@ func (s *DiskStorage) writeSnapshot(snap *writeCache, metas []struct {
 			return err
 		}
 	}
-	tprobe.Rec("flappend", tf, time.Now(), int64(len(keys)), 0)
 	if err := s.logs.Sync(); err != nil {
 		return err
 	}
@@ -447,11 +467,13 @@ func (s *DiskStorage) writeSnapshot(snap *writeCache, metas []struct {
 	if err := b.Set(checkpointKey, mb[:], nil); err != nil {
 		return err
 	}
-	tcm := time.Now()
-	if err := b.Commit(pebble.Sync); err != nil {
+	opts := pebble.NoSync
+	if sync {
+		opts = pebble.Sync
+	}
+	if err := b.Commit(opts); err != nil {
 		return err
 	}
-	tprobe.Rec("pcommit", tcm, time.Now(), int64(b.Len()), 0)
 	if len(keys) > 0 {
 		s.rc.invalidate(keys)
 	}
@@ -538,20 +560,7 @@ func (s *DiskStorage) AddEntry(ledgerID, entryID, lac int64, data []byte, recove
 		done(err)
 		return
 	}
-	tl := time.Now()
-	if tprobe.On {
-		d0 := done
-		done = func(err error) {
-			if now := time.Now(); now.Sub(tl) > 3*time.Millisecond {
-				tprobe.Rec("sadd", tl, now, 0, 0)
-			}
-			d0(err)
-		}
-	}
 	s.mu.Lock()
-	if w := time.Since(tl); w > time.Millisecond {
-		tprobe.Rec("addlock", tl, time.Now(), 0, 0)
-	}
 	for s.active.bytes >= s.cfg.WriteCacheMaxBytes && s.flushing != nil && s.ioErr.Load() == nil {
 		s.space.Wait()
 	}
@@ -561,7 +570,7 @@ func (s *DiskStorage) AddEntry(ledgerID, entryID, lac int64, data []byte, recove
 		return
 	}
 	s.applyAddLocked(ledgerID, entryID, lac, data)
-	full := s.active.bytes >= s.cfg.WriteCacheMaxBytes
+	full := s.active.bytes >= s.cfg.FlushTriggerBytes
 	s.mu.Unlock()
 	if full {
 		s.requestFlush()
@@ -783,7 +792,7 @@ func (s *DiskStorage) Close() error {
 	close(s.stop)
 	s.wg.Wait()
 	err := s.jnl.Close()
-	if ferr := s.flush(false); err == nil && ferr != nil && s.ioErr.Load() == nil {
+	if ferr := s.flush(true); err == nil && ferr != nil && s.ioErr.Load() == nil {
 		err = ferr
 	}
 	if rerr := s.release(); err == nil {

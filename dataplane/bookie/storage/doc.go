@@ -17,14 +17,33 @@
 // caches and, in one synced Pebble batch, from the index and metadata; GC
 // reclaims the bytes later.
 //
-// A flush (every FlushInterval, when the write cache exceeds
-// WriteCacheMaxBytes, at Open and at Close) reads the journal position M,
+// A flush (every FlushInterval, as soon as the write cache holds
+// FlushTriggerBytes, at Open and at Close) reads the journal position M,
 // swaps the write cache, appends the snapshot sorted by (ledger, entry) to
 // the current entry log, fsyncs it, then commits the index locations, the
-// dirty ledger metadata and M (the checkpoint) in one synced Pebble batch,
-// and finally deletes the journal files wholly before M. Because an add
-// enters the write cache before it is journaled and M is read before the
-// swap, every record before M is in the flushed snapshot or an earlier one.
+// dirty ledger metadata and M (the checkpoint) in one Pebble batch. Because
+// an add enters the write cache before it is journaled and M is read before
+// the swap, every record before M is in the flushed snapshot or an earlier
+// one. Flushing every few MiB instead of once per FlushInterval keeps each
+// burst of entry-log writing short, so the journal's fdatasyncs, which
+// share the disk, are not queued behind tens of MB.
+//
+// # Checkpoints
+//
+// The flush batch is committed without syncing Pebble's WAL, except at Open
+// and Close and when the new M lets journal files be deleted: then the
+// batch is synced first and the journal files wholly before M are deleted
+// after it. This is safe because the batch is atomic and holds M together
+// with the index entries and metadata it covers, and the entry log was
+// fsynced before it: whenever a checkpoint M is durable, so is everything
+// it covers. A crash that loses unsynced batches leaves an older durable
+// checkpoint M0 < M; the journal from M0 on still exists (files are only
+// deleted behind a synced M), so Open replays it into the write cache and
+// flushes it again, to new entry-log locations; the copies written before
+// the crash are unreferenced and GC reclaims them. Syncing the WAL also
+// makes every earlier batch durable, so DeleteLedger's synced batch and a
+// GC pass (which syncs the index before removing logs, so no durable index
+// entry can point into a removed log) never see an older durable state.
 //
 // # Recovery
 //

@@ -36,6 +36,13 @@ func (s *DiskStorage) RunGC() (GCStats, error) {
 	if p := s.ioErr.Load(); p != nil {
 		return st, *p
 	}
+	// Removing a log is only safe once no durable index entry can point
+	// into it: make unsynced flush batches durable first.
+	if err := s.syncIndexLocked(); err != nil {
+		err = fmt.Errorf("storage: gc: %w", err)
+		s.setIOError(err)
+		return st, err
+	}
 	live, err := s.liveBytes()
 	if err != nil {
 		return st, err

@@ -12,11 +12,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
-
-	"github.com/magnetar-dev/magnetar/dataplane/bookie/storage/tprobe"
 )
 
 // Errors returned by the entry log manager.
@@ -242,9 +239,7 @@ func (m *Manager) writeBuf() error {
 	if len(m.wbuf) == 0 {
 		return nil
 	}
-	t0 := time.Now()
 	_, err := m.cur.Write(m.wbuf)
-	tprobe.Rec("elwrite", t0, time.Now(), int64(len(m.wbuf)), 0)
 	m.wbuf = m.wbuf[:0]
 	if err != nil {
 		return fmt.Errorf("entrylog: write: %w", err)
@@ -265,8 +260,6 @@ func (m *Manager) startWriteback(written int64) error {
 		return nil
 	}
 	m.writebackAt = written
-	t0 := time.Now()
-	defer func() { tprobe.Rec("elsyncto", t0, time.Now(), written, 0) }()
 	if _, err := m.cur.SyncTo(written); err != nil {
 		return fmt.Errorf("entrylog: sync: %w", err)
 	}
@@ -296,11 +289,9 @@ func (m *Manager) Sync() error {
 		f.Close()
 		m.unsynced = m.unsynced[1:]
 	}
-	t0 := time.Now()
 	if err := m.cur.Sync(); err != nil {
 		return fmt.Errorf("entrylog: sync: %w", err)
 	}
-	tprobe.Rec("elsync", t0, time.Now(), 0, 0)
 	if m.dirDirty {
 		d, err := m.fs.OpenDir(m.dir)
 		if err != nil {

@@ -14,8 +14,6 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
-
-	"github.com/magnetar-dev/magnetar/dataplane/bookie/storage/tprobe"
 )
 
 // Errors returned by the journal.
@@ -396,41 +394,32 @@ func (j *Journal) writeOne(timer *time.Timer, stopping *bool) bool {
 		}
 	}
 	buf, cbs := j.buf, j.cbs
-	gs := j.groupStart
 	j.buf, j.cbs = j.spare[:0], j.spareCbs[:0]
 	err := j.err
 	j.space.Broadcast()
 	j.mu.Unlock()
 
-	tw := time.Now()
-	tprobe.Rec("jwait", gs, tw, int64(len(buf)), int64(len(cbs)))
 	if err == nil {
 		err = j.writeGroup(buf)
 	}
-	tc := time.Now()
 	for i, cb := range cbs {
 		cb(err)
 		cbs[i] = nil
 	}
-	tprobe.Rec("jcb", tc, time.Now(), int64(len(cbs)), 0)
 	j.spare, j.spareCbs = buf[:0], cbs[:0]
 	return true
 }
 
 func (j *Journal) writeGroup(buf []byte) error {
 	n := len(buf)
-	t0 := time.Now()
 	if _, err := j.f.Write(buf); err != nil {
 		return j.fail(fmt.Errorf("journal: write: %w", err))
 	}
-	t1 := time.Now()
-	tprobe.Rec("jwrite", t0, t1, int64(n), 0)
 	if !j.opts.NoSync {
 		if err := j.f.SyncData(); err != nil {
 			return j.fail(fmt.Errorf("journal: sync: %w", err))
 		}
 	}
-	tprobe.Rec("jsync", t1, time.Now(), int64(n), 0)
 	j.fileSize += int64(n)
 	if j.fileSize >= j.opts.MaxFileBytes {
 		if j.opts.NoSync {
@@ -474,7 +463,7 @@ func (j *Journal) Release(mark uint64) error {
 	var victims []fileMeta
 	keep := j.files[:0:0]
 	for i, fm := range j.files {
-		if i+1 < len(j.files) && (!fm.valid || j.files[i+1].valid && j.files[i+1].start <= mark) {
+		if j.releasableLocked(i, mark) {
 			victims = append(victims, fm)
 			continue
 		}
@@ -489,6 +478,25 @@ func (j *Journal) Release(mark uint64) error {
 		}
 	}
 	return firstErr
+}
+
+// Releasable reports whether Release(mark) would delete a file.
+func (j *Journal) Releasable(mark uint64) bool {
+	j.filesMu.Lock()
+	defer j.filesMu.Unlock()
+	for i := range j.files {
+		if j.releasableLocked(i, mark) {
+			return true
+		}
+	}
+	return false
+}
+
+// releasableLocked reports whether file i holds no record at or after mark
+// (or nothing durable at all) and is not the current file.
+func (j *Journal) releasableLocked(i int, mark uint64) bool {
+	fm := j.files[i]
+	return i+1 < len(j.files) && (!fm.valid || j.files[i+1].valid && j.files[i+1].start <= mark)
 }
 
 // Files returns the names of the journal files currently tracked.

@@ -1,0 +1,120 @@
+// Command idle measures an idle `magnetar standalone`: time until the health
+// endpoint answers (fresh data directory and restart on existing data) and
+// resident memory after it settles. It builds the binary itself and prints a
+// Markdown table.
+//
+//	go run ./bench/idle [-runs 3] [-settle 5s]
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+func main() {
+	runs := flag.Int("runs", 3, "measurements of each kind")
+	settle := flag.Duration("settle", 5*time.Second, "idle time before reading resident memory")
+	flag.Parse()
+	tmp, err := os.MkdirTemp("", "magnetar-idle")
+	check(err)
+	defer os.RemoveAll(tmp)
+	bin := filepath.Join(tmp, "magnetar")
+	out, err := exec.Command("go", "build", "-o", bin, "./cmd/magnetar").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	var fresh, restart, rss []float64
+	for i := 0; i < *runs; i++ {
+		dir := filepath.Join(tmp, fmt.Sprintf("data-%d", i))
+		ports := []string{freeAddr(), freeAddr(), freeAddr()}
+		d, kb := run(bin, dir, ports, *settle)
+		fresh = append(fresh, d.Seconds()*1000)
+		rss = append(rss, kb/1024)
+		d, _ = run(bin, dir, ports, 0)
+		restart = append(restart, d.Seconds()*1000)
+	}
+	load, _ := os.ReadFile("/proc/loadavg")
+	fmt.Printf("Idle `magnetar standalone` (%d runs, median [min-max]; load average at end: %s)\n\n", *runs, strings.TrimSpace(string(load)))
+	fmt.Println("| measure | value |")
+	fmt.Println("|---|---|")
+	fmt.Printf("| ready on a fresh data dir (ms) | %s |\n", summary(fresh))
+	fmt.Printf("| ready on existing data, restart (ms) | %s |\n", summary(restart))
+	fmt.Printf("| resident memory after %v idle (MiB) | %s |\n", *settle, summary(rss))
+}
+
+// run starts the standalone, waits for health, optionally idles and reads
+// VmRSS, then stops it with SIGTERM.
+func run(bin, dir string, ports []string, settle time.Duration) (time.Duration, float64) {
+	cmd := exec.Command(bin, "standalone", "--data-dir", dir, "--broker-addr", ports[0], "--http-addr", ports[1], "--bookie-addr", ports[2])
+	start := time.Now()
+	check(cmd.Start())
+	defer func() {
+		cmd.Process.Signal(os.Interrupt)
+		cmd.Wait()
+	}()
+	for {
+		resp, err := http.Get("http://" + ports[1] + "/admin/v2/brokers/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Since(start) > time.Minute {
+			fmt.Fprintln(os.Stderr, "standalone not ready after a minute")
+			os.Exit(1)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	ready := time.Since(start)
+	if settle == 0 {
+		return ready, 0
+	}
+	time.Sleep(settle)
+	return ready, vmRSSKiB(cmd.Process.Pid)
+}
+
+func vmRSSKiB(pid int) float64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	check(err)
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			var kb float64
+			fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &kb)
+			return kb
+		}
+	}
+	return 0
+}
+
+func summary(v []float64) string {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	return fmt.Sprintf("%.0f [%.0f-%.0f]", s[len(s)/2], s[0], s[len(s)-1])
+}
+
+func freeAddr() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	check(err)
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func check(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
