@@ -3,7 +3,7 @@ GO      ?= go
 PKGS    ?= ./...
 TESTFLAGS ?= -race -timeout 15m
 
-.PHONY: build test vet generate bench fuzz clean
+.PHONY: build test vet generate bench fuzz clean compat
 
 build:
 	$(GO) build -o bin/magnetar ./cmd/magnetar
@@ -23,6 +23,12 @@ generate:
 # Ledger append benchmark side by side with the machine's fsync'd-append limit.
 bench: build
 	$(GO) run ./bench/ledgerbench -dir $${BENCH_DIR:-$$(mktemp -d)}
+
+# The Apache Pulsar Go client's integration tests against a fresh
+# `magnetar standalone`, one at a time; writes docs/compatibility.md.
+# COMPAT_RUN=regex, COMPAT_GROUPS=M1,M2, COMPAT_TIMEOUT=60s: see compat/README.md.
+compat:
+	GO=$(GO) ./compat/run.sh
 
 clean:
 	rm -rf bin
