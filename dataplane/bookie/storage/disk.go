@@ -57,6 +57,7 @@ type DiskStorage struct {
 	active   *writeCache
 	flushing *writeCache // being flushed, nil otherwise
 	ledgers  map[int64]*ledgerMeta
+	dead     map[int64]struct{} // deleted ledger ids (tombstones 'd'); guarded by mu
 
 	ioErr    atomic.Pointer[error] // sticky
 	diskFull atomic.Pointer[error] // cleared when space returns
@@ -100,6 +101,7 @@ func Open(cfg Config) (*DiskStorage, error) {
 		rc:       newReadCache(cfg.ReadCacheMaxBytes),
 		active:   newWriteCache(),
 		ledgers:  make(map[int64]*ledgerMeta),
+		dead:     make(map[int64]struct{}),
 		flushReq: make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 	}
@@ -179,7 +181,20 @@ func (s *DiskStorage) loadMeta() error {
 		}
 		s.ledgers[l] = m
 	}
-	return it.Error()
+	if err := it.Error(); err != nil {
+		return err
+	}
+	dit, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixDead}, UpperBound: []byte{prefixDead + 1}})
+	if err != nil {
+		return fmt.Errorf("storage: index: %w", err)
+	}
+	defer dit.Close()
+	for dit.First(); dit.Valid(); dit.Next() {
+		if l, ok := decodeDeadKey(dit.Key()); ok {
+			s.dead[l] = struct{}{}
+		}
+	}
+	return dit.Error()
 }
 
 func (s *DiskStorage) loadMark() (uint64, error) {
@@ -203,7 +218,9 @@ func (s *DiskStorage) replayRecord(_ uint64, r journal.Record) error {
 	switch r.Type {
 	case journal.RecordEntry:
 		s.mu.Lock()
-		s.applyAddLocked(r.Ledger, r.Entry, r.LAC, r.Data)
+		if _, gone := s.dead[r.Ledger]; !gone {
+			s.applyAddLocked(r.Ledger, r.Entry, r.LAC, r.Data)
+		}
 		s.mu.Unlock()
 	case journal.RecordFence:
 		s.mu.Lock()
@@ -244,6 +261,7 @@ func (s *DiskStorage) applyDelete(ledger int64) error {
 	defer s.flushMu.Unlock()
 	s.mu.Lock()
 	delete(s.ledgers, ledger)
+	s.dead[ledger] = struct{}{}
 	s.active.deleteLedger(ledger)
 	if s.flushing != nil {
 		s.flushing.deleteLedger(ledger)
@@ -257,6 +275,9 @@ func (s *DiskStorage) applyDelete(ledger int64) error {
 		return err
 	}
 	if err := b.Delete(metaKey(ledger), nil); err != nil {
+		return err
+	}
+	if err := b.Set(deadKey(ledger), nil, nil); err != nil {
 		return err
 	}
 	if err := b.Commit(pebble.Sync); err != nil {
@@ -569,6 +590,11 @@ func (s *DiskStorage) AddEntry(ledgerID, entryID, lac int64, data []byte, recove
 		done(ErrFenced)
 		return
 	}
+	if _, gone := s.dead[ledgerID]; gone {
+		s.mu.Unlock()
+		done(ErrFenced) // deleted: never re-created by a late writer
+		return
+	}
 	s.applyAddLocked(ledgerID, entryID, lac, data)
 	full := s.active.bytes >= s.cfg.FlushTriggerBytes
 	s.mu.Unlock()
@@ -596,6 +622,11 @@ func (s *DiskStorage) Fence(ledgerID int64, done func(error)) {
 		return
 	}
 	s.mu.Lock()
+	if _, gone := s.dead[ledgerID]; gone {
+		s.mu.Unlock()
+		done(nil) // a deleted ledger is already closed to writers
+		return
+	}
 	s.applyFenceLocked(ledgerID)
 	s.mu.Unlock()
 	s.jnl.AppendFence(ledgerID, done)

@@ -135,6 +135,9 @@ func TestRestartAfterCleanClose(t *testing.T) {
 	if f, _ := s.IsFenced(2); !f {
 		t.Fatal("fence lost across restart")
 	}
+	if err := storagetest.Add(t, s, 3, 50, 49, []byte("zombie"), false); !errors.Is(err, storage.ErrFenced) {
+		t.Fatalf("add to a ledger deleted before the restart: %v, want ErrFenced", err)
+	}
 	if f, _ := s.IsFenced(1); f {
 		t.Fatal("ledger 1 fenced after restart")
 	}

@@ -10,6 +10,7 @@ import (
 //
 //	'e' ledger(8) entry(8) -> entry location (entrylog.Location, 20 bytes)
 //	'm' ledger(8)          -> ledger metadata (17 bytes)
+//	'd' ledger(8)          -> tombstone of a deleted ledger (empty value)
 //	"c"                    -> checkpoint: journal log mark (8 bytes)
 //
 // Integers are big-endian with the sign bit flipped so that keys sort in
@@ -17,6 +18,7 @@ import (
 const (
 	prefixEntry = 'e'
 	prefixMeta  = 'm'
+	prefixDead  = 'd'
 	metaLen     = 17
 )
 
@@ -87,4 +89,17 @@ func decodeLedgerMeta(b []byte) (*ledgerMeta, error) {
 		last:   int64(binary.BigEndian.Uint64(b[1:9])),
 		lac:    int64(binary.BigEndian.Uint64(b[9:17])),
 	}, nil
+}
+
+// deadKey is the tombstone key of a deleted ledger.
+func deadKey(ledger int64) []byte {
+	k := []byte{prefixDead}
+	return binary.BigEndian.AppendUint64(k, ord(ledger))
+}
+
+func decodeDeadKey(k []byte) (int64, bool) {
+	if len(k) != 9 || k[0] != prefixDead {
+		return 0, false
+	}
+	return unord(binary.BigEndian.Uint64(k[1:9])), true
 }

@@ -38,7 +38,10 @@ type Storage interface {
 	// IsFenced reports whether the ledger is fenced.
 	IsFenced(ledgerID int64) (bool, error)
 	// DeleteLedger removes the ledger; its disk space is reclaimed by garbage
-	// collection later. Deleting an unknown ledger is not an error.
+	// collection later. Deleting an unknown ledger is not an error. A deleted
+	// ledger id stays dead: ledger ids are never reused, so any later add to
+	// it (a writer fenced and deleted meanwhile) fails with ErrFenced instead
+	// of re-creating a ledger nobody would read; Fence of it succeeds.
 	DeleteLedger(ledgerID int64) error
 	// ReadOnly returns a non-nil error describing why the storage turned
 	// read-only (disk full, I/O error), or nil while writable.

@@ -13,6 +13,7 @@ var _ storage.Storage = (*Storage)(nil)
 type Storage struct {
 	mu       sync.RWMutex
 	ledgers  map[int64]*ledger
+	deleted  map[int64]bool // ids of deleted ledgers: they stay dead
 	readOnly error
 	closed   bool
 }
@@ -59,6 +60,9 @@ func (s *Storage) addEntry(ledgerID, entryID, lac int64, data []byte, recovery b
 		return storage.ErrClosed
 	case s.readOnly != nil:
 		return fmt.Errorf("%w: %w", storage.ErrReadOnly, s.readOnly)
+	}
+	if s.deleted[ledgerID] {
+		return storage.ErrFenced
 	}
 	l := s.ledgerLocked(ledgerID, true)
 	if l.fenced && !recovery {
@@ -111,7 +115,9 @@ func (s *Storage) Fence(ledgerID int64, done func(error)) {
 		done(storage.ErrClosed)
 		return
 	}
-	s.ledgerLocked(ledgerID, true).fenced = true
+	if !s.deleted[ledgerID] {
+		s.ledgerLocked(ledgerID, true).fenced = true
+	}
 	s.mu.Unlock()
 	done(nil)
 }
@@ -135,6 +141,10 @@ func (s *Storage) DeleteLedger(ledgerID int64) error {
 		return storage.ErrClosed
 	}
 	delete(s.ledgers, ledgerID)
+	if s.deleted == nil {
+		s.deleted = map[int64]bool{}
+	}
+	s.deleted[ledgerID] = true
 	return nil
 }
 

@@ -237,17 +237,20 @@ func testDelete(t *testing.T, s storage.Storage) {
 	if _, _, err := s.LastEntry(6); !errors.Is(err, storage.ErrNoSuchLedger) {
 		t.Fatalf("LastEntry deleted ledger: %v, want ErrNoSuchLedger", err)
 	}
-	if f, _ := s.IsFenced(6); f {
-		t.Fatal("deleted ledger still fenced")
-	}
 	for e := int64(0); e < 10; e++ {
 		mustRead(t, s, 7, e, Payload(7, e, 64))
 	}
-	// The id can be reused afterwards.
-	mustAdd(t, s, 6, 0, storage.NoEntry, []byte("new"))
-	mustRead(t, s, 6, 0, []byte("new"))
-	if _, err := s.ReadEntry(6, 1); !errors.Is(err, storage.ErrNoSuchEntry) {
-		t.Fatalf("old entry of re-created ledger: %v, want ErrNoSuchEntry", err)
+	// The id stays dead: a zombie writer cannot re-create the ledger.
+	for _, recovery := range []bool{false, true} {
+		if err := Add(t, s, 6, 10, 9, []byte("zombie"), recovery); !errors.Is(err, storage.ErrFenced) {
+			t.Fatalf("add to a deleted ledger (recovery=%v): %v, want ErrFenced", recovery, err)
+		}
+	}
+	if err := Fence(t, s, 6); err != nil {
+		t.Fatalf("fence a deleted ledger: %v", err)
+	}
+	if _, err := s.ReadEntry(6, 10); !errors.Is(err, storage.ErrNoSuchLedger) {
+		t.Fatalf("read deleted ledger after a refused add: %v, want ErrNoSuchLedger", err)
 	}
 }
 
