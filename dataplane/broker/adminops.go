@@ -39,10 +39,12 @@ func topicCreatedKey(t TopicName) string {
 // binary GET_TOPICS_OF_NAMESPACE does; mode is "PERSISTENT",
 // "NON_PERSISTENT" or "ALL" (default).
 func (s *Service) TopicsOfNamespace(ctx context.Context, tenant, ns, mode string) ([]string, error) {
-	m := pb.CommandGetTopicsOfNamespace_ALL
+	// Pulsar's REST endpoint defaults mode to PERSISTENT (and the Go
+	// client's HTTP lookup drops the query string).
+	m := pb.CommandGetTopicsOfNamespace_PERSISTENT
 	switch strings.ToUpper(mode) {
-	case "PERSISTENT":
-		m = pb.CommandGetTopicsOfNamespace_PERSISTENT
+	case "ALL":
+		m = pb.CommandGetTopicsOfNamespace_ALL
 	case "NON_PERSISTENT":
 		m = pb.CommandGetTopicsOfNamespace_NON_PERSISTENT
 	}

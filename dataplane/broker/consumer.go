@@ -104,6 +104,7 @@ func (c *conn) handleFlow(f *pb.CommandFlow) {
 	s.mu.Lock()
 	cons.permits += int(f.GetMessagePermits())
 	cons.lastFlow = time.Now().UnixMilli()
+	s.firstFlowLocked(cons)
 	s.mu.Unlock()
 	s.wake()
 }

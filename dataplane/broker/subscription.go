@@ -29,9 +29,10 @@ type Consumer struct {
 	closed atomic.Bool
 
 	// Guarded by sub.mu.
-	permits  int
-	lastFlow int64                   // Unix milliseconds of the last FLOW
-	pending  map[ledger.Position]int // dispatched, not acknowledged: messages per entry
+	announced bool // has been told its active state (Failover)
+	permits   int
+	lastFlow  int64                   // Unix milliseconds of the last FLOW
+	pending   map[ledger.Position]int // dispatched, not acknowledged: messages per entry
 }
 
 // closeByBroker tells the client to re-subscribe this consumer.
@@ -145,13 +146,26 @@ func (s *Subscription) addConsumer(c *Consumer, subType pb.CommandSubscribe_SubT
 	return nil
 }
 
-// announceActive tells Failover consumers which one is active; it runs
-// after the new consumer's SUBSCRIBE was answered, since the client drops
-// an ACTIVE_CONSUMER_CHANGE for a consumer it does not know yet.
+// announceActive tells Failover consumers which one is active. A new
+// consumer is told on its first FLOW: the client registers a consumer only
+// after the SUBSCRIBE reply was handed over, and drops an
+// ACTIVE_CONSUMER_CHANGE for a consumer it does not know yet; it sends
+// FLOW once registered.
 func (s *Subscription) announceActive() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.activeChangedLocked()
+}
+
+// firstFlowLocked announces c's active state when its first FLOW arrives.
+func (s *Subscription) firstFlowLocked(c *Consumer) {
+	if c.announced {
+		return
+	}
+	c.announced = true
+	if s.subType == pb.CommandSubscribe_Failover {
+		c.conn.send(protocol.NewActiveConsumerChange(c.id, c == s.activeConsumerLocked()))
+	}
 }
 
 // removeConsumer detaches c; what it had not acknowledged is redelivered.
@@ -229,7 +243,9 @@ func (s *Subscription) activeChangedLocked() {
 	}
 	active := s.activeConsumerLocked()
 	for _, c := range s.consumers {
-		c.conn.send(protocol.NewActiveConsumerChange(c.id, c == active))
+		if c.announced {
+			c.conn.send(protocol.NewActiveConsumerChange(c.id, c == active))
+		}
 	}
 }
 
