@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	pb "github.com/magnetar-dev/magnetar/api/pulsarwire"
 	"github.com/magnetar-dev/magnetar/dataplane/ledger"
@@ -105,7 +106,11 @@ func (c *conn) handleProducer(cp *pb.CommandProducer) {
 		return
 	}
 	c.producers[prodID] = p
-	c.send(protocol.NewProducerSuccess(reqID, name, -1, schemaVersion, &p.epoch, ready))
+	lastSeq := int64(-1)
+	if t.dedup != nil {
+		lastSeq = t.dedup.lastSequence(name)
+	}
+	c.send(protocol.NewProducerSuccess(reqID, name, lastSeq, schemaVersion, &p.epoch, ready))
 }
 
 func kvMap(kvs []*pb.KeyValue) map[string]string {
@@ -155,12 +160,32 @@ func (c *conn) handleSend(s *pb.CommandSend, data []byte) error {
 		p.closeByBroker()
 		return nil
 	}
+	dd := p.topic.dedup
+	dedupSeq := int64(seq)
+	if highest > seq {
+		dedupSeq = int64(highest)
+	}
+	if dd != nil && !dd.admit(p.name, dedupSeq) {
+		// A duplicate of a message already accepted: acknowledge it
+		// without storing it again (Pulsar answers with position -1:-1).
+		c.send(protocol.NewSendReceipt(prodID, seq, highest, ^uint64(0), ^uint64(0)))
+		return nil
+	}
 	n := int64(len(data))
 	if !c.s.pending.acquire(n, c.closeCh) {
 		return errors.New("connection closed")
 	}
 	p.topic.publish(data, int(s.GetNumMessages()), func(pos ledger.Position, err error) {
 		c.s.pending.release(n)
+		if dd != nil && dd.done(p.name, dedupSeq, pos, err) {
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				if err := dd.snapshot(ctx, p.topic.ml); err != nil {
+					c.s.log.Warn("dedup snapshot failed", "topic", p.topic.name.String(), "err", err)
+				}
+			}()
+		}
 		if err != nil {
 			if errors.Is(err, ledger.ErrTerminated) {
 				p.closeByBroker()

@@ -251,6 +251,12 @@ func (s *Service) openTopic(ctx context.Context, t TopicName, create bool) (*Top
 		return nil, protocol.ErrServiceNotReady.WithMessage("open topic: " + err.Error())
 	}
 	tp := newTopic(s, t, ml)
+	if p, _, err := s.res.GetNamespace(ctx, t.Tenant, t.Namespace); err == nil && p.DeduplicationEnabled != nil && *p.DeduplicationEnabled {
+		if tp.dedup, err = loadDedup(ctx, ml); err != nil {
+			tp.close(ctx)
+			return nil, err
+		}
+	}
 	if err := tp.loadSubscriptions(ctx); err != nil {
 		tp.close(ctx)
 		return nil, err

@@ -30,6 +30,7 @@ type Topic struct {
 	closed    bool
 	npSeq     int64 // message ids of a non-persistent topic
 	quota     quotaState
+	dedup     *dedupState // nil unless the namespace enables deduplication
 }
 
 func newTopic(s *Service, name TopicName, ml *ledger.ManagedLedger) *Topic {
@@ -86,6 +87,11 @@ func (t *Topic) close(ctx context.Context) error {
 	// (ServiceNotReady), so a reopen never races the close.
 	var err error
 	if t.ml != nil {
+		if t.dedup != nil {
+			if serr := t.dedup.snapshot(ctx, t.ml); serr != nil {
+				t.s.log.Warn("dedup snapshot failed", "topic", t.name.String(), "err", serr)
+			}
+		}
 		err = t.ml.Close(ctx)
 	}
 	t.s.forgetTopic(t)

@@ -1,0 +1,158 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/magnetar-dev/magnetar/dataplane/ledger"
+	"github.com/magnetar-dev/magnetar/dataplane/protocol"
+)
+
+// Message deduplication (Pulsar's PIP-6), enabled per namespace with the
+// deduplicationEnabled policy (read when the topic opens). For each producer
+// name the broker keeps the highest sequence id accepted for writing
+// (pushed) and the highest written (persisted). A SEND whose sequence id is
+// not above pushed is a duplicate: it is answered with a receipt for
+// position -1:-1 and not stored. A new producer learns persisted as its
+// last sequence id. When a write fails, pushed falls back to persisted.
+//
+// The persisted map is snapshotted into the managed ledger's properties
+// (dedup.<producer> = seq, dedup.position = last entry covered) every
+// dedupSnapshotEvery entries and when the topic closes; opening a topic
+// loads the snapshot and replays the entries after it.
+
+const (
+	dedupSnapshotEvery = 1000
+	dedupPropPrefix    = "dedup."
+	dedupPosProp       = "dedup-snapshot-position"
+)
+
+type dedupState struct {
+	mu        sync.Mutex
+	pushed    map[string]int64
+	persisted map[string]int64
+	last      ledger.Position // last entry reflected in persisted
+	sinceSnap int
+}
+
+// loadDedup rebuilds the state of ml from its snapshot and the entries
+// written after it.
+func loadDedup(ctx context.Context, ml *ledger.ManagedLedger) (*dedupState, error) {
+	d := &dedupState{pushed: map[string]int64{}, persisted: map[string]int64{}, last: ledger.Earliest}
+	props := ml.Properties()
+	for k, v := range props {
+		name, ok := strings.CutPrefix(k, dedupPropPrefix)
+		if !ok {
+			continue
+		}
+		if seq, err := strconv.ParseInt(v, 10, 64); err == nil {
+			d.persisted[name] = seq
+		}
+	}
+	from := ledger.Earliest
+	if p, ok := parsePosition(props[dedupPosProp]); ok {
+		from = ml.Next(p)
+		d.last = p
+	}
+	last := ml.LastConfirmed()
+	for last.EntryID >= 0 && from.Compare(last) <= 0 {
+		es, err := ml.Read(ctx, from, 500, 0)
+		if err != nil {
+			return nil, fmt.Errorf("dedup: replay: %w", err)
+		}
+		if len(es) == 0 {
+			break
+		}
+		for _, e := range es {
+			meta, _, err := protocol.ParseHeadersAndPayload(e.Data)
+			if err != nil {
+				continue
+			}
+			seq := int64(meta.GetSequenceId())
+			if h := int64(meta.GetHighestSequenceId()); h > seq {
+				seq = h
+			}
+			if seq > d.persisted[meta.GetProducerName()] || !hasKey(d.persisted, meta.GetProducerName()) {
+				d.persisted[meta.GetProducerName()] = seq
+			}
+			d.last = e.Pos
+		}
+		from = ml.Next(es[len(es)-1].Pos)
+	}
+	for k, v := range d.persisted {
+		d.pushed[k] = v
+	}
+	return d, nil
+}
+
+func hasKey(m map[string]int64, k string) bool { _, ok := m[k]; return ok }
+
+func parsePosition(s string) (ledger.Position, bool) {
+	l, e, ok := strings.Cut(s, ":")
+	if !ok {
+		return ledger.Position{}, false
+	}
+	li, err1 := strconv.ParseInt(l, 10, 64)
+	ei, err2 := strconv.ParseInt(e, 10, 64)
+	return ledger.Position{LedgerID: li, EntryID: ei}, err1 == nil && err2 == nil
+}
+
+// lastSequence is the last persisted sequence id of a producer, or -1.
+func (d *dedupState) lastSequence(name string) int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if s, ok := d.persisted[name]; ok {
+		return s
+	}
+	return -1
+}
+
+// admit reports whether a SEND with sequence id seq is new, and records it.
+func (d *dedupState) admit(name string, seq int64) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if last, ok := d.pushed[name]; ok && seq <= last {
+		return false
+	}
+	d.pushed[name] = seq
+	return true
+}
+
+// done records the outcome of an admitted write; it reports whether a
+// snapshot is due.
+func (d *dedupState) done(name string, seq int64, pos ledger.Position, err error) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err != nil {
+		if p, ok := d.persisted[name]; ok {
+			d.pushed[name] = p
+		} else {
+			delete(d.pushed, name)
+		}
+		return false
+	}
+	if seq > d.persisted[name] || !hasKey(d.persisted, name) {
+		d.persisted[name] = seq
+	}
+	if d.last.Compare(pos) < 0 {
+		d.last = pos
+	}
+	d.sinceSnap++
+	return d.sinceSnap >= dedupSnapshotEvery
+}
+
+// snapshot stores the persisted map in the managed ledger's properties.
+func (d *dedupState) snapshot(ctx context.Context, ml *ledger.ManagedLedger) error {
+	d.mu.Lock()
+	props := make(map[string]string, len(d.persisted)+1)
+	for k, v := range d.persisted {
+		props[dedupPropPrefix+k] = strconv.FormatInt(v, 10)
+	}
+	props[dedupPosProp] = fmt.Sprintf("%d:%d", d.last.LedgerID, d.last.EntryID)
+	d.sinceSnap = 0
+	d.mu.Unlock()
+	return ml.SetProperties(ctx, props)
+}
