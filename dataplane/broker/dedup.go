@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -28,6 +29,9 @@ const (
 	dedupSnapshotEvery = 1000
 	dedupPropPrefix    = "dedup."
 	dedupPosProp       = "dedup-snapshot-position"
+	// dedupCursor holds back trimming of entries not yet in a snapshot; it
+	// is internal and never shown as a subscription.
+	dedupCursor = "pulsar.dedup"
 )
 
 type dedupState struct {
@@ -36,6 +40,7 @@ type dedupState struct {
 	persisted map[string]int64
 	last      ledger.Position // last entry reflected in persisted
 	sinceSnap int
+	cursor    *ledger.Cursor // dedupCursor
 }
 
 // loadDedup rebuilds the state of ml from its snapshot and the entries
@@ -52,14 +57,25 @@ func loadDedup(ctx context.Context, ml *ledger.ManagedLedger) (*dedupState, erro
 			d.persisted[name] = seq
 		}
 	}
-	from := ledger.Earliest
-	if p, ok := parsePosition(props[dedupPosProp]); ok {
+	// A durable cursor keeps the entries after the last snapshot from being
+	// trimmed, so they can be replayed.
+	cur, err := ml.OpenCursor(ctx, dedupCursor, ledger.InitialEarliest)
+	if err != nil {
+		return nil, fmt.Errorf("dedup: cursor: %w", err)
+	}
+	d.cursor = cur
+	from := ml.Next(cur.MarkDeletePosition())
+	if p, ok := parsePosition(props[dedupPosProp]); ok && p.Compare(cur.MarkDeletePosition()) > 0 {
 		from = ml.Next(p)
 		d.last = p
 	}
-	last := ml.LastConfirmed()
-	for last.EntryID >= 0 && from.Compare(last) <= 0 {
+	// Read until nothing is left; LastConfirmed may point into a fresh,
+	// empty ledger, so the reads themselves decide where the end is.
+	for {
 		es, err := ml.Read(ctx, from, 500, 0)
+		if errors.Is(err, ledger.ErrInvalidPosition) {
+			break
+		}
 		if err != nil {
 			return nil, fmt.Errorf("dedup: replay: %w", err)
 		}
@@ -151,8 +167,16 @@ func (d *dedupState) snapshot(ctx context.Context, ml *ledger.ManagedLedger) err
 	for k, v := range d.persisted {
 		props[dedupPropPrefix+k] = strconv.FormatInt(v, 10)
 	}
-	props[dedupPosProp] = fmt.Sprintf("%d:%d", d.last.LedgerID, d.last.EntryID)
+	last := d.last
+	props[dedupPosProp] = fmt.Sprintf("%d:%d", last.LedgerID, last.EntryID)
 	d.sinceSnap = 0
 	d.mu.Unlock()
-	return ml.SetProperties(ctx, props)
+	if err := ml.SetProperties(ctx, props); err != nil {
+		return err
+	}
+	if last.EntryID >= 0 {
+		// Entries up to the snapshot are no longer needed for replay.
+		return d.cursor.AckCumulative(last)
+	}
+	return nil
 }

@@ -83,6 +83,8 @@ func TestDeduplicationRebuiltFromEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	topic := "persistent://public/later/t"
+	// A subscription retains the entries (without one Pulsar keeps nothing).
+	e.consumer(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "keep"})
 	p, err := e.client.CreateProducer(pulsar.ProducerOptions{Topic: topic, Name: "rp", DisableBatching: true})
 	if err != nil {
 		t.Fatal(err)

@@ -76,7 +76,7 @@ func (t *Topic) evalQuota(ctx context.Context) error {
 	avg := t.ml.TotalSize() / entries
 	var worst int64
 	for _, c := range t.ml.Cursors() {
-		if c.IsDurable() {
+		if c.IsDurable() && c.Name() != dedupCursor {
 			worst = max(worst, c.Backlog())
 		}
 	}

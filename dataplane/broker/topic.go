@@ -49,7 +49,7 @@ func (t *Topic) Name() TopicName { return t.name }
 // backlog is retained and visible before any consumer reconnects.
 func (t *Topic) loadSubscriptions(ctx context.Context) error {
 	for _, cur := range t.ml.Cursors() {
-		if !cur.IsDurable() {
+		if !cur.IsDurable() || cur.Name() == dedupCursor {
 			continue
 		}
 		t.mu.Lock()
