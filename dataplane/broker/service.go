@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/magnetar-dev/magnetar/dataplane/ledger"
 	"github.com/magnetar-dev/magnetar/dataplane/metadata"
@@ -246,7 +247,7 @@ func (s *Service) openTopic(ctx context.Context, t TopicName, create bool) (*Top
 			return nil, protocol.ErrTopicNotFound.WithMessage("Topic " + t.String() + " does not exist")
 		}
 	}
-	ml, err := s.mlf.Open(ctx, t.ledgerName(), nil)
+	ml, err := s.mlf.Open(ctx, t.ledgerName(), s.ledgerConfig(ctx, t))
 	if err != nil {
 		return nil, protocol.ErrServiceNotReady.WithMessage("open topic: " + err.Error())
 	}
@@ -262,6 +263,29 @@ func (s *Service) openTopic(ctx context.Context, t TopicName, create bool) (*Top
 		return nil, err
 	}
 	return tp, nil
+}
+
+// ledgerConfig maps the namespace's retention policy onto the managed
+// ledger (read when the topic opens): minutes and MB, -1 meaning no limit.
+// Without a policy the factory's defaults apply (acknowledged data is not
+// retained).
+func (s *Service) ledgerConfig(ctx context.Context, t TopicName) *ledger.Config {
+	p, _, err := s.res.GetNamespace(ctx, t.Tenant, t.Namespace)
+	if err != nil || p.Retention == nil {
+		return nil
+	}
+	r := p.Retention
+	cfg := &ledger.Config{RetentionTime: -1, RetentionSize: -1}
+	if r.RetentionTimeInMinutes >= 0 {
+		cfg.RetentionTime = time.Duration(r.RetentionTimeInMinutes) * time.Minute
+	}
+	if r.RetentionSizeInMB >= 0 {
+		cfg.RetentionSize = r.RetentionSizeInMB << 20
+	}
+	if (cfg.RetentionTime == 0) != (cfg.RetentionSize == 0) {
+		return nil // one zero and one limit is invalid in Pulsar too
+	}
+	return cfg
 }
 
 // forgetTopic drops a closed topic from the registry.
