@@ -36,6 +36,9 @@ type Config struct {
 	// and not yet persisted; when it is full, producers' connections stop
 	// being read until writes complete. Default 64 MiB.
 	MaxPendingPublishBytes int64
+	// MessageTTLCheckInterval is how often messages older than their
+	// namespace's TTL are expired. Default 60s (Pulsar's is 5 min).
+	MessageTTLCheckInterval time.Duration
 	// DispatchBatch is the most entries a subscription reads at once.
 	// Default 100.
 	DispatchBatch int
@@ -59,6 +62,9 @@ func (cfg Config) WithDefaults() Config {
 	}
 	if cfg.MaxPendingPublishBytes == 0 {
 		cfg.MaxPendingPublishBytes = 64 << 20
+	}
+	if cfg.MessageTTLCheckInterval == 0 {
+		cfg.MessageTTLCheckInterval = time.Minute
 	}
 	if cfg.DispatchBatch == 0 {
 		cfg.DispatchBatch = 100

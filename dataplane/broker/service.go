@@ -77,8 +77,9 @@ func (s *Service) Start(ctx context.Context) error {
 	if s.cfg.AdvertisedAddr == "" {
 		s.cfg.AdvertisedAddr = ln.Addr().String()
 	}
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go s.acceptLoop()
+	go s.expireLoop()
 	s.log.Info("broker serving", "addr", ln.Addr().String(), "advertised", s.cfg.AdvertisedAddr)
 	return nil
 }
