@@ -69,6 +69,10 @@ func (r schemaRegistry) load(ctx context.Context, t TopicName) ([]SchemaEntry, m
 // it differs from every stored one. Schemas of type None (bytes) are not
 // stored: they impose nothing.
 func (r schemaRegistry) addSchema(ctx context.Context, t TopicName, sc *pb.Schema) ([]byte, error) {
+	strategy := ""
+	if p, _, err := NewResources(r.md).GetNamespace(ctx, t.Tenant, t.Namespace); err == nil {
+		strategy = p.SchemaCompatibilityStrategy
+	}
 	if sc.GetType() == pb.Schema_None || int32(sc.GetType()) < 0 {
 		return nil, nil
 	}
@@ -83,7 +87,11 @@ func (r schemaRegistry) addSchema(ctx context.Context, t TopicName, sc *pb.Schem
 				return encodeVersion(int64(i)), nil
 			}
 		}
-		list = append(list, withTimestamp(SchemaEntry{Type: int32(sc.GetType()), Name: sc.GetName(), Data: sc.GetSchemaData(), Properties: kvMap(sc.GetProperties())}))
+		cand := SchemaEntry{Type: int32(sc.GetType()), Name: sc.GetName(), Data: sc.GetSchemaData(), Properties: kvMap(sc.GetProperties())}
+		if err := checkSchemaCompat(strategy, list, cand); err != nil {
+			return nil, err
+		}
+		list = append(list, withTimestamp(cand))
 		b, err := json.Marshal(list)
 		if err != nil {
 			return nil, err
