@@ -510,22 +510,30 @@ func setQuota(raw json.RawMessage, typ string, bq *backlogQuota) (json.RawMessag
 	return json.Marshal(m)
 }
 
-func (h *Handler) namespaceBacklogQuota(q *request, tenant, ns string) error {
+// backlogQuotaRequest reads a backlog-quota set (POST/PUT: the quota) or
+// removal (DELETE: nil) and its backlogQuotaType.
+func backlogQuotaRequest(q *request) (string, *backlogQuota, error) {
 	typ, err := backlogQuotaType(q)
 	if err != nil {
-		return err
+		return "", nil, err
 	}
-	var bq *backlogQuota
 	switch q.method() {
 	case http.MethodPost, http.MethodPut:
 		v, err := parseBacklogQuota(q)
 		if err != nil {
-			return err
+			return "", nil, err
 		}
-		bq = &v
+		return typ, &v, nil
 	case http.MethodDelete:
-	default:
-		return errNotAllowed
+		return typ, nil, nil
+	}
+	return "", nil, errNotAllowed
+}
+
+func (h *Handler) namespaceBacklogQuota(q *request, tenant, ns string) error {
+	typ, bq, err := backlogQuotaRequest(q)
+	if err != nil {
+		return err
 	}
 	if err := h.updateNamespace(q, tenant, ns, func(f map[string]json.RawMessage) error {
 		next, err := setQuota(f["backlog_quota_map"], typ, bq)

@@ -144,21 +144,9 @@ func (h *Handler) topicBacklogQuota(q *request, tn broker.TopicName) error {
 	if err := h.requireTopic(q, tn); err != nil {
 		return err
 	}
-	typ, err := backlogQuotaType(q)
+	typ, bq, err := backlogQuotaRequest(q)
 	if err != nil {
 		return err
-	}
-	var bq *backlogQuota
-	switch q.method() {
-	case http.MethodPost, http.MethodPut:
-		v, err := parseBacklogQuota(q)
-		if err != nil {
-			return err
-		}
-		bq = &v
-	case http.MethodDelete:
-	default:
-		return errNotAllowed
 	}
 	if err := h.res.UpdateTopicPolicies(q.ctx, tn, q.queryBool("isGlobal"), func(m map[string]json.RawMessage) error {
 		next, err := setQuota(m["backlogQuotaMap"], typ, bq)
