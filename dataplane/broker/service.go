@@ -358,5 +358,11 @@ func (b *byteBudget) release(n int64) {
 	b.cond.Broadcast()
 }
 
-// wakeAll releases waiters so they can observe a stop channel.
-func (b *byteBudget) wakeAll() { b.cond.Broadcast() }
+// wakeAll releases waiters so they can observe a stop channel. It takes
+// the lock so the wake-up cannot fall between a waiter's check of its stop
+// channel and its Wait.
+func (b *byteBudget) wakeAll() {
+	b.mu.Lock()
+	b.cond.Broadcast()
+	b.mu.Unlock()
+}
