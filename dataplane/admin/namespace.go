@@ -379,13 +379,7 @@ func (h *Handler) autoTopicCreation(q *request, tenant, ns string) error {
 		}
 		return okRaw(q, fields[field])
 	case http.MethodDelete:
-		if err := h.updateNamespace(q, tenant, ns, func(f map[string]json.RawMessage) error {
-			delete(f, field)
-			return nil
-		}); err != nil {
-			return err
-		}
-		return noContent(q)
+		return h.deleteNamespaceField(q, tenant, ns, field)
 	case http.MethodPost, http.MethodPut:
 		if err := h.checkNamespace(q, tenant, ns); err != nil {
 			return err
@@ -585,13 +579,7 @@ func (h *Handler) namespaceProperties(q *request, tenant, ns string) error {
 		}
 		return noContent(q)
 	case http.MethodDelete:
-		if err := h.updateNamespace(q, tenant, ns, func(f map[string]json.RawMessage) error {
-			delete(f, field)
-			return nil
-		}); err != nil {
-			return err
-		}
-		return noContent(q)
+		return h.deleteNamespaceField(q, tenant, ns, field)
 	}
 	return errNotAllowed
 }
@@ -754,6 +742,17 @@ func (h *Handler) namespaceSubscriptionOp(q *request, tenant, ns string, rest []
 				return err
 			}
 		}
+	}
+	return noContent(q)
+}
+
+// deleteNamespaceField removes one policy field of a namespace.
+func (h *Handler) deleteNamespaceField(q *request, tenant, ns, field string) error {
+	if err := h.updateNamespace(q, tenant, ns, func(f map[string]json.RawMessage) error {
+		delete(f, field)
+		return nil
+	}); err != nil {
+		return err
 	}
 	return noContent(q)
 }

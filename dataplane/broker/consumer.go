@@ -399,10 +399,8 @@ func (s *Service) partitionsForClient(ctx context.Context, topic string) (int, e
 	if err != nil {
 		return 0, protocol.ErrInvalidTopicName.WithMessage(err.Error())
 	}
-	if _, _, err := s.res.GetNamespace(ctx, tn.Tenant, tn.Namespace); err != nil {
-		if errors.Is(err, ErrNotFound) {
-			return 0, protocol.ErrTopicNotFound.WithMessage("Namespace not found: " + tn.NamespaceName())
-		}
+	pol, err := s.namespacePolicies(ctx, tn)
+	if err != nil {
 		return 0, err
 	}
 	if tn.PartitionIndex() >= 0 {
@@ -412,9 +410,9 @@ func (s *Service) partitionsForClient(ctx context.Context, topic string) (int, e
 	if err != nil || n > 0 {
 		return n, err
 	}
-	allowed, parts, err := s.autoCreate(ctx, tn)
-	if err != nil || !allowed || parts == 0 {
-		return 0, err
+	allowed, parts := s.autoCreate(pol, tn)
+	if !allowed || parts == 0 {
+		return 0, nil
 	}
 	if tn.Domain == Persistent {
 		if exists, err := s.mlf.Exists(ctx, tn.ledgerName()); err != nil || exists {

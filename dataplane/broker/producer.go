@@ -96,7 +96,7 @@ func (c *conn) handleProducer(cp *pb.CommandProducer) {
 		c.sendError(reqID, protocol.ErrTopicTerminated.WithMessage("Topic was terminated"))
 		return
 	}
-	if err := t.quotaError(ctx); err != nil {
+	if err := t.quotaError(); err != nil {
 		c.sendError(reqID, err)
 		return
 	}
@@ -153,7 +153,7 @@ func (c *conn) handleSend(s *pb.CommandSend, data []byte) error {
 		c.send(protocol.NewSendError(prodID, seq, pb.ServerError_NotAllowedError, "message too large"))
 		return nil
 	}
-	if t := p.topic; t.ml != nil && (t.ml.IsTerminated() || t.quotaError(context.Background()) != nil) {
+	if t := p.topic; t.ml != nil && (t.ml.IsTerminated() || t.quotaError() != nil) {
 		// Over quota or terminated: close the producer (the client then
 		// learns why when it tries to re-create it). The message is not
 		// stored; the client fails or re-sends it.

@@ -33,8 +33,10 @@ type quotaState struct {
 }
 
 // quotaError returns the error producers get while t is over its backlog
-// quota, or nil.
-func (t *Topic) quotaError(ctx context.Context) error {
+// quota, or nil. It is called on every SEND: the answer is cached for
+// quotaCheckInterval, and only a recheck reads the metadata store, bounded
+// so a slow store cannot hold the connection's reader for long.
+func (t *Topic) quotaError() error {
 	if t.ml == nil {
 		return nil
 	}
@@ -45,6 +47,8 @@ func (t *Topic) quotaError(ctx context.Context) error {
 		return err
 	}
 	t.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
 	err := t.evalQuota(ctx)
 	t.mu.Lock()
 	t.quota = quotaState{checked: time.Now(), err: err}

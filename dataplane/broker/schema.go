@@ -69,10 +69,6 @@ func (r schemaRegistry) load(ctx context.Context, t TopicName) ([]SchemaEntry, m
 // it differs from every stored one. Schemas of type None (bytes) are not
 // stored: they impose nothing.
 func (r schemaRegistry) addSchema(ctx context.Context, t TopicName, sc *pb.Schema) ([]byte, error) {
-	strategy := ""
-	if p, _, err := NewResources(r.md).GetNamespace(ctx, t.Tenant, t.Namespace); err == nil {
-		strategy = p.SchemaCompatibilityStrategy
-	}
 	if sc.GetType() == pb.Schema_None || int32(sc.GetType()) < 0 {
 		return nil, nil
 	}
@@ -88,6 +84,11 @@ func (r schemaRegistry) addSchema(ctx context.Context, t TopicName, sc *pb.Schem
 			}
 		}
 		cand := SchemaEntry{Type: int32(sc.GetType()), Name: sc.GetName(), Data: sc.GetSchemaData(), Properties: kvMap(sc.GetProperties())}
+		// Only a new version needs the strategy (a namespace read).
+		strategy := ""
+		if p, _, err := NewResources(r.md).GetNamespace(ctx, t.Tenant, t.Namespace); err == nil {
+			strategy = p.SchemaCompatibilityStrategy
+		}
 		if err := checkSchemaCompat(strategy, list, cand); err != nil {
 			return nil, err
 		}

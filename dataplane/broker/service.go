@@ -160,23 +160,29 @@ func (s *Service) Shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// autoCreate reports whether t may be created on first use, and as how
-// many partitions (0: non-partitioned).
-func (s *Service) autoCreate(ctx context.Context, t TopicName) (bool, int, error) {
-	p, _, err := s.res.GetNamespace(ctx, t.Tenant, t.Namespace)
-	if err != nil {
-		return false, 0, err
-	}
+// autoCreate reports whether t may be created on first use under the
+// namespace policies p, and as how many partitions (0: non-partitioned).
+func (s *Service) autoCreate(p Policies, t TopicName) (bool, int) {
 	if o := p.AutoTopicCreation; o != nil {
 		if !o.Allow {
-			return false, 0, nil
+			return false, 0
 		}
 		if o.TopicType == "partitioned" && t.PartitionIndex() < 0 {
-			return true, max(o.DefaultPartitions, 1), nil
+			return true, max(o.DefaultPartitions, 1)
 		}
-		return true, 0, nil
+		return true, 0
 	}
-	return !s.cfg.DisableAutoTopicCreation, 0, nil
+	return !s.cfg.DisableAutoTopicCreation, 0
+}
+
+// namespacePolicies reads t's namespace policies; a missing namespace is
+// TopicNotFound for the client.
+func (s *Service) namespacePolicies(ctx context.Context, t TopicName) (Policies, error) {
+	p, _, err := s.res.GetNamespace(ctx, t.Tenant, t.Namespace)
+	if errors.Is(err, ErrNotFound) {
+		return p, protocol.ErrTopicNotFound.WithMessage("Namespace not found: " + t.NamespaceName())
+	}
+	return p, err
 }
 
 // GetTopic returns the open topic named t, opening it (and, with create,
@@ -214,10 +220,10 @@ func (s *Service) GetTopic(ctx context.Context, t TopicName, create bool) (*Topi
 }
 
 func (s *Service) openTopic(ctx context.Context, t TopicName, create bool) (*Topic, error) {
-	if _, _, err := s.res.GetNamespace(ctx, t.Tenant, t.Namespace); err != nil {
-		if errors.Is(err, ErrNotFound) {
-			return nil, protocol.ErrTopicNotFound.WithMessage("Namespace not found: " + t.NamespaceName())
-		}
+	// The namespace policies are read once here and govern creation,
+	// retention and deduplication of the topic while it stays open.
+	pol, err := s.namespacePolicies(ctx, t)
+	if err != nil {
 		return nil, err
 	}
 	if t.PartitionIndex() < 0 {
@@ -239,21 +245,18 @@ func (s *Service) openTopic(ctx context.Context, t TopicName, create bool) (*Top
 	if !exists {
 		allowed := false
 		if create {
-			allowed, _, err = s.autoCreate(ctx, t)
-			if err != nil {
-				return nil, err
-			}
+			allowed, _ = s.autoCreate(pol, t)
 		}
 		if !allowed {
 			return nil, protocol.ErrTopicNotFound.WithMessage("Topic " + t.String() + " does not exist")
 		}
 	}
-	ml, err := s.mlf.Open(ctx, t.ledgerName(), s.ledgerConfig(ctx, t))
+	ml, err := s.mlf.Open(ctx, t.ledgerName(), ledgerConfig(pol))
 	if err != nil {
 		return nil, protocol.ErrServiceNotReady.WithMessage("open topic: " + err.Error())
 	}
 	tp := newTopic(s, t, ml)
-	if p, _, err := s.res.GetNamespace(ctx, t.Tenant, t.Namespace); err == nil && p.DeduplicationEnabled != nil && *p.DeduplicationEnabled {
+	if pol.DeduplicationEnabled != nil && *pol.DeduplicationEnabled {
 		if tp.dedup, err = loadDedup(ctx, ml); err != nil {
 			tp.close(ctx)
 			return nil, err
@@ -267,12 +270,11 @@ func (s *Service) openTopic(ctx context.Context, t TopicName, create bool) (*Top
 }
 
 // ledgerConfig maps the namespace's retention policy onto the managed
-// ledger (read when the topic opens): minutes and MB, -1 meaning no limit.
+// ledger: minutes and MB, -1 meaning no limit.
 // Without a policy the factory's defaults apply (acknowledged data is not
 // retained).
-func (s *Service) ledgerConfig(ctx context.Context, t TopicName) *ledger.Config {
-	p, _, err := s.res.GetNamespace(ctx, t.Tenant, t.Namespace)
-	if err != nil || p.Retention == nil {
+func ledgerConfig(p Policies) *ledger.Config {
+	if p.Retention == nil {
 		return nil
 	}
 	r := p.Retention
