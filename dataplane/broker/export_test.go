@@ -1,0 +1,4 @@
+package broker
+
+// KeyHash exposes the Key_Shared key hash to the external tests.
+var KeyHash = keyHash
