@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/magnetar-dev/magnetar/dataplane/bundle"
 	"io"
 	"net/http"
 	"strings"
@@ -170,6 +171,7 @@ func TestClustersTenantsNamespaces(t *testing.T) {
 
 func TestBrokersAndLookup(t *testing.T) {
 	s := cluster(t)
+	lkBundle := bundle.Even(4).Find(bundle.Hash("persistent://public/default/lk")).String()
 	base := s.WebServiceURL()
 	host := strings.TrimPrefix(base, "http://")
 	runCalls(t, base, []call{
@@ -182,7 +184,16 @@ func TestBrokersAndLookup(t *testing.T) {
 		{"config not dynamic", "POST", "/admin/v2/brokers/configuration/clusterName/x", "", "", 412, ""},
 		{"lookup", "GET", "/lookup/v2/topic/persistent/public/default/lk", "", "", 200, `"brokerUrl":"` + s.ServiceURL()},
 		{"lookup unknown ns", "GET", "/lookup/v2/topic/persistent/public/nope/lk", "", "", 404, ""},
-		{"bundle", "GET", "/lookup/v2/topic/persistent/public/default/lk/bundle", "", "", 200, "0x00000000_0xffffffff"},
+		{"bundle", "GET", "/lookup/v2/topic/persistent/public/default/lk/bundle", "", "", 200, lkBundle},
+		{"bundles", "GET", "/admin/v2/namespaces/public/default/bundles", "", "", 200, `"boundaries":["0x00000000","0x40000000","0x80000000","0xc0000000","0xffffffff"],"numBundles":4`},
+		{"owned", "GET", "/admin/v2/brokers/standalone/" + host + "/ownedNamespaces", "", "", 200, `"public/default/` + lkBundle + `":{`},
+		{"unload bundle", "PUT", "/admin/v2/namespaces/public/default/" + lkBundle + "/unload", "", "", 204, ""},
+		{"owned after unload", "GET", "/admin/v2/brokers/standalone/" + host + "/ownedNamespaces", "", "", 200, `{}`},
+		{"unload unowned bundle", "PUT", "/admin/v2/namespaces/public/default/" + lkBundle + "/unload", "", "", 204, ""},
+		{"unload non-bundle", "PUT", "/admin/v2/namespaces/public/default/0x00000000_0x00000001/unload", "", "", 404, ""},
+		{"lookup again", "GET", "/lookup/v2/topic/persistent/public/default/lk", "", "", 200, `"brokerUrl":"` + s.ServiceURL()},
+		{"split", "PUT", "/admin/v2/namespaces/public/default/" + lkBundle + "/split", "", "", 204, ""},
+		{"bundles after split", "GET", "/admin/v2/namespaces/public/default/bundles", "", "", 200, `"numBundles":5`},
 	})
 }
 

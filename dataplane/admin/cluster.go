@@ -212,15 +212,21 @@ func validName(s string) bool {
 func (h *Handler) brokers(q *request) error {
 	cfg := h.svc.Config()
 	switch {
-	case q.is(http.MethodGet, 0):
-		return ok(q, []string{h.webHostPort()})
+	case q.is(http.MethodGet, 0) || (q.is(http.MethodGet, 1) && q.seg[0] == cfg.ClusterName):
+		return h.brokerList(q)
+	case q.is(http.MethodGet, 3) && q.seg[0] == cfg.ClusterName && q.seg[2] == "ownedNamespaces":
+		return h.ownedNamespaces(q, q.seg[1])
 	case q.is(http.MethodGet, 1) && q.seg[0] == "health":
 		q.w.Header().Set("Content-Type", "text/plain")
 		q.w.WriteHeader(http.StatusOK)
 		q.w.Write([]byte("ok"))
 		return nil
 	case q.is(http.MethodGet, 1) && q.seg[0] == "leaderBroker":
-		return ok(q, map[string]string{"serviceUrl": h.cfg.WebServiceURL, "brokerId": h.webHostPort()})
+		l, err := h.svc.LeaderBroker(q.ctx)
+		if err != nil {
+			return failf(http.StatusServiceUnavailable, "no leader broker elected yet")
+		}
+		return ok(q, map[string]string{"serviceUrl": l.WebServiceURL, "brokerId": webHostPort(l.WebServiceURL)})
 	case q.is(http.MethodGet, 1) && q.seg[0] == "version":
 		return ok(q, "magnetar")
 	case q.is(http.MethodGet, 1) && q.seg[0] == "ready":
@@ -278,31 +284,4 @@ func (h *Handler) brokers(q *request) error {
 		return ok(q, []string{h.webHostPort()})
 	}
 	return errNotFound
-}
-
-// lookup serves /lookup/v2/topic/{domain}/{t}/{ns}/{topic}[/bundle].
-func (h *Handler) lookup(q *request) error {
-	if q.r.Method != http.MethodGet || len(q.seg) < 4 || len(q.seg) > 5 || (len(q.seg) == 5 && q.seg[4] != "bundle") {
-		return errNotFound
-	}
-	tn, err := h.topicName(q, broker.Domain(q.seg[0]), q.seg[1], q.seg[2], q.seg[3])
-	if err != nil {
-		return err
-	}
-	if err := h.checkNamespace(q, tn.Tenant, tn.Namespace); err != nil {
-		return err
-	}
-	if len(q.seg) == 5 {
-		q.w.Header().Set("Content-Type", "text/plain")
-		q.w.WriteHeader(http.StatusOK)
-		q.w.Write([]byte("0x00000000_0xffffffff"))
-		return nil
-	}
-	return ok(q, map[string]string{
-		"brokerUrl":    h.svc.ServiceURL(),
-		"brokerUrlTls": "",
-		"httpUrl":      h.cfg.WebServiceURL,
-		"httpUrlTls":   "",
-		"nativeUrl":    h.svc.ServiceURL(),
-	})
 }

@@ -232,7 +232,11 @@ func (h *Handler) namespaces(q *request) error {
 		return h.namespaceProperties(q, tenant, ns)
 	case name == "permissions":
 		return h.namespacePermissions(q, tenant, ns, rest[1:])
-	case (name == "unload" && len(rest) == 1) || (len(rest) == 2 && rest[1] == "unload"):
+	case name == "bundles" && len(rest) == 1:
+		return h.namespaceBundles(q, tenant, ns)
+	case isBundleName(name) && len(rest) == 2 && (rest[1] == "unload" || rest[1] == "split"):
+		return h.bundleOp(q, tenant, ns, name, rest[1])
+	case name == "unload" && len(rest) == 1:
 		if q.method() != http.MethodPut {
 			return errNotAllowed
 		}
@@ -676,24 +680,6 @@ func (h *Handler) namespacePermissions(q *request, tenant, ns string, rest []str
 		})
 	}
 	return errNotFound
-}
-
-func (h *Handler) unloadNamespace(q *request, tenant, ns string) error {
-	if err := h.checkNamespace(q, tenant, ns); err != nil {
-		return err
-	}
-	topics, err := h.svc.TopicsOfNamespace(q.ctx, tenant, ns, "ALL")
-	if err != nil {
-		return err
-	}
-	for _, t := range topics {
-		if tn, err := broker.ParseTopicName(t); err == nil {
-			if err := h.svc.UnloadTopic(q.ctx, tn); err != nil && !errors.Is(err, broker.ErrNotFound) {
-				return err
-			}
-		}
-	}
-	return noContent(q)
 }
 
 // namespaceSubscriptionOp serves clearBacklog and unsubscribe over every

@@ -42,6 +42,18 @@ type Config struct {
 	// DispatchBatch is the most entries a subscription reads at once.
 	// Default 100.
 	DispatchBatch int
+	// SessionTTL is the broker's metadata session lease: after a crash or a
+	// cut from the metadata store, its bundles are free for other brokers
+	// this long afterwards. Default 3s (writes resume within ~5s of a
+	// broker's death; Pulsar's ZooKeeper session default is 30s).
+	SessionTTL time.Duration
+	// DefaultBundles is the number of bundles a namespace without explicit
+	// bundles is split into. Default 4.
+	DefaultBundles int
+	// LoadShedding enables the load manager's unloading of bundles from
+	// overloaded brokers and splitting of hot bundles (on the leader).
+	// Default off in a standalone, on in `magnetar broker`.
+	LoadShedding bool
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -68,6 +80,12 @@ func (cfg Config) WithDefaults() Config {
 	}
 	if cfg.DispatchBatch == 0 {
 		cfg.DispatchBatch = 100
+	}
+	if cfg.SessionTTL == 0 {
+		cfg.SessionTTL = 3 * time.Second
+	}
+	if cfg.DefaultBundles == 0 {
+		cfg.DefaultBundles = 4
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

@@ -342,14 +342,24 @@ func (c *conn) sendError(reqID uint64, err error) {
 func (c *conn) handleLookup(l *pb.CommandLookupTopic) {
 	reqID := l.GetRequestId()
 	resp := &pb.CommandLookupTopicResponse{RequestId: proto.Uint64(reqID)}
-	if _, err := ParseTopicName(l.GetTopic()); err != nil {
+	ctx, cancel := c.ctx()
+	defer cancel()
+	res, err := c.s.Lookup(ctx, l.GetTopic(), l.GetAuthoritative())
+	switch {
+	case err != nil:
+		code, msg := protocol.ServerErrorOf(err)
 		resp.Response = pb.CommandLookupTopicResponse_Failed.Enum()
-		resp.Error = pb.ServerError_InvalidTopicName.Enum()
-		resp.Message = proto.String(err.Error())
-	} else {
-		// Standalone: this broker owns every topic.
+		resp.Error = code.Enum()
+		resp.Message = proto.String(msg)
+	case res.Redirect:
+		// The client asks the named broker again, authoritatively; that
+		// broker then takes the bundle.
+		resp.Response = pb.CommandLookupTopicResponse_Redirect.Enum()
+		resp.BrokerServiceUrl = proto.String(res.BrokerURL)
+		resp.Authoritative = proto.Bool(true)
+	default:
 		resp.Response = pb.CommandLookupTopicResponse_Connect.Enum()
-		resp.BrokerServiceUrl = proto.String(c.s.ServiceURL())
+		resp.BrokerServiceUrl = proto.String(res.BrokerURL)
 		resp.Authoritative = proto.Bool(true)
 	}
 	c.send(&pb.BaseCommand{Type: pb.BaseCommand_LOOKUP_RESPONSE.Enum(), LookupTopicResponse: resp})

@@ -31,7 +31,7 @@ type Producer struct {
 // closeByBroker tells the client to reconnect this producer.
 func (p *Producer) closeByBroker() {
 	p.closed.Store(true)
-	p.conn.send(protocol.NewCloseProducer(p.id, 0, "", ""))
+	p.conn.send(protocol.NewCloseProducer(p.id, 0, p.topic.assigned(), ""))
 }
 
 // producer returns the live producer with id, forgetting one the broker

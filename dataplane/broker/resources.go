@@ -70,7 +70,15 @@ type Policies struct {
 	DeduplicationEnabled        *bool                      `json:"deduplicationEnabled,omitempty"`
 	AutoTopicCreation           *AutoTopicCreation         `json:"autoTopicCreationOverride,omitempty"`
 	SchemaCompatibilityStrategy string                     `json:"schema_compatibility_strategy,omitempty"`
+	Bundles                     *BundlesData               `json:"bundles,omitempty"`
 	Other                       map[string]json.RawMessage `json:"-"`
+}
+
+// BundlesData is a namespace's bundle boundaries, as Pulsar's admin API
+// shows them ("0x00000000", ..., "0xffffffff").
+type BundlesData struct {
+	Boundaries []string `json:"boundaries"`
+	NumBundles int      `json:"numBundles"`
 }
 
 // Resources reads and writes tenants, namespaces and partitioned-topic
@@ -315,12 +323,13 @@ type policiesKnown struct {
 	DeduplicationEnabled        *bool              `json:"deduplicationEnabled,omitempty"`
 	AutoTopicCreation           *AutoTopicCreation `json:"autoTopicCreationOverride,omitempty"`
 	SchemaCompatibilityStrategy string             `json:"schema_compatibility_strategy,omitempty"`
+	Bundles                     *BundlesData       `json:"bundles,omitempty"`
 }
 
 // MarshalJSON writes the interpreted fields and every field kept in Other.
 func (p Policies) MarshalJSON() ([]byte, error) {
 	known, err := json.Marshal(policiesKnown{p.ReplicationClusters, p.MessageTTLInSeconds, p.Retention,
-		p.DeduplicationEnabled, p.AutoTopicCreation, p.SchemaCompatibilityStrategy})
+		p.DeduplicationEnabled, p.AutoTopicCreation, p.SchemaCompatibilityStrategy, p.Bundles})
 	if err != nil || len(p.Other) == 0 {
 		return known, err
 	}
@@ -345,13 +354,34 @@ func (p *Policies) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	for _, f := range []string{"replication_clusters", "message_ttl_in_seconds", "retention_policies",
-		"deduplicationEnabled", "autoTopicCreationOverride", "schema_compatibility_strategy"} {
+		"deduplicationEnabled", "autoTopicCreationOverride", "schema_compatibility_strategy", "bundles"} {
 		delete(all, f)
 	}
 	*p = Policies{k.ReplicationClusters, k.MessageTTLInSeconds, k.Retention, k.DeduplicationEnabled,
-		k.AutoTopicCreation, k.SchemaCompatibilityStrategy, nil}
+		k.AutoTopicCreation, k.SchemaCompatibilityStrategy, k.Bundles, nil}
 	if len(all) > 0 {
 		p.Other = all
 	}
 	return nil
+}
+
+// Bootstrap creates, when absent, the cluster record, the tenant "public"
+// and the namespace "public/default" that Pulsar clients expect. Every
+// broker and standalone runs it at start; it is idempotent.
+func Bootstrap(ctx context.Context, r *Resources, cluster, webURL, brokerAddr string) error {
+	ignoreExists := func(err error) error {
+		if errors.Is(err, ErrAlreadyExists) {
+			return nil
+		}
+		return err
+	}
+	cd := ClusterData{ServiceURL: webURL}
+	if brokerAddr != "" {
+		cd.BrokerServiceURL = "pulsar://" + brokerAddr
+	}
+	return errors.Join(
+		ignoreExists(r.CreateCluster(ctx, cluster, cd)),
+		ignoreExists(r.CreateTenant(ctx, "public", TenantInfo{AllowedClusters: []string{cluster}})),
+		ignoreExists(r.CreateNamespace(ctx, "public", "default", Policies{ReplicationClusters: []string{cluster}})),
+	)
 }

@@ -36,6 +36,7 @@ type Service struct {
 	topics map[string]*topicFuture
 	conns  map[*conn]struct{}
 
+	own     *ownership  // membership and bundle ownership
 	pending *byteBudget // pending publish bytes, broker-wide
 	nameSeq atomic.Int64
 }
@@ -76,6 +77,11 @@ func (s *Service) Start(ctx context.Context) error {
 	s.ln = ln
 	if s.cfg.AdvertisedAddr == "" {
 		s.cfg.AdvertisedAddr = ln.Addr().String()
+	}
+	s.own = newOwnership(s)
+	if err := s.own.start(ctx); err != nil {
+		ln.Close()
+		return err
 	}
 	s.wg.Add(2)
 	go s.acceptLoop()
@@ -224,6 +230,9 @@ func (s *Service) openTopic(ctx context.Context, t TopicName, create bool) (*Top
 	// retention and deduplication of the topic while it stays open.
 	pol, err := s.namespacePolicies(ctx, t)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.checkOwned(ctx, pol, t); err != nil {
 		return nil, err
 	}
 	if t.PartitionIndex() < 0 {

@@ -38,7 +38,7 @@ type Consumer struct {
 // closeByBroker tells the client to re-subscribe this consumer.
 func (c *Consumer) closeByBroker() {
 	c.closed.Store(true)
-	c.conn.send(protocol.NewCloseConsumer(c.id, 0, "", ""))
+	c.conn.send(protocol.NewCloseConsumer(c.id, 0, c.sub.topic.assigned(), ""))
 }
 
 // consumer returns the live consumer with id, forgetting one the broker

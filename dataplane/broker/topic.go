@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	pb "github.com/magnetar-dev/magnetar/api/pulsarwire"
 	"github.com/magnetar-dev/magnetar/dataplane/ledger"
@@ -31,6 +32,17 @@ type Topic struct {
 	npSeq     int64 // message ids of a non-persistent topic
 	quota     quotaState
 	dedup     *dedupState // nil unless the namespace enables deduplication
+	// assignedURL, when set before close, sends clients to that broker
+	// (CLOSE_PRODUCER/CLOSE_CONSUMER assigned_broker_service_url).
+	assignedURL atomic.Pointer[string]
+}
+
+// assigned returns the broker URL clients are sent to on close, or "".
+func (t *Topic) assigned() string {
+	if p := t.assignedURL.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 func newTopic(s *Service, name TopicName, ml *ledger.ManagedLedger) *Topic {

@@ -114,7 +114,7 @@ func Start(ctx context.Context, cfg Config) (_ *Standalone, err error) {
 	if bcfg.Logger == nil {
 		bcfg.Logger = cfg.Logger
 	}
-	if err = bootstrap(ctx, broker.NewResources(s.md), bcfg.WithDefaults().ClusterName); err != nil {
+	if err = broker.Bootstrap(ctx, broker.NewResources(s.md), bcfg.WithDefaults().ClusterName, "", ""); err != nil {
 		return nil, fmt.Errorf("standalone: bootstrap: %w", err)
 	}
 	if s.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
@@ -139,21 +139,6 @@ func Start(ctx context.Context, cfg Config) (_ *Standalone, err error) {
 		}
 	}()
 	return s, nil
-}
-
-// bootstrap creates the cluster, tenant public and namespace public/default.
-func bootstrap(ctx context.Context, r *broker.Resources, cluster string) error {
-	ignoreExists := func(err error) error {
-		if errors.Is(err, broker.ErrAlreadyExists) {
-			return nil
-		}
-		return err
-	}
-	return errors.Join(
-		ignoreExists(r.CreateCluster(ctx, cluster, broker.ClusterData{})),
-		ignoreExists(r.CreateTenant(ctx, "public", broker.TenantInfo{AllowedClusters: []string{cluster}})),
-		ignoreExists(r.CreateNamespace(ctx, "public", "default", broker.Policies{ReplicationClusters: []string{cluster}})),
-	)
 }
 
 // Broker returns the broker.

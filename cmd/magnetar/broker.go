@@ -1,0 +1,57 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/magnetar-dev/magnetar/dataplane/brokernode"
+)
+
+func init() { subcommands = append(subcommands, newBrokerCommand) }
+
+func newBrokerCommand() *cobra.Command {
+	var cfg brokernode.Config
+	var endpoints string
+	cmd := &cobra.Command{
+		Use:   "broker",
+		Short: "Run a cluster broker: Pulsar protocol and admin API over shared bookies and an etcd metadata store",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signalContext()
+			defer stop()
+			cfg.MetadataEndpoints = strings.Split(endpoints, ",")
+			start := time.Now()
+			n, err := brokernode.Start(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "magnetar broker ready in %v: %s  admin %s\n",
+				time.Since(start).Round(time.Millisecond), n.ServiceURL(), n.WebServiceURL())
+			<-ctx.Done()
+			sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			return n.Shutdown(sctx)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&endpoints, "metadata", "", "comma-separated etcd client URLs of the metadata store (required)")
+	_ = cmd.MarkFlagRequired("metadata")
+	f.StringVar(&cfg.Broker.BinaryAddr, "broker-addr", "127.0.0.1:6650", "Pulsar binary protocol address")
+	f.StringVar(&cfg.Broker.AdvertisedAddr, "advertised-address", "", "host:port clients are sent to; the broker's id (default: the bound broker address)")
+	f.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:8080", "admin REST API and HTTP lookup address")
+	f.StringVar(&cfg.AdvertisedHTTPURL, "advertised-http-url", "", "web service URL other brokers redirect to (default: http://<bound http address>)")
+	f.StringVar(&cfg.Broker.ClusterName, "cluster", "standalone", "cluster name")
+	f.DurationVar(&cfg.Broker.SessionTTL, "session-ttl", 3*time.Second, "metadata session lease: a dead broker's bundles move after this long")
+	f.IntVar(&cfg.Broker.DefaultBundles, "default-bundles", 4, "bundles of a namespace created without explicit bundles")
+	f.BoolVar(&cfg.Broker.LoadShedding, "load-shedding", true, "let the elected load manager unload and split bundles")
+	f.IntVar(&cfg.Ensemble, "ensemble", 3, "default ensemble size of new ledgers")
+	f.IntVar(&cfg.WriteQuorum, "write-quorum", 3, "default write quorum of new ledgers")
+	f.IntVar(&cfg.AckQuorum, "ack-quorum", 2, "default ack quorum of new ledgers")
+	f.IntVar(&cfg.Broker.MaxMessageSize, "max-message-size", 5<<20, "largest message accepted, in bytes")
+	return cmd
+}

@@ -1,0 +1,200 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/magnetar-dev/magnetar/dataplane/bundle"
+)
+
+// The load manager runs on the elected leader broker. Every period it reads
+// the brokers' load reports and decides (shedDecisions, a pure function)
+// which bundles to split and which to move; it carries the decisions out
+// through the owners' admin API, as an operator would.
+//
+// Policy (written down because Pulsar has several shedders):
+//   - a bundle with more than MaxTopicsPerBundle topics is split at its
+//     midpoint (Pulsar's loadBalancerNamespaceBundleMaxTopics, default 1000);
+//   - a broker is overloaded when it serves more than 1.5x the mean number
+//     of topics and at least ShedMinTopics more than the least loaded
+//     broker; its busiest bundle that is not its only one is unloaded to the
+//     least loaded broker. One move per period, so the cluster settles.
+const (
+	loadManagerPeriod  = 15 * time.Second
+	MaxTopicsPerBundle = 1000
+	ShedMinTopics      = 10
+)
+
+// bundleLoad is one bundle in a load report.
+type bundleLoad struct {
+	Bundle string `json:"bundle"` // tenant/ns/0xlo_0xhi
+	Topics int    `json:"topics"`
+}
+
+// loadDecision is one action of the load manager.
+type loadDecision struct {
+	Split  bool
+	Bundle string // tenant/ns/0xlo_0xhi
+	Owner  BrokerInfo
+	Dest   BrokerInfo // for unloads
+}
+
+// shedDecisions decides what to do with the given reports. It is pure.
+func shedDecisions(brokers []BrokerInfo, maxTopicsPerBundle, minTopics int) []loadDecision {
+	var out []loadDecision
+	for _, b := range brokers {
+		for _, bl := range b.Load.BundleTopics {
+			if bl.Topics > maxTopicsPerBundle {
+				out = append(out, loadDecision{Split: true, Bundle: bl.Bundle, Owner: b})
+			}
+		}
+	}
+	if len(out) > 0 || len(brokers) < 2 {
+		return out
+	}
+	sorted := slices.Clone(brokers)
+	slices.SortFunc(sorted, func(a, b BrokerInfo) int {
+		if a.Load.Topics != b.Load.Topics {
+			return a.Load.Topics - b.Load.Topics
+		}
+		return strings.Compare(a.BrokerID, b.BrokerID)
+	})
+	least, most := sorted[0], sorted[len(sorted)-1]
+	total := 0
+	for _, b := range sorted {
+		total += b.Load.Topics
+	}
+	mean := float64(total) / float64(len(sorted))
+	if float64(most.Load.Topics) <= 1.5*mean || most.Load.Topics-least.Load.Topics < minTopics {
+		return nil
+	}
+	if len(most.Load.BundleTopics) < 2 {
+		return nil // moving its only bundle just moves the problem
+	}
+	bl := slices.MaxFunc(most.Load.BundleTopics, func(a, b bundleLoad) int {
+		if a.Topics != b.Topics {
+			return a.Topics - b.Topics
+		}
+		return strings.Compare(b.Bundle, a.Bundle)
+	})
+	// Moving more than half the gap would only swap the roles.
+	if bl.Topics > most.Load.Topics-least.Load.Topics {
+		return nil
+	}
+	return []loadDecision{{Bundle: bl.Bundle, Owner: most, Dest: least}}
+}
+
+type loadManager struct {
+	o      *ownership
+	client *http.Client
+}
+
+func newLoadManager(o *ownership) *loadManager {
+	return &loadManager{o: o, client: &http.Client{Timeout: 30 * time.Second}}
+}
+
+// run decides and acts every period until ctx ends or leadership is lost.
+func (lm *loadManager) run(ctx context.Context, lost <-chan struct{}) {
+	if !lm.o.s.cfg.LoadShedding {
+		select {
+		case <-ctx.Done():
+		case <-lost:
+		}
+		return
+	}
+	tick := time.NewTicker(loadManagerPeriod)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-lost:
+			return
+		case <-tick.C:
+		}
+		brokers, err := lm.o.s.Brokers(ctx)
+		if err != nil {
+			continue
+		}
+		for _, d := range shedDecisions(brokers, MaxTopicsPerBundle, ShedMinTopics) {
+			if err := lm.apply(ctx, d); err != nil {
+				lm.o.s.log.Warn("load manager action failed", "bundle", d.Bundle, "split", d.Split, "err", err)
+			} else {
+				lm.o.s.log.Info("load manager action", "bundle", d.Bundle, "split", d.Split, "from", d.Owner.BrokerID, "to", d.Dest.BrokerID)
+			}
+		}
+	}
+}
+
+func (lm *loadManager) apply(ctx context.Context, d loadDecision) error {
+	parts := strings.Split(d.Bundle, "/")
+	if len(parts) != 3 {
+		return fmt.Errorf("bad bundle %q", d.Bundle)
+	}
+	if _, err := bundle.ParseRange(parts[2]); err != nil {
+		return err
+	}
+	u := strings.TrimSuffix(d.Owner.WebServiceURL, "/") + "/admin/v2/namespaces/" + parts[0] + "/" + parts[1] + "/" + parts[2]
+	if d.Split {
+		u += "/split?unload=false"
+	} else {
+		u += "/unload?destinationBroker=" + url.QueryEscape(d.Dest.BrokerID)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := lm.client.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("%s: %s", u, resp.Status)
+	}
+	return nil
+}
+
+// loadReport summarizes this broker's load.
+func (s *Service) loadReport() LoadReport {
+	r := LoadReport{Timestamp: time.Now().UnixMilli()}
+	per := map[string]int{}
+	s.own.mu.Lock()
+	owned := make([]string, 0, len(s.own.owned))
+	for k := range s.own.owned {
+		owned = append(owned, k)
+	}
+	s.own.mu.Unlock()
+	for _, t := range s.openTopics() {
+		r.Topics++
+		t.mu.Lock()
+		r.Producers += len(t.producers)
+		for _, sub := range t.subs {
+			sub.mu.Lock()
+			r.Consumers += len(sub.consumers)
+			sub.mu.Unlock()
+		}
+		t.mu.Unlock()
+		h := bundle.Hash(t.name.String())
+		prefix := t.name.Tenant + "/" + t.name.Namespace + "/"
+		for _, k := range owned {
+			if !strings.HasPrefix(k, prefix) {
+				continue
+			}
+			if rg, err := bundle.ParseRange(k[len(prefix):]); err == nil && rg.Contains(h) {
+				per[k]++
+				break
+			}
+		}
+	}
+	for _, k := range owned {
+		r.BundleTopics = append(r.BundleTopics, bundleLoad{Bundle: k, Topics: per[k]})
+	}
+	slices.SortFunc(r.BundleTopics, func(a, b bundleLoad) int { return strings.Compare(a.Bundle, b.Bundle) })
+	return r
+}

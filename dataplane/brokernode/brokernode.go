@@ -1,0 +1,165 @@
+// Package brokernode assembles one cluster broker process: a client of an
+// external metadata store (etcd), the ledger client talking to the
+// registered bookies, the managed-ledger factory, the broker and its admin
+// REST/HTTP lookup server. `magnetar broker` runs it; e2e tests start that
+// binary. A standalone (package standalone) is the same broker with a bookie
+// and an embedded metadata store in one process.
+//
+// Brokers are stateless: everything they own is recorded in the metadata
+// store under their session (see broker/ownership.go), so any number of
+// them can share a cluster and any one may die.
+package brokernode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/magnetar-dev/magnetar/dataplane/admin"
+	"github.com/magnetar-dev/magnetar/dataplane/bookie/client"
+	"github.com/magnetar-dev/magnetar/dataplane/bookie/wire"
+	"github.com/magnetar-dev/magnetar/dataplane/broker"
+	"github.com/magnetar-dev/magnetar/dataplane/ledger"
+	"github.com/magnetar-dev/magnetar/dataplane/metadata"
+	"github.com/magnetar-dev/magnetar/dataplane/metadata/etcdstore"
+)
+
+// Config configures a broker node.
+type Config struct {
+	// MetadataEndpoints are the etcd client URLs. Required.
+	MetadataEndpoints []string
+	// HTTPAddr serves the admin REST API and HTTP lookups. Default 127.0.0.1:8080.
+	HTTPAddr string
+	// AdvertisedHTTPURL is the web service URL other brokers and clients use
+	// (default http://<bound HTTPAddr>).
+	AdvertisedHTTPURL string
+	// Ensemble, WriteQuorum and AckQuorum are the default replication of new
+	// ledgers. Defaults 3, 3, 2 (a cluster's; a namespace's persistence
+	// policy overrides them).
+	Ensemble, WriteQuorum, AckQuorum int
+	// Broker carries the broker's own settings (BinaryAddr, AdvertisedAddr,
+	// ClusterName, SessionTTL, ...).
+	Broker broker.Config
+	Logger *slog.Logger
+}
+
+// Node is a running broker process.
+type Node struct {
+	cfg    Config
+	md     metadata.Store
+	pool   *wire.Pool
+	client *client.Client
+	mlf    *ledger.Factory
+	broker *broker.Service
+	http   *http.Server
+	httpLn net.Listener
+	wg     sync.WaitGroup
+}
+
+// Start connects to the metadata store and starts serving.
+func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
+	if len(cfg.MetadataEndpoints) == 0 {
+		return nil, errors.New("brokernode: MetadataEndpoints is required")
+	}
+	if cfg.HTTPAddr == "" {
+		cfg.HTTPAddr = "127.0.0.1:8080"
+	}
+	if cfg.Ensemble == 0 {
+		cfg.Ensemble, cfg.WriteQuorum, cfg.AckQuorum = 3, 3, 2
+	}
+	if !(cfg.Ensemble >= cfg.WriteQuorum && cfg.WriteQuorum >= cfg.AckQuorum && cfg.AckQuorum >= 1) {
+		return nil, fmt.Errorf("brokernode: need ensemble >= write quorum >= ack quorum >= 1, have %d/%d/%d", cfg.Ensemble, cfg.WriteQuorum, cfg.AckQuorum)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	n := &Node{cfg: cfg}
+	defer func() {
+		if err != nil {
+			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			n.Shutdown(sctx)
+			cancel()
+		}
+	}()
+	if n.md, err = etcdstore.New(ctx, etcdstore.Config{Endpoints: cfg.MetadataEndpoints}); err != nil {
+		return nil, fmt.Errorf("brokernode: metadata store: %w", err)
+	}
+	n.pool = wire.NewPool(wire.ClientConfig{})
+	if n.client, err = client.New(client.Config{Metadata: n.md, Dialer: client.PoolDialer{Pool: n.pool}, Logger: cfg.Logger}); err != nil {
+		return nil, err
+	}
+	if n.mlf, err = ledger.NewFactory(ledger.FactoryConfig{Client: n.client, Metadata: n.md,
+		Defaults: ledger.Config{Ensemble: cfg.Ensemble, WriteQuorum: cfg.WriteQuorum, AckQuorum: cfg.AckQuorum}, Logger: cfg.Logger}); err != nil {
+		return nil, err
+	}
+	bcfg := cfg.Broker
+	if bcfg.Logger == nil {
+		bcfg.Logger = cfg.Logger
+	}
+	if n.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+		return nil, fmt.Errorf("brokernode: http listen: %w", err)
+	}
+	bcfg.WebServiceURL = cfg.AdvertisedHTTPURL
+	if bcfg.WebServiceURL == "" {
+		bcfg.WebServiceURL = "http://" + n.httpLn.Addr().String()
+	}
+	if n.broker, err = broker.New(bcfg, n.md, n.mlf); err != nil {
+		return nil, err
+	}
+	if err = broker.Bootstrap(ctx, n.broker.Resources(), n.broker.Config().ClusterName, bcfg.WebServiceURL, n.broker.Config().AdvertisedAddr); err != nil {
+		return nil, fmt.Errorf("brokernode: bootstrap: %w", err)
+	}
+	if err = n.broker.Start(ctx); err != nil {
+		return nil, err
+	}
+	n.http = &http.Server{
+		Handler:           admin.NewHandler(admin.Config{WebServiceURL: bcfg.WebServiceURL, Logger: cfg.Logger}, n.broker),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		if err := n.http.Serve(n.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			cfg.Logger.Error("broker http server failed", "err", err)
+		}
+	}()
+	return n, nil
+}
+
+// Broker returns the broker.
+func (n *Node) Broker() *broker.Service { return n.broker }
+
+// ServiceURL is the pulsar:// URL of the broker.
+func (n *Node) ServiceURL() string { return n.broker.ServiceURL() }
+
+// WebServiceURL is the http:// URL of the admin API.
+func (n *Node) WebServiceURL() string { return n.broker.Config().WebServiceURL }
+
+// Shutdown stops serving, releases the broker's bundles and closes clients.
+func (n *Node) Shutdown(ctx context.Context) error {
+	var errs []error
+	if n.http != nil {
+		errs = append(errs, n.http.Shutdown(ctx))
+		n.wg.Wait()
+	} else if n.httpLn != nil {
+		n.httpLn.Close()
+	}
+	if n.broker != nil {
+		errs = append(errs, n.broker.Shutdown(ctx))
+	}
+	if n.mlf != nil {
+		errs = append(errs, n.mlf.Close())
+	}
+	if n.pool != nil {
+		n.pool.Close()
+	}
+	if n.md != nil {
+		errs = append(errs, n.md.Close())
+	}
+	return errors.Join(errs...)
+}
