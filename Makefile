@@ -15,8 +15,9 @@ vet:
 test: vet
 	$(GO) test $(TESTFLAGS) $(PKGS)
 
-# All generated code: go generate runs api/generate.sh (protoc + protoc-gen-go
-# pinned to go.mod's google.golang.org/protobuf) for every .proto under api/.
+# All generated code: go generate runs api/generate.sh (protoc + pinned protoc-gen-go,
+# protoc-gen-go-grpc, protoc-gen-grpc-gateway and protoc-gen-openapiv2, built into
+# bin/tools at the versions go.mod names) for every .proto under api/.
 generate:
 	GO=$(GO) $(GO) generate ./...
 

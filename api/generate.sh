@@ -8,6 +8,18 @@
 #                   apt-get when missing and we are root.
 #   protoc-gen-go   pinned to the google.golang.org/protobuf version in go.mod,
 #                   built into bin/tools/protoc-gen-go@<version>/ (ignored by git).
+#   protoc-gen-go-grpc            pinned below (its own module, not in go.mod).
+#   protoc-gen-grpc-gateway,
+#   protoc-gen-openapiv2          pinned to the github.com/grpc-ecosystem/grpc-gateway/v2
+#                                 version in go.mod.
+# All plugins are built into bin/tools/<plugin>@<version>/.
+#
+# Outputs: api/pulsarwire (Go messages only) and api/controlplane/v1 (Go
+# messages, gRPC services, grpc-gateway handlers and one merged OpenAPI v2
+# document, controlplane.swagger.json, whose title and security scheme come
+# from openapi.yaml). The control-plane API's HTTP mapping is
+# api/controlplane/v1/gateway.yaml (grpc_api_configuration), so the .proto
+# files import only protoc's well-known types.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -25,21 +37,51 @@ if ! command -v protoc >/dev/null 2>&1; then
 	fi
 fi
 
-version="$("$GO" list -m -f '{{.Version}}' google.golang.org/protobuf)"
-tooldir="$root/bin/tools/protoc-gen-go@$version"
-plugin="$tooldir/protoc-gen-go"
-if [ ! -x "$plugin" ]; then
-	echo "generate: building protoc-gen-go $version" >&2
-	mkdir -p "$tooldir"
-	GOBIN="$tooldir" "$GO" install "google.golang.org/protobuf/cmd/protoc-gen-go@$version"
-fi
+# build_tool NAME PACKAGE VERSION: builds PACKAGE@VERSION into
+# bin/tools/NAME@VERSION/ once and prints the binary's path.
+build_tool() {
+	local name="$1" pkg="$2" version="$3"
+	local dir="$root/bin/tools/$name@$version"
+	if [ ! -x "$dir/$name" ]; then
+		echo "generate: building $name $version" >&2
+		mkdir -p "$dir"
+		GOBIN="$dir" "$GO" install "$pkg@$version"
+	fi
+	echo "$dir/$name"
+}
+
+protobuf_version="$("$GO" list -m -f '{{.Version}}' google.golang.org/protobuf)"
+gateway_version="$("$GO" list -m -f '{{.Version}}' github.com/grpc-ecosystem/grpc-gateway/v2)"
+go_grpc_version="v1.6.2"
+
+plugin_go="$(build_tool protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go "$protobuf_version")"
+plugin_go_grpc="$(build_tool protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc "$go_grpc_version")"
+plugin_gateway="$(build_tool protoc-gen-grpc-gateway github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-grpc-gateway "$gateway_version")"
+plugin_openapi="$(build_tool protoc-gen-openapiv2 github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-openapiv2 "$gateway_version")"
 
 # Paths are given relative to the module root, so each file registers under
 # its repository path (e.g. api/pulsarwire/pulsarwire.proto), which cannot
 # clash with another project's copy of the same protocol.
-mapfile -t protos < <(find api -name '*.proto' | sort)
+mapfile -t wire_protos < <(find api/pulsarwire -name '*.proto' | sort)
 protoc \
-	--plugin="protoc-gen-go=$plugin" \
+	--plugin="protoc-gen-go=$plugin_go" \
 	-I . \
 	--go_out=. --go_opt=paths=source_relative \
-	"${protos[@]}"
+	"${wire_protos[@]}"
+
+cp_dir=api/controlplane/v1
+cp_http="$cp_dir/gateway.yaml"
+mapfile -t cp_protos < <(find "$cp_dir" -name '*.proto' | sort)
+protoc \
+	--plugin="protoc-gen-go=$plugin_go" \
+	--plugin="protoc-gen-go-grpc=$plugin_go_grpc" \
+	--plugin="protoc-gen-grpc-gateway=$plugin_gateway" \
+	--plugin="protoc-gen-openapiv2=$plugin_openapi" \
+	-I . \
+	--go_out=. --go_opt=paths=source_relative \
+	--go-grpc_out=. --go-grpc_opt=paths=source_relative \
+	--grpc-gateway_out=. \
+	--grpc-gateway_opt=paths=source_relative,grpc_api_configuration="$cp_http" \
+	--openapiv2_out="$cp_dir" \
+	--openapiv2_opt=grpc_api_configuration="$cp_http",openapi_configuration="$cp_dir/openapi.yaml",allow_merge=true,merge_file_name=controlplane,disable_default_errors=false \
+	"${cp_protos[@]}"

@@ -1,0 +1,58 @@
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/magnetar-dev/magnetar/controlplane/store"
+	"github.com/magnetar-dev/magnetar/policy"
+)
+
+// DefaultListen is the default API address.
+const DefaultListen = "127.0.0.1:7080"
+
+// Authorizer decides every call; *policy.Engine implements it.
+type Authorizer interface {
+	Decide(context.Context, policy.Input) (policy.Decision, error)
+}
+
+var _ Authorizer = (*policy.Engine)(nil)
+
+// Config configures a Server. Store and Authorizer are required.
+type Config struct {
+	// Listen is the TCP address for gRPC and REST; default DefaultListen.
+	// Port 0 picks a free port (see Server.Addr).
+	Listen string
+	// Store holds all state. The server does not close it.
+	Store store.Store
+	// Authorizer decides authorization and admission.
+	Authorizer Authorizer
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+	// BootstrapKeyFile receives the operator's API key (mode 0600) when the
+	// store has no operator yet. Required only then.
+	BootstrapKeyFile string
+	// TracerProvider for the gRPC spans; default an SDK tracer provider
+	// without exporter (spans are created and propagated, not exported).
+	TracerProvider trace.TracerProvider
+}
+
+// Validate fills defaults and checks required fields.
+func (c *Config) Validate() error {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.Store == nil {
+		return errors.New("apiserver: config: Store is required")
+	}
+	if c.Authorizer == nil {
+		return errors.New("apiserver: config: Authorizer is required")
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}

@@ -1,0 +1,47 @@
+// Package apiserver serves Magnetar's control-plane API
+// (api/controlplane/v1) over gRPC and REST/JSON on one TCP listener.
+//
+// It owns the API's behaviour: authentication by API key, authorization and
+// admission through a policy Authorizer on every call, Google API rules
+// (etags, request ids, field masks, pagination), long-running operations for
+// clusters, the region agents' long-poll, the audit log, and the bootstrap
+// operator key. State lives in a store.Store (controlplane/store); the
+// server keeps none of its own besides a wake-up channel for long-polls.
+//
+// Called by cmd/magnetar (`magnetar controlplane`) and by tests: New(cfg)
+// binds the listener and bootstraps the store, Serve(ctx) serves until ctx
+// ends or Shutdown is called, Shutdown(ctx) stops gracefully.
+//
+// Transport. One listener speaks HTTP/1.1 and cleartext HTTP/2 (h2c, the
+// standard library's unencrypted HTTP/2): requests whose content type is
+// application/grpc go to the gRPC server, everything else to an HTTP mux
+// with /openapi.json, /healthz, /metrics and the grpc-gateway mux. The
+// gateway does not call the service implementations directly: it is a gRPC
+// client of the same grpc.Server over an in-process connection (bufconn), so
+// REST calls pass through exactly the same interceptors (authentication,
+// error mapping) and OpenTelemetry stats handler as gRPC calls. The gateway
+// forwards the HTTP Authorization header as gRPC metadata "authorization".
+//
+// Authentication: "authorization: Bearer mgk_<uid>_<secret>". The uid finds
+// the key (store.GetByUID); SHA-256 of the secret is compared in constant
+// time with the stored hash (secrets are 256 random bits, so a slow hash
+// adds nothing). Revoked and expired keys are refused with UNAUTHENTICATED.
+//
+// Authorization: every call builds a policy.Input (principal with its role
+// bindings from the store, action "<collection>.<verb>", resource, the
+// organization's facts) and asks the Authorizer. A denial on a resource of
+// another organization answers NOT_FOUND, so existence does not leak; other
+// denials answer PERMISSION_DENIED; admission failures answer the decision's
+// code with its reasons. Operations (named "operations/{id}") are presented
+// to the policy as "<org>/operations/{id}" of the organization they belong
+// to. Denied calls are audited in the caller's organization log, so a
+// tenant's probing never shows in another tenant's log.
+//
+// Concurrency: all methods are safe for concurrent use. Every write and its
+// audit event run in one store transaction. Goroutines: Serve owns the HTTP
+// server, the in-process gRPC server and a watcher of ctx; Shutdown stops
+// them and Serve waits for them before returning. Long-polls (WaitOperation,
+// WatchDesiredState) wake on writes made by this process and poll the store
+// once a second for writes made by other replicas; they end early when the
+// server shuts down.
+package apiserver
