@@ -31,10 +31,20 @@ type brokerProc struct {
 }
 
 func newDataCluster(t *testing.T, bookies, brokers int) *dataCluster {
+	return newDataClusterWith(t, bookies, brokers, nil)
+}
+
+// newDataClusterWith lets metadataURL choose each broker's metadata endpoint
+// (e.g. through a Proxy); nil means the store itself.
+func newDataClusterWith(t *testing.T, bookies, brokers int, metadataURL func(c *dataCluster, i int) string) *dataCluster {
 	c := &dataCluster{storageCluster: newStorageCluster(t, bookies)}
 	for i := range brokers {
+		md := c.etcdURL
+		if metadataURL != nil {
+			md = metadataURL(c, i)
+		}
 		b := &brokerProc{brokerAddr: FreeAddr(t), httpAddr: FreeAddr(t)}
-		b.Process = Start(t, fmt.Sprintf("broker-%d", i), "broker", "--metadata", c.etcdURL,
+		b.Process = Start(t, fmt.Sprintf("broker-%d", i), "broker", "--metadata", md,
 			"--broker-addr", b.brokerAddr, "--http-addr", b.httpAddr, "--load-shedding=false")
 		c.brokers = append(c.brokers, b)
 	}

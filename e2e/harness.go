@@ -139,6 +139,26 @@ func (p *Process) signal(sig syscall.Signal) {
 	}
 }
 
+// Terminate sends SIGTERM (a clean shutdown) and waits for the exit.
+func (p *Process) Terminate() {
+	p.mu.Lock()
+	cmd, exited := p.cmd, p.exited
+	p.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(60 * time.Second):
+		p.t.Errorf("%s did not exit within 60s of SIGTERM; killing it", p.name)
+		p.Kill()
+	}
+}
+
+// StartAgain starts an exited process again with the same arguments.
+func (p *Process) StartAgain() { p.start() }
+
 // Restart kills the process (if alive) and starts it again with the same arguments.
 func (p *Process) Restart() {
 	p.Kill()

@@ -16,6 +16,7 @@ package admin
 
 import (
 	"context"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"log/slog"
 	"net"
 	"net/http"
@@ -109,6 +110,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	q := &request{w: w, r: r, ctx: ctx}
 	var err error
 	switch {
+	case len(seg) == 1 && seg[0] == "metrics":
+		promhttp.HandlerFor(h.svc.Metrics(), promhttp.HandlerOpts{}).ServeHTTP(w, r)
+		return
 	case len(seg) >= 3 && seg[0] == "lookup" && seg[1] == "v2" && seg[2] == "topic":
 		q.seg = seg[3:]
 		err = h.lookup(q)

@@ -125,6 +125,11 @@ func (lm *loadManager) run(ctx context.Context, lost <-chan struct{}) {
 			if err := lm.apply(ctx, d); err != nil {
 				lm.o.s.log.Warn("load manager action failed", "bundle", d.Bundle, "split", d.Split, "err", err)
 			} else {
+				action := "unload"
+				if d.Split {
+					action = "split"
+				}
+				lm.o.s.metrics.loadManagerMoves.WithLabelValues(action).Inc()
 				lm.o.s.log.Info("load manager action", "bundle", d.Bundle, "split", d.Split, "from", d.Owner.BrokerID, "to", d.Dest.BrokerID)
 			}
 		}

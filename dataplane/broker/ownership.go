@@ -70,6 +70,10 @@ type OwnerInfo struct {
 	HTTPURL    string `json:"httpUrl"`
 	Instance   string `json:"instance"`
 	AcquiredAt int64  `json:"acquiredAt"`
+	// HandoverTo is set while the owner unloads the bundle to another
+	// broker (its pulsar:// URL): that broker waits for the release instead
+	// of refusing the clients sent to it.
+	HandoverTo string `json:"handoverTo,omitempty"`
 }
 
 // LookupResult says where a topic is served. With Redirect the client must
@@ -264,6 +268,7 @@ func (o *ownership) run() {
 		lcancel()
 		lwg.Wait()
 		o.s.log.Warn("broker metadata session lost: closing owned topics")
+		o.s.metrics.sessionLost.Inc()
 		o.dropAll()
 		for ctx.Err() == nil {
 			if err := o.register(ctx); err == nil {
@@ -305,6 +310,7 @@ func (o *ownership) campaign(ctx context.Context, sess metadata.Session) {
 // with it) and closes their topics.
 func (o *ownership) dropAll() {
 	o.mu.Lock()
+	o.s.metrics.bundleReleased.WithLabelValues("session_lost").Add(float64(len(o.owned)))
 	o.owned = map[string]OwnerInfo{}
 	o.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -329,6 +335,7 @@ func (o *ownership) releaseAll(ctx context.Context) {
 	for _, k := range keys {
 		o.deleteOwner(ctx, k)
 	}
+	o.s.metrics.bundleReleased.WithLabelValues("shutdown").Add(float64(len(keys)))
 }
 
 func (o *ownership) deleteOwner(ctx context.Context, bk string) {
@@ -401,6 +408,13 @@ func (o *ownership) acquire(ctx context.Context, tenant, ns string, r bundle.Ran
 		if err != nil {
 			return OwnerInfo{}, err
 		}
+		if ok && oi.HandoverTo != "" && oi.HandoverTo == o.s.ServiceURL() {
+			// Being handed to us: wait for the owner to let go.
+			if err := o.waitReleased(ctx, key); err != nil {
+				return OwnerInfo{}, err
+			}
+			continue
+		}
 		if ok {
 			if oi.Instance == o.instance {
 				o.noteOwned(bk, oi)
@@ -413,6 +427,7 @@ func (o *ownership) acquire(ctx context.Context, tenant, ns string, r bundle.Ran
 		_, err = sess.CreateEphemeral(ctx, key, b)
 		if err == nil {
 			o.noteOwned(bk, me)
+			o.s.metrics.bundleAcquired.Inc()
 			o.s.log.Info("bundle acquired", "bundle", bk)
 			return me, nil
 		}
@@ -421,6 +436,42 @@ func (o *ownership) acquire(ctx context.Context, tenant, ns string, r bundle.Ran
 		}
 	}
 	return OwnerInfo{}, protocol.ErrServiceNotReady.WithMessage("bundle " + bk + " ownership is contended")
+}
+
+// waitReleased polls until the ownership key is gone (bounded: a handover
+// takes as long as closing the bundle's topics).
+func (o *ownership) waitReleased(ctx context.Context, key string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := o.md.Get(ctx, key); errors.Is(err, metadata.ErrNotFound) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return protocol.ErrServiceNotReady.WithMessage("bundle handover did not complete")
+}
+
+// markHandover records in the ownership key that the bundle is moving to
+// dest.
+func (o *ownership) markHandover(ctx context.Context, bk, dest string) {
+	key := bundlesPath + "/" + bk
+	kv, err := o.md.Get(ctx, key)
+	if err != nil {
+		return
+	}
+	var oi OwnerInfo
+	if json.Unmarshal(kv.Value, &oi) != nil || oi.Instance != o.instance {
+		return
+	}
+	oi.HandoverTo = dest
+	b, _ := json.Marshal(oi)
+	if _, err := o.session().PutEphemeral(ctx, key, b, kv.Version); err != nil {
+		o.s.log.Warn("bundle handover mark failed", "bundle", bk, "err", err)
+	}
 }
 
 func (o *ownership) noteOwned(bk string, oi OwnerInfo) {
@@ -449,7 +500,17 @@ func (s *Service) checkOwned(ctx context.Context, p Policies, t TopicName) error
 // owner. A free bundle is taken by this broker when it is the least loaded
 // or when the request is authoritative (another broker redirected it here);
 // otherwise the client is redirected to the least loaded broker.
-func (s *Service) Lookup(ctx context.Context, topic string, authoritative bool) (LookupResult, error) {
+func (s *Service) Lookup(ctx context.Context, topic string, authoritative bool) (res LookupResult, err error) {
+	defer func() {
+		switch {
+		case err != nil:
+			s.metrics.lookups.WithLabelValues("failed").Inc()
+		case res.Redirect:
+			s.metrics.lookups.WithLabelValues("redirect").Inc()
+		default:
+			s.metrics.lookups.WithLabelValues("connect").Inc()
+		}
+	}()
 	t, err := ParseTopicName(topic)
 	if err != nil {
 		return LookupResult{}, protocol.ErrInvalidTopicName.WithMessage(err.Error())
@@ -590,6 +651,9 @@ func (s *Service) UnloadBundle(ctx context.Context, tenant, ns string, r bundle.
 		delete(s.own.unloading, bk)
 		s.own.mu.Unlock()
 	}()
+	if dest != "" {
+		s.own.markHandover(ctx, bk, dest)
+	}
 	var errs []error
 	for _, t := range s.openTopics() {
 		if t.name.Tenant != tenant || t.name.Namespace != ns || !r.Contains(bundle.Hash(t.name.String())) {
@@ -599,6 +663,7 @@ func (s *Service) UnloadBundle(ctx context.Context, tenant, ns string, r bundle.
 		errs = append(errs, t.close(ctx))
 	}
 	s.own.deleteOwner(ctx, bk)
+	s.metrics.bundleReleased.WithLabelValues("unload").Inc()
 	s.log.Info("bundle unloaded", "bundle", bk, "dest", dest)
 	return errors.Join(errs...)
 }
@@ -644,6 +709,7 @@ func (s *Service) SplitBundle(ctx context.Context, tenant, ns string, r bundle.R
 		}
 	}
 	s.own.deleteOwner(ctx, bk)
+	s.metrics.bundleReleased.WithLabelValues("split").Inc()
 	s.log.Info("bundle split", "bundle", bk, "halves", len(halves))
 	if unload {
 		var errs []error

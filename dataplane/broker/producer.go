@@ -195,6 +195,8 @@ func (c *conn) handleSend(s *pb.CommandSend, data []byte) error {
 			c.send(protocol.NewSendError(prodID, seq, code, msg))
 			return
 		}
+		c.s.metrics.inMessages.Add(float64(max(s.GetNumMessages(), 1)))
+		c.s.metrics.inBytes.Add(float64(n))
 		c.send(protocol.NewSendReceipt(prodID, seq, highest, uint64(pos.LedgerID), uint64(pos.EntryID)))
 	})
 	return nil

@@ -36,7 +36,8 @@ type Service struct {
 	topics map[string]*topicFuture
 	conns  map[*conn]struct{}
 
-	own     *ownership  // membership and bundle ownership
+	own     *ownership // membership and bundle ownership
+	metrics *metrics
 	pending *byteBudget // pending publish bytes, broker-wide
 	nameSeq atomic.Int64
 }
@@ -53,13 +54,15 @@ func New(cfg Config, md metadata.Store, mlf *ledger.Factory) (*Service, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Service{
+	s := &Service{
 		cfg: cfg, md: md, res: NewResources(md), mlf: mlf, log: cfg.Logger, schemas: schemaRegistry{md},
 		stopping: make(chan struct{}),
 		topics:   map[string]*topicFuture{},
 		conns:    map[*conn]struct{}{},
 		pending:  newByteBudget(cfg.MaxPendingPublishBytes),
-	}, nil
+	}
+	s.metrics = newMetrics(s)
+	return s, nil
 }
 
 // Resources returns the broker's tenant/namespace/topic metadata layer.
@@ -265,6 +268,7 @@ func (s *Service) openTopic(ctx context.Context, t TopicName, create bool) (*Top
 		return nil, protocol.ErrServiceNotReady.WithMessage("open topic: " + err.Error())
 	}
 	tp := newTopic(s, t, ml)
+	s.metrics.topicLoads.Inc()
 	if pol.DeduplicationEnabled != nil && *pol.DeduplicationEnabled {
 		if tp.dedup, err = loadDedup(ctx, ml); err != nil {
 			tp.close(ctx)

@@ -423,6 +423,8 @@ func (s *Subscription) deliver(entries []ledger.Entry) int {
 		}
 		cmd := protocol.NewMessage(c.id, id, s.redeliveries[e.Pos], ackSet, nil)
 		c.conn.sendFrame(outFrame{cmd: cmd, payload: e.Data})
+		s.topic.s.metrics.outMessages.Add(float64(info.numMessages))
+		s.topic.s.metrics.outBytes.Add(float64(len(e.Data)))
 		sent++
 	}
 	return sent
@@ -503,4 +505,6 @@ func (s *Subscription) deliverNonPersistent(pos ledger.Position, data []byte) {
 	c.permits -= info.numMessages
 	id := &pb.MessageIdData{LedgerId: proto.Uint64(uint64(pos.LedgerID)), EntryId: proto.Uint64(uint64(pos.EntryID))}
 	c.conn.sendFrame(outFrame{cmd: protocol.NewMessage(c.id, id, 0, nil, nil), payload: data})
+	s.topic.s.metrics.outMessages.Add(float64(info.numMessages))
+	s.topic.s.metrics.outBytes.Add(float64(len(data)))
 }

@@ -1,0 +1,69 @@
+package broker
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// metrics are the broker's Prometheus series, one registry per Service (so
+// several brokers in one test process do not collide). Names follow
+// Pulsar's where Pulsar has one (pulsar_lookup_*, pulsar_in_*), with units.
+type metrics struct {
+	reg *prometheus.Registry
+
+	lookups          *prometheus.CounterVec // by answer: connect, redirect, failed
+	bundleAcquired   prometheus.Counter
+	bundleReleased   *prometheus.CounterVec // by reason: unload, split, session_lost, shutdown
+	topicLoads       prometheus.Counter
+	inMessages       prometheus.Counter
+	inBytes          prometheus.Counter
+	outMessages      prometheus.Counter
+	outBytes         prometheus.Counter
+	sessionLost      prometheus.Counter
+	loadManagerMoves *prometheus.CounterVec // by action: unload, split
+}
+
+func newMetrics(s *Service) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	m.lookups = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pulsar_lookup_answers_total", Help: "Topic lookups answered, by answer (connect, redirect, failed).",
+	}, []string{"answer"})
+	m.bundleAcquired = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "magnetar_broker_bundles_acquired_total", Help: "Namespace bundles this broker took ownership of.",
+	})
+	m.bundleReleased = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "magnetar_broker_bundles_released_total", Help: "Namespace bundles this broker gave up, by reason.",
+	}, []string{"reason"})
+	m.topicLoads = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "magnetar_broker_topic_loads_total", Help: "Topics opened (loaded) on this broker.",
+	})
+	m.inMessages = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "pulsar_in_messages_total", Help: "Messages persisted for producers.",
+	})
+	m.inBytes = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "pulsar_in_bytes_total", Help: "Payload bytes persisted for producers.",
+	})
+	m.outMessages = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "pulsar_out_messages_total", Help: "Messages dispatched to consumers.",
+	})
+	m.outBytes = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "pulsar_out_bytes_total", Help: "Payload bytes dispatched to consumers.",
+	})
+	m.sessionLost = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "magnetar_broker_metadata_sessions_lost_total", Help: "Times the broker's metadata session expired.",
+	})
+	m.loadManagerMoves = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "magnetar_load_manager_actions_total", Help: "Bundle unloads and splits ordered by the load manager (on the leader).",
+	}, []string{"action"})
+	topics := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "pulsar_topics_count", Help: "Topics open on this broker.",
+	}, func() float64 { return float64(len(s.openTopics())) })
+	m.reg.MustRegister(m.lookups, m.bundleAcquired, m.bundleReleased, m.topicLoads, m.inMessages, m.inBytes,
+		m.outMessages, m.outBytes, m.sessionLost, m.loadManagerMoves, topics,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Metrics returns the broker's Prometheus registry (served on /metrics by the
+// admin HTTP server).
+func (s *Service) Metrics() *prometheus.Registry { return s.metrics.reg }
