@@ -64,7 +64,30 @@ type Process struct {
 	cmd *exec.Cmd
 	out *bytes.Buffer
 	// exited is closed when the current incarnation exits.
-	exited chan struct{}
+	exited  chan struct{}
+	exitErr error
+}
+
+func (p *Process) setExitErr(err error) {
+	p.mu.Lock()
+	p.exitErr = err
+	p.mu.Unlock()
+}
+
+// Wait waits for the current incarnation to exit by itself and returns its
+// exit error (nil for status 0).
+func (p *Process) Wait(timeout time.Duration) error {
+	p.mu.Lock()
+	exited := p.exited
+	p.mu.Unlock()
+	select {
+	case <-exited:
+	case <-time.After(timeout):
+		return fmt.Errorf("%s still running after %v", p.name, timeout)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exitErr
 }
 
 // Start runs `magnetar args...` and registers cleanup that kills it.
@@ -90,7 +113,7 @@ func (p *Process) start() {
 		p.t.Fatalf("start %s: %v", p.name, err)
 	}
 	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
+	go func() { p.setExitErr(cmd.Wait()); close(exited) }()
 	p.mu.Lock()
 	p.cmd, p.out, p.exited = cmd, out, exited
 	p.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -335,4 +336,68 @@ func TestReReplicationAfterRemovingBookie(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestBookieDecommission drains a stopped bookie with `magnetar bookie
+// decommission`: afterwards no closed ledger names it, every entry is still
+// readable with full replication, and its cookie is gone.
+func TestBookieDecommission(t *testing.T) {
+	c := newStorageCluster(t, 4)
+	ctx := context.Background()
+	cl := c.newClient()
+	var ids []int64
+	for l := 0; l < 3; l++ {
+		h, err := cl.CreateLedger(ctx, client.CreateOptions{Ensemble: 3, WriteQuorum: 3, AckQuorum: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := int64(0); i < 200; i++ {
+			if _, err := h.Append(ctx, entryPayload(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := h.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, h.ID())
+	}
+	m, _ := cl.LedgerMetadata(ctx, ids[0])
+	victim := m.Fragments[0].Bookies[1]
+
+	// Refused while the bookie runs.
+	running := Start(t, "decommission-running", "bookie", "decommission", "--metadata", c.etcdURL, "--id", victim, "--timeout", "30s")
+	if err := running.Wait(60 * time.Second); err == nil {
+		t.Fatalf("decommission of a running bookie succeeded:\n%s", running.Output())
+	}
+
+	c.bookies[c.index(victim)].Terminate()
+	c.waitRegistered(3)
+	dec := Start(t, "decommission", "bookie", "decommission", "--metadata", c.etcdURL, "--id", victim, "--timeout", "2m")
+	if err := dec.Wait(150 * time.Second); err != nil {
+		t.Fatalf("decommission: %v\n%s", err, dec.Output())
+	}
+	t.Logf("%s", strings.TrimSpace(dec.Output()))
+	for _, id := range ids {
+		m, err := cl.LedgerMetadata(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range m.Fragments {
+			if slices.Contains(f.Bookies, victim) {
+				t.Fatalf("ledger %d still names %s: %+v", id, victim, m.Fragments)
+			}
+		}
+	}
+	verifyLedger(t, cl, ids[0], seqUpTo(199))
+	if _, err := c.md.Get(ctx, bookie.CookieKey(victim)); !errors.Is(err, metadata.ErrNotFound) {
+		t.Fatalf("cookie of the decommissioned bookie: %v", err)
+	}
+}
+
+func seqUpTo(n int64) []int64 {
+	out := make([]int64, n+1)
+	for i := range out {
+		out[i] = int64(i)
+	}
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -11,7 +12,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/magnetar-dev/magnetar/dataplane/bookie"
+	"github.com/magnetar-dev/magnetar/dataplane/bookie/client"
 	"github.com/magnetar-dev/magnetar/dataplane/bookie/storage"
+	"github.com/magnetar-dev/magnetar/dataplane/bookie/wire"
 	"github.com/magnetar-dev/magnetar/dataplane/metadata"
 	"github.com/magnetar-dev/magnetar/dataplane/metadata/etcdstore"
 )
@@ -47,6 +50,53 @@ func newBookieCommand() *cobra.Command {
 	f.StringVar(&metadataURL, "metadata", "", "comma-separated etcd endpoints (default: an embedded etcd under <data-dir>/metadata)")
 	f.DurationVar(&cfg.SessionTTL, "session-ttl", bookie.DefaultSessionTTL, "metadata session TTL: how long after a crash the bookie's registration vanishes")
 	f.BoolVar(&journalSync, "journal-sync", true, "fsync the journal before acknowledging adds")
+	cmd.AddCommand(newBookieDecommissionCommand())
+	return cmd
+}
+
+func newBookieDecommissionCommand() *cobra.Command {
+	var metadataURL, id, addr string
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "decommission",
+		Short: "Drain a stopped bookie: copy its ledger fragments to other bookies, then remove its cookie",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signalContext()
+			defer stop()
+			ctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			if addr == "" {
+				addr = id
+			}
+			md, err := etcdstore.New(ctx, etcdstore.Config{Endpoints: strings.Split(metadataURL, ",")})
+			if err != nil {
+				return fmt.Errorf("connect to metadata store: %w", err)
+			}
+			defer md.Close()
+			pool := wire.NewPool(wire.ClientConfig{})
+			defer pool.Close()
+			cl, err := client.New(client.Config{Metadata: md, Dialer: client.PoolDialer{Pool: pool}})
+			if err != nil {
+				return err
+			}
+			a, err := cl.NewAuditor(client.AuditorConfig{ID: "decommission-" + id})
+			if err != nil {
+				return err
+			}
+			rep, err := a.Decommission(ctx, id, addr)
+			fmt.Fprintf(os.Stderr, "decommission %s: %d closed ledgers examined, %d fragments copied (%d entries), %d open ledgers still name it\n",
+				id, rep.Ledgers, rep.FragmentsRepaired, rep.EntriesCopied, len(rep.OpenLedgers))
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&metadataURL, "metadata", "", "comma-separated etcd endpoints (required)")
+	f.StringVar(&id, "id", "", "id of the bookie to drain (required; it must be stopped)")
+	f.StringVar(&addr, "addr", "", "address ledger metadata names the bookie by (default: the id)")
+	f.DurationVar(&timeout, "timeout", 30*time.Minute, "give up after this long")
+	_ = cmd.MarkFlagRequired("metadata")
+	_ = cmd.MarkFlagRequired("id")
 	return cmd
 }
 

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -282,24 +283,39 @@ func (s *Service) openTopic(ctx context.Context, t TopicName, create bool) (*Top
 	return tp, nil
 }
 
-// ledgerConfig maps the namespace's retention policy onto the managed
-// ledger: minutes and MB, -1 meaning no limit.
-// Without a policy the factory's defaults apply (acknowledged data is not
-// retained).
+// ledgerConfig maps the namespace's retention and persistence policies onto
+// the managed ledger: retention in minutes and MB (-1 meaning no limit), and
+// the bookkeeperEnsemble/WriteQuorum/AckQuorum of new ledgers. Without
+// either policy the factory's defaults apply (acknowledged data is not
+// retained; the cluster's replication).
 func ledgerConfig(p Policies) *ledger.Config {
-	if p.Retention == nil {
+	cfg := &ledger.Config{}
+	set := false
+	if r := p.Retention; r != nil {
+		rt, rs := time.Duration(-1), int64(-1)
+		if r.RetentionTimeInMinutes >= 0 {
+			rt = time.Duration(r.RetentionTimeInMinutes) * time.Minute
+		}
+		if r.RetentionSizeInMB >= 0 {
+			rs = r.RetentionSizeInMB << 20
+		}
+		// One zero and one limit is invalid in Pulsar too: ignored.
+		if (rt == 0) == (rs == 0) {
+			cfg.RetentionTime, cfg.RetentionSize, set = rt, rs, true
+		}
+	}
+	if raw, ok := p.Other["persistence"]; ok {
+		var pp struct {
+			E  int `json:"bookkeeperEnsemble"`
+			Qw int `json:"bookkeeperWriteQuorum"`
+			Qa int `json:"bookkeeperAckQuorum"`
+		}
+		if json.Unmarshal(raw, &pp) == nil && pp.E >= pp.Qw && pp.Qw >= pp.Qa && pp.Qa >= 1 {
+			cfg.Ensemble, cfg.WriteQuorum, cfg.AckQuorum, set = pp.E, pp.Qw, pp.Qa, true
+		}
+	}
+	if !set {
 		return nil
-	}
-	r := p.Retention
-	cfg := &ledger.Config{RetentionTime: -1, RetentionSize: -1}
-	if r.RetentionTimeInMinutes >= 0 {
-		cfg.RetentionTime = time.Duration(r.RetentionTimeInMinutes) * time.Minute
-	}
-	if r.RetentionSizeInMB >= 0 {
-		cfg.RetentionSize = r.RetentionSizeInMB << 20
-	}
-	if (cfg.RetentionTime == 0) != (cfg.RetentionSize == 0) {
-		return nil // one zero and one limit is invalid in Pulsar too
 	}
 	return cfg
 }

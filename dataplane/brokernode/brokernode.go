@@ -1,7 +1,8 @@
 // Package brokernode assembles one cluster broker process: a client of an
 // external metadata store (etcd), the ledger client talking to the
 // registered bookies, the managed-ledger factory, the broker and its admin
-// REST/HTTP lookup server. `magnetar broker` runs it; e2e tests start that
+// REST/HTTP lookup server, and a candidate for the elected auditor that
+// re-replicates ledgers of lost bookies. `magnetar broker` runs it; e2e tests start that
 // binary. A standalone (package standalone) is the same broker with a bookie
 // and an embedded metadata store in one process.
 //
@@ -59,6 +60,9 @@ type Node struct {
 	http   *http.Server
 	httpLn net.Listener
 	wg     sync.WaitGroup
+	// stopAudit ends the auditor (elected: one broker of the cluster runs
+	// re-replication of ledgers whose bookies are gone).
+	stopAudit context.CancelFunc
 }
 
 // Start connects to the metadata store and starts serving.
@@ -117,6 +121,19 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err = n.broker.Start(ctx); err != nil {
 		return nil, err
 	}
+	aud, err := n.client.NewAuditor(client.AuditorConfig{ID: n.broker.BrokerID()})
+	if err != nil {
+		return nil, err
+	}
+	actx, cancel := context.WithCancel(context.Background())
+	n.stopAudit = cancel
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		if err := aud.Run(actx); err != nil && actx.Err() == nil {
+			cfg.Logger.Error("auditor stopped", "err", err)
+		}
+	}()
 	n.http = &http.Server{
 		Handler:           admin.NewHandler(admin.Config{WebServiceURL: bcfg.WebServiceURL, Logger: cfg.Logger}, n.broker),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -143,12 +160,15 @@ func (n *Node) WebServiceURL() string { return n.broker.Config().WebServiceURL }
 // Shutdown stops serving, releases the broker's bundles and closes clients.
 func (n *Node) Shutdown(ctx context.Context) error {
 	var errs []error
+	if n.stopAudit != nil {
+		n.stopAudit()
+	}
 	if n.http != nil {
 		errs = append(errs, n.http.Shutdown(ctx))
-		n.wg.Wait()
 	} else if n.httpLn != nil {
 		n.httpLn.Close()
 	}
+	n.wg.Wait()
 	if n.broker != nil {
 		errs = append(errs, n.broker.Shutdown(ctx))
 	}
