@@ -3,7 +3,7 @@ GO      ?= go
 PKGS    ?= ./...
 TESTFLAGS ?= -race -timeout 15m
 
-.PHONY: build test vet generate bench fuzz clean compat
+.PHONY: build test vet generate bench fuzz clean compat compat-clustered
 
 build:
 	$(GO) build -o bin/magnetar ./cmd/magnetar
@@ -30,6 +30,11 @@ bench: build
 # COMPAT_RUN=regex, COMPAT_GROUPS=M1,M2, COMPAT_TIMEOUT=60s: see compat/README.md.
 compat:
 	GO=$(GO) ./compat/run.sh
+
+# The upstream client's multi-broker suites (build tag clustered) against a
+# real cluster: etcd, three bookies, two brokers (needs broker-1 -> 127.0.0.1).
+compat-clustered:
+	GO=$(GO) ./compat/clustered.sh
 
 clean:
 	rm -rf bin

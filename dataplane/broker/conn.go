@@ -371,6 +371,12 @@ func (c *conn) handlePartitionedMetadata(m *pb.CommandPartitionedTopicMetadata) 
 	ctx, cancel := c.ctx()
 	defer cancel()
 	n, err := c.s.partitionsForClient(ctx, m.GetTopic())
+	if err == errTransactionsDisabled { // identity: other NotAllowed errors fail the response as usual
+		// A command error (not a failed metadata response) carries the
+		// message to the client, as Pulsar's broker does here.
+		c.sendError(reqID, err)
+		return
+	}
 	if err != nil {
 		code, msg := protocol.ServerErrorOf(err)
 		resp.Response = pb.CommandPartitionedTopicMetadataResponse_Failed.Enum()

@@ -394,10 +394,19 @@ func (c *conn) handleGetLastMessageID(g *pb.CommandGetLastMessageId) {
 // partitionsForClient answers PARTITIONED_METADATA: the partition count of
 // a partitioned topic, 0 for a non-partitioned one. An unknown topic is
 // created partitioned when the namespace's auto-creation says so.
+// errTransactionsDisabled answers lookups of the transaction coordinator's
+// topic.
+var errTransactionsDisabled = protocol.ErrNotAllowed.WithMessage("Transactions are not enabled")
+
 func (s *Service) partitionsForClient(ctx context.Context, topic string) (int, error) {
 	tn, err := ParseTopicName(topic)
 	if err != nil {
 		return 0, protocol.ErrInvalidTopicName.WithMessage(err.Error())
+	}
+	if tn.Tenant == "pulsar" && tn.Namespace == "system" && tn.Local == "transaction_coordinator_assign" {
+		// Transactions are not implemented: answer as a Pulsar broker with
+		// the coordinator disabled does (clients show the message).
+		return 0, errTransactionsDisabled
 	}
 	pol, err := s.namespacePolicies(ctx, tn)
 	if err != nil {

@@ -216,7 +216,26 @@ func (sess *session) Elect(ctx context.Context, election string, value []byte) (
 	stop := context.AfterFunc(sess.cs.Ctx(), cancel)
 	defer stop()
 	e := concurrency.NewElection(sess.cs, s.pfx+election)
-	if err := e.Campaign(cctx, string(value)); err != nil {
+	// A canceled Campaign resigns with the client's own context, which
+	// blocks for as long as etcd is unreachable: run it aside and answer the
+	// caller's cancellation at once. The campaign goroutine ends when that
+	// resign completes or the client closes; if it won meanwhile it resigns.
+	campaign := make(chan error, 1)
+	go func() { campaign <- e.Campaign(cctx, string(value)) }()
+	var err error
+	select {
+	case err = <-campaign:
+	case <-cctx.Done():
+		go func() {
+			if <-campaign == nil {
+				rctx, c := context.WithTimeout(sess.cs.Ctx(), 5*time.Second)
+				_ = e.Resign(rctx)
+				c()
+			}
+		}()
+		err = cctx.Err()
+	}
+	if err != nil {
 		if cerr := sess.check(); cerr != nil {
 			return nil, cerr
 		}
