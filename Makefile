@@ -21,8 +21,11 @@ test: vet
 generate:
 	GO=$(GO) $(GO) generate ./...
 
-# Ledger append benchmark side by side with the machine's fsync'd-append limit.
+# The streaming benchmark side by side with NATS JetStream and Redis streams
+# (bench/streambench: W1, W2, W3, W7, machine limits; ~11-15 min), then the
+# ledger-append benchmark next to the machine's fsync'd-append limit.
 bench: build
+	$(GO) run ./bench/streambench -markdown $${BENCH_MD:-/dev/null}
 	$(GO) run ./bench/ledgerbench -dir $${BENCH_DIR:-$$(mktemp -d)}
 
 # The Apache Pulsar Go client's integration tests against a fresh

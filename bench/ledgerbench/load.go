@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/magnetar-dev/magnetar/bench/internal/latency"
 	"github.com/magnetar-dev/magnetar/dataplane/bookie/client"
 )
 
@@ -24,8 +25,8 @@ type result struct {
 	entries uint64
 	bytes   uint64
 	elapsed time.Duration
-	hist    *histogram // latency runs only
-	rate    float64    // open loop: the target rate (entries/s)
+	hist    *latency.Histogram // latency runs only
+	rate    float64            // open loop: the target rate (entries/s)
 }
 
 func (r result) entriesPerSec() float64 {
@@ -145,7 +146,7 @@ func openLoop(ctx context.Context, c *client.Client, q quorum, size int, rate fl
 	total := int64((warmup + dur) / interval)
 	var (
 		mu     sync.Mutex
-		hist   = newHistogram()
+		hist   = latency.NewHistogram()
 		acked  atomic.Int64
 		failed errBox
 		start  time.Time
@@ -159,7 +160,7 @@ func openLoop(ctx context.Context, c *client.Client, q quorum, size int, rate fl
 		}
 		sched := start.Add(time.Duration(id) * interval)
 		mu.Lock()
-		hist.record(now.Sub(sched))
+		hist.Record(now.Sub(sched))
 		mu.Unlock()
 	}
 	// Bound what may be outstanding: far more than the rate needs, far less

@@ -5,6 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/magnetar-dev/magnetar/bench/internal/latency"
+	"github.com/magnetar-dev/magnetar/bench/internal/machine"
 )
 
 // The machine's own limit: fsync'd sequential appends to a new plain file
@@ -26,7 +29,7 @@ func plainGrouped(dir string, size, groupBytes int, warmup, dur time.Duration) (
 		if _, err := f.Write(buf); err != nil {
 			return err
 		}
-		if err := fdatasync(f); err != nil {
+		if err := machine.Fdatasync(f); err != nil {
 			return err
 		}
 		if measuring {
@@ -42,21 +45,21 @@ func plainGrouped(dir string, size, groupBytes int, warmup, dur time.Duration) (
 // made during dur.
 func plainSingle(dir string, size int, warmup, dur time.Duration) (result, error) {
 	p := randomPayload(size)
-	h := newHistogram()
+	h := latency.NewHistogram()
 	elapsed, err := appendLoop(dir, warmup, dur, func(f *os.File, measuring bool) error {
 		t := time.Now()
 		if _, err := f.Write(p); err != nil {
 			return err
 		}
-		if err := fdatasync(f); err != nil {
+		if err := machine.Fdatasync(f); err != nil {
 			return err
 		}
 		if measuring {
-			h.record(time.Since(t))
+			h.Record(time.Since(t))
 		}
 		return nil
 	})
-	return result{entries: h.n, bytes: h.n * uint64(size), elapsed: elapsed, hist: h}, err
+	return result{entries: h.Count(), bytes: h.Count() * uint64(size), elapsed: elapsed, hist: h}, err
 }
 
 // appendLoop creates a new file in dir, calls step for warmup (measuring

@@ -5,41 +5,11 @@ import (
 	"io"
 	"runtime"
 	"slices"
-	"strings"
-	"text/tabwriter"
 	"time"
+
+	"github.com/magnetar-dev/magnetar/bench/internal/machine"
+	"github.com/magnetar-dev/magnetar/bench/internal/table"
 )
-
-// table is a header and rows of cells, rendered as aligned text or as
-// Markdown.
-type table struct {
-	header []string
-	rows   [][]string
-}
-
-func (t *table) add(cells ...string) { t.rows = append(t.rows, cells) }
-
-func (t *table) writeText(w io.Writer) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, strings.Join(t.header, "\t")+"\t")
-	for _, r := range t.rows {
-		fmt.Fprintln(tw, strings.Join(r, "\t")+"\t")
-	}
-	tw.Flush()
-}
-
-func (t *table) writeMarkdown(w io.Writer) {
-	fmt.Fprintln(w, "| "+strings.Join(t.header, " | ")+" |")
-	seps := make([]string, len(t.header))
-	for i := range seps {
-		seps[i] = "---:"
-	}
-	seps[0] = "---"
-	fmt.Fprintln(w, "| "+strings.Join(seps, " | ")+" |")
-	for _, r := range t.rows {
-		fmt.Fprintln(w, "| "+strings.Join(r, " | ")+" |")
-	}
-}
 
 // target is one evaluated performance target.
 type target struct {
@@ -49,7 +19,7 @@ type target struct {
 
 // report is the computed summary.
 type report struct {
-	plain, ours table
+	plain, ours table.Table
 	targets     []target
 }
 
@@ -86,7 +56,7 @@ func medianRatio(a, b []result, f, g func(result) float64) float64 {
 }
 
 func quantileOf(q float64) func(result) float64 {
-	return func(r result) float64 { return float64(r.hist.quantile(q)) }
+	return func(r result) float64 { return float64(r.hist.Quantile(q)) }
 }
 
 func entriesPerSec(r result) float64 { return r.entriesPerSec() }
@@ -109,14 +79,14 @@ func fmtRatio(x float64) string { return fmt.Sprintf("%.2f", x) }
 
 func buildReport(o options, res *results) *report {
 	rep := &report{
-		plain: table{header: []string{"entry", "grouped MB/s", "grouped entries/s", "1-entry fsync entries/s", "fsync p50", "fsync p99", "fsync p99.9"}},
-		ours: table{header: []string{"config", "entry", "in flight", "MB/s", "entries/s", "/ plain grouped",
+		plain: table.Table{Header: []string{"entry", "grouped MB/s", "grouped entries/s", "1-entry fsync entries/s", "fsync p50", "fsync p99", "fsync p99.9"}},
+		ours: table.Table{Header: []string{"config", "entry", "in flight", "MB/s", "entries/s", "/ plain grouped",
 			"offered entries/s", "add p50", "add p99", "add p99.9", "p99 / plain p99"}},
 	}
 	p50, p99, p999 := quantileOf(0.5), quantileOf(0.99), quantileOf(0.999)
 	for _, size := range o.sizes {
 		g, s := res.plainGrouped[size], res.plainSingle[size]
-		rep.plain.add(sizeName(size),
+		rep.plain.Add(sizeName(size),
 			fmt.Sprintf("%.1f", medianOf(g, mbPerSec)), fmt.Sprintf("%.0f", medianOf(g, entriesPerSec)),
 			fmt.Sprintf("%.0f", medianOf(s, entriesPerSec)),
 			fmtDur(medianOf(s, p50)), fmtDur(medianOf(s, p99)), fmtDur(medianOf(s, p999)))
@@ -127,7 +97,7 @@ func buildReport(o options, res *results) *report {
 			t, l := res.tput[k], res.lat[k]
 			tr := medianRatio(t, res.plainGrouped[size], entriesPerSec, entriesPerSec)
 			lr := medianRatio(l, res.plainSingle[size], p99, p99)
-			rep.ours.add(q.name, sizeName(size), fmt.Sprint(o.inflightFor(size)),
+			rep.ours.Add(q.name, sizeName(size), fmt.Sprint(o.inflightFor(size)),
 				fmt.Sprintf("%.1f", medianOf(t, mbPerSec)), fmt.Sprintf("%.0f", medianOf(t, entriesPerSec)), fmtRatio(tr),
 				fmt.Sprintf("%.0f", medianOf(l, func(r result) float64 { return r.rate })),
 				fmtDur(medianOf(l, p50)), fmtDur(medianOf(l, p99)), fmtDur(medianOf(l, p999)), fmtRatio(lr))
@@ -156,9 +126,9 @@ func (rep *report) writeText(w io.Writer, o options) {
 	fmt.Fprintf(w, "%d round(s), medians; max throughput: closed loop, %v after %v warm-up; latency: open loop at %.0f%% of that, %v; plain: %v each\n\n",
 		o.rounds, o.duration, o.warmup, 100*o.loadFraction, o.latDuration, o.plainDuration)
 	fmt.Fprintf(w, "Machine limit: fsync'd appends to a plain file in the same directory (grouped: %s per write+fdatasync)\n", sizeName(o.groupBytes))
-	rep.plain.writeText(w)
+	rep.plain.WriteText(w)
 	fmt.Fprintln(w, "\nLedger appends (ratios are medians of per-round ratios against the same round's plain runs)")
-	rep.ours.writeText(w)
+	rep.ours.WriteText(w)
 	fmt.Fprintln(w, "\nTargets")
 	for _, t := range rep.targets {
 		fmt.Fprintf(w, "  %-7s %s\n", t.status(), t.text)
@@ -167,22 +137,22 @@ func (rep *report) writeText(w io.Writer, o options) {
 
 func (rep *report) writeMarkdown(w io.Writer, o options, res *results) {
 	fmt.Fprintf(w, "## Run of %s\n\n", res.started.UTC().Format("2006-01-02 15:04 MST"))
-	fmt.Fprintf(w, "- commit: `%s`\n", gitCommit())
+	fmt.Fprintf(w, "- commit: `%s`\n", machine.GitCommit())
 	fmt.Fprintf(w, "- command: `%s`\n", o.command)
 	fmt.Fprintf(w, "- machine: %d CPUs (GOMAXPROCS %d), %s/%s, %s; shared with other work\n",
 		runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version())
 	fmt.Fprintf(w, "- setup: metadata in memstore (in-memory); bookies in-process on 127.0.0.1, each with its own directory under `-dir`; journal fsync on\n")
 	fmt.Fprintf(w, "- method: %d interleaved round(s), medians; max throughput closed loop for %v after %v warm-up; latency open loop at %.0f%% of that round's max for %v, from scheduled send to ack; plain runs %v each\n",
 		o.rounds, o.duration, o.warmup, 100*o.loadFraction, o.latDuration, o.plainDuration)
-	fmt.Fprintf(w, "- load average before: %s; after: %s\n", res.before.loadavg, res.after.loadavg)
-	fmt.Fprintf(w, "- /proc/pressure/cpu before: %s; after: %s\n", res.before.cpuPress, res.after.cpuPress)
-	fmt.Fprintf(w, "- /proc/pressure/io before: %s; after: %s\n", res.before.ioPress, res.after.ioPress)
-	fmt.Fprintf(w, "- duration: %v\n\n", res.after.at.Sub(res.started).Round(time.Second))
+	fmt.Fprintf(w, "- load average before: %s; after: %s\n", res.before.LoadAvg, res.after.LoadAvg)
+	fmt.Fprintf(w, "- /proc/pressure/cpu before: %s; after: %s\n", res.before.CPUPressure, res.after.CPUPressure)
+	fmt.Fprintf(w, "- /proc/pressure/io before: %s; after: %s\n", res.before.IOPressure, res.after.IOPressure)
+	fmt.Fprintf(w, "- duration: %v\n\n", res.after.At.Sub(res.started).Round(time.Second))
 	fmt.Fprintf(w, "Machine limit: fsync'd appends to a plain file in the same directory (grouped: %s per write+fdatasync):\n\n", sizeName(o.groupBytes))
-	rep.plain.writeMarkdown(w)
+	rep.plain.WriteMarkdown(w)
 	fmt.Fprintln(w, "\nLedger appends (ratios are medians of per-round ratios against the same round's plain runs):")
 	fmt.Fprintln(w)
-	rep.ours.writeMarkdown(w)
+	rep.ours.WriteMarkdown(w)
 	fmt.Fprintln(w, "\nTargets:")
 	fmt.Fprintln(w)
 	for _, t := range rep.targets {

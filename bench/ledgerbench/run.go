@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/magnetar-dev/magnetar/bench/internal/machine"
 )
 
 // cellKey names one ledger measurement series.
@@ -21,8 +23,8 @@ type results struct {
 	plainSingle  map[int][]result
 	tput         map[cellKey][]result
 	lat          map[cellKey][]result
-	before       envSnapshot
-	after        envSnapshot
+	before       machine.Load
+	after        machine.Load
 	started      time.Time
 }
 
@@ -37,7 +39,7 @@ func run(ctx context.Context, o options, out, progress io.Writer) error {
 		plainSingle:  map[int][]result{},
 		tput:         map[cellKey][]result{},
 		lat:          map[cellKey][]result{},
-		before:       snapshotEnv(),
+		before:       machine.Snapshot(),
 		started:      time.Now(),
 	}
 	for r := range o.rounds {
@@ -45,7 +47,7 @@ func run(ctx context.Context, o options, out, progress io.Writer) error {
 			return fmt.Errorf("round %d: %w", r+1, err)
 		}
 	}
-	res.after = snapshotEnv()
+	res.after = machine.Snapshot()
 	rep := buildReport(o, res)
 	if o.markdown {
 		rep.writeMarkdown(out, o, res)
@@ -84,7 +86,7 @@ func runRound(ctx context.Context, o options, round int, res *results, progress 
 		}
 		res.plainSingle[size] = append(res.plainSingle[size], s)
 		fmt.Fprintf(progress, "round %d  plain         %6s  grouped %8.1f MB/s %9.0f e/s | single %7.0f e/s p99 %v\n",
-			round+1, sizeName(size), g.mbPerSec(), g.entriesPerSec(), s.entriesPerSec(), s.hist.quantile(0.99))
+			round+1, sizeName(size), g.mbPerSec(), g.entriesPerSec(), s.entriesPerSec(), s.hist.Quantile(0.99))
 
 		for i, q := range o.configs {
 			k := cellKey{i, size}
@@ -101,7 +103,7 @@ func runRound(ctx context.Context, o options, round int, res *results, progress 
 			res.lat[k] = append(res.lat[k], l)
 			fmt.Fprintf(progress, "round %d  %s %6s  max %8.1f MB/s %9.0f e/s | at %7.0f e/s p50 %v p99 %v p99.9 %v\n",
 				round+1, q.name, sizeName(size), t.mbPerSec(), t.entriesPerSec(), rate,
-				l.hist.quantile(0.5), l.hist.quantile(0.99), l.hist.quantile(0.999))
+				l.hist.Quantile(0.5), l.hist.Quantile(0.99), l.hist.Quantile(0.999))
 		}
 	}
 	return nil

@@ -1,16 +1,16 @@
-package main
+package latency
 
 import (
 	"math/bits"
 	"time"
 )
 
-// histogram is a log-bucketed latency histogram at microsecond resolution,
+// Histogram is a log-bucketed latency histogram at microsecond resolution,
 // in the spirit of HdrHistogram: values below 2^histExact µs are counted
 // exactly; above, each power of two is split into histSub equal buckets, so
 // a reported percentile is at most 1/histSub (1.6%) above the true value. It
 // is not safe for concurrent use.
-type histogram struct {
+type Histogram struct {
 	counts []uint64
 	n      uint64
 	sum    uint64
@@ -24,7 +24,7 @@ const (
 	histBuckets = 1<<histExact + (64-histExact)*histSub
 )
 
-func newHistogram() *histogram { return &histogram{counts: make([]uint64, histBuckets)} }
+func NewHistogram() *Histogram { return &Histogram{counts: make([]uint64, histBuckets)} }
 
 // bucketOf returns the bucket index of v (µs).
 func bucketOf(v uint64) int {
@@ -49,8 +49,8 @@ func bucketHigh(i int) uint64 {
 	return low + 1<<shift - 1
 }
 
-// record counts one latency.
-func (h *histogram) record(d time.Duration) {
+// Record counts one latency.
+func (h *Histogram) Record(d time.Duration) {
 	v := uint64(max(d, 0) / time.Microsecond)
 	h.counts[bucketOf(v)]++
 	h.n++
@@ -58,8 +58,8 @@ func (h *histogram) record(d time.Duration) {
 	h.max = max(h.max, v)
 }
 
-// merge adds o's counts to h.
-func (h *histogram) merge(o *histogram) {
+// Merge adds o's counts to h.
+func (h *Histogram) Merge(o *Histogram) {
 	for i, c := range o.counts {
 		h.counts[i] += c
 	}
@@ -68,9 +68,9 @@ func (h *histogram) merge(o *histogram) {
 	h.max = max(h.max, o.max)
 }
 
-// quantile returns the latency at quantile q in [0, 1]: the highest value
+// Quantile returns the latency at quantile q in [0, 1]: the highest value
 // of the bucket holding the ceil(q*n)-th smallest sample (never above max).
-func (h *histogram) quantile(q float64) time.Duration {
+func (h *Histogram) Quantile(q float64) time.Duration {
 	if h.n == 0 {
 		return 0
 	}
@@ -86,10 +86,13 @@ func (h *histogram) quantile(q float64) time.Duration {
 	return time.Duration(h.max) * time.Microsecond
 }
 
-// mean returns the average latency.
-func (h *histogram) mean() time.Duration {
+// Mean returns the average latency.
+func (h *Histogram) Mean() time.Duration {
 	if h.n == 0 {
 		return 0
 	}
 	return time.Duration(h.sum/h.n) * time.Microsecond
 }
+
+// Count returns how many latencies were recorded.
+func (h *Histogram) Count() uint64 { return h.n }

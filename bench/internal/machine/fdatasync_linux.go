@@ -1,13 +1,13 @@
-package main
+package machine
 
 import (
 	"os"
 	"syscall"
 )
 
-// fdatasync flushes f's data (and the size, for an append) to stable
+// Fdatasync flushes f's data (and the size, for an append) to stable
 // storage, as the journal's SyncData does.
-func fdatasync(f *os.File) error {
+func Fdatasync(f *os.File) error {
 	sc, err := f.SyscallConn()
 	if err != nil {
 		return err

@@ -1,8 +1,8 @@
 //go:build !linux
 
-package main
+package machine
 
 import "os"
 
 // fdatasync falls back to fsync where fdatasync is not available.
-func fdatasync(f *os.File) error { return f.Sync() }
+func Fdatasync(f *os.File) error { return f.Sync() }

@@ -1,4 +1,4 @@
-package main
+package latency
 
 import (
 	"testing"
@@ -39,11 +39,11 @@ func TestQuantiles(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHistogram()
+			h := NewHistogram()
 			for _, s := range tc.samples {
-				h.record(s)
+				h.Record(s)
 			}
-			if got := h.quantile(tc.q); got != tc.want {
+			if got := h.Quantile(tc.q); got != tc.want {
 				t.Fatalf("quantile(%v) = %v, want %v", tc.q, got, tc.want)
 			}
 		})
@@ -51,21 +51,21 @@ func TestQuantiles(t *testing.T) {
 }
 
 func TestQuantileUniform(t *testing.T) {
-	h := newHistogram()
+	h := NewHistogram()
 	for i := 1; i <= 100000; i++ {
-		h.record(time.Duration(i) * time.Microsecond)
+		h.Record(time.Duration(i) * time.Microsecond)
 	}
 	for _, q := range []float64{0.5, 0.99, 0.999} {
 		want := time.Duration(q*100000) * time.Microsecond
-		got := h.quantile(q)
+		got := h.Quantile(q)
 		if got < want || float64(got-want) > float64(want)/histSub {
 			t.Errorf("quantile(%v) = %v, want %v within 1/%d", q, got, want, histSub)
 		}
 	}
-	o := newHistogram()
-	o.record(time.Second)
-	h.merge(o)
-	if h.n != 100001 || h.quantile(1) != time.Second {
-		t.Fatalf("merge: n=%d max=%v", h.n, h.quantile(1))
+	o := NewHistogram()
+	o.Record(time.Second)
+	h.Merge(o)
+	if h.n != 100001 || h.Quantile(1) != time.Second {
+		t.Fatalf("merge: n=%d max=%v", h.n, h.Quantile(1))
 	}
 }

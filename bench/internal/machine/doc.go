@@ -1,0 +1,13 @@
+// Package machine owns what the benchmarks read about the machine they run
+// on: its load (load average, pressure stall information, CPU time used by
+// everything else), the CPU time and disk writes of one process
+// (/proc/<pid>/stat and /proc/<pid>/io), the commit being measured, and two
+// limits every result is read against: fsync'd sequential appends to a
+// plain file and the loopback TCP round trip.
+//
+// Callers: the commands under bench/ (ledgerbench, streambench).
+//
+// Concurrency: every function is safe for concurrent use; the limit
+// measurements load the disk or the CPU while they run, so callers run them
+// alone.
+package machine

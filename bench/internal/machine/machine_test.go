@@ -1,0 +1,79 @@
+package machine
+
+import (
+	"context"
+	"os"
+	"runtime"
+	"testing"
+	"time"
+)
+
+func TestReadProcSelf(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc")
+	}
+	a, err := ReadProc(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := 0
+	for i := range 20_000_000 { // burn some CPU so the counter moves
+		x += i
+	}
+	_ = x
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := ReadProc(os.Getpid())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := b.Sub(a); d.CPUSeconds > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("CPU time did not move: %+v then %+v", a, b)
+		}
+		for i := range 20_000_000 {
+			x += i
+		}
+	}
+	if _, err := ReadProc(-1); err == nil {
+		t.Fatal("ReadProc(-1) succeeded")
+	}
+}
+
+func TestLimits(t *testing.T) {
+	ctx := context.Background()
+	bps, err := FsyncAppend(ctx, t.TempDir(), 4<<10, 50*time.Millisecond)
+	if err != nil || bps <= 0 {
+		t.Fatalf("FsyncAppend = %v, %v", bps, err)
+	}
+	h, err := LoopbackRTT(ctx, 50*time.Millisecond)
+	if err != nil || h.Count() == 0 {
+		t.Fatalf("LoopbackRTT: %v (count %d)", err, h.Count())
+	}
+}
+
+func TestSnapshot(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc")
+	}
+	a := Snapshot()
+	if a.LoadAvg == "n/a" || a.total == 0 {
+		t.Fatalf("snapshot: %+v", a)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b := Snapshot()
+		if c := BusyCores(a, b); c >= 0 && b.total >= a.total+uint64(10*b.cpus) {
+			if c > float64(b.cpus) {
+				t.Fatalf("busy cores %v on %d CPUs", c, runtime.NumCPU())
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("/proc/stat did not move")
+		}
+		time.Sleep(20 * time.Millisecond) // waiting for the kernel's tick, not for another goroutine
+	}
+}

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	plog "github.com/apache/pulsar-client-go/pulsar/log"
+)
+
+// magnetarSystem runs `magnetar standalone` built from this repository and
+// drives it through the Apache Pulsar Go client.
+type magnetarSystem struct {
+	root string // module root
+	bin  string
+}
+
+func (m *magnetarSystem) name() string { return "magnetar" }
+
+func (m *magnetarSystem) prepare(ctx context.Context, dir string) error {
+	m.bin = filepath.Join(dir, "magnetar")
+	return goBuild(ctx, m.root, m.bin, "./cmd/magnetar")
+}
+
+func (m *magnetarSystem) start(ctx context.Context, dir string, d durability) (server, error) {
+	addrs, err := freeAddrs(3)
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"standalone", "--data-dir", filepath.Join(dir, "data"),
+		"--broker-addr", addrs[0], "--http-addr", addrs[1], "--bookie-addr", addrs[2]}
+	if d == durOS {
+		args = append(args, "--journal-sync=false")
+	}
+	p, err := startProcess(dir, "magnetar.log", m.bin, args...)
+	if err != nil {
+		return nil, err
+	}
+	s := &magnetarServer{process: p, broker: addrs[0], http: addrs[1]}
+	err = p.waitReady(ctx, func(ctx context.Context) error {
+		return s.httpDo(ctx, http.MethodGet, "/admin/v2/brokers/health", "")
+	})
+	if err != nil {
+		p.stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+type magnetarServer struct {
+	*process
+	broker, http string
+}
+
+func (s *magnetarServer) newAdapter() adapter { return &pulsarAdapter{srv: s} }
+
+func (s *magnetarServer) httpDo(ctx context.Context, method, path, body string) error {
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+s.http+path, strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("streambench: %s %s: %s", method, path, resp.Status)
+	}
+	return nil
+}
+
+// pulsarAdapter drives Magnetar through pulsar-client-go: a partitioned
+// topic, one producer with batching, one exclusive subscription.
+type pulsarAdapter struct {
+	srv      *magnetarServer
+	client   pulsar.Client
+	producer pulsar.Producer
+	consumer pulsar.Consumer
+	topic    string
+	onAck    func([]byte, error)
+	stop     chan struct{}
+	wg       sync.WaitGroup // the consumer's delivery goroutine
+}
+
+func (a *pulsarAdapter) setup(ctx context.Context, spec topicSpec, onAck func([]byte, error)) error {
+	kind := "persistent"
+	if spec.durability == durMemory {
+		kind = "non-persistent"
+	}
+	a.topic = kind + "://public/default/" + spec.name
+	a.onAck = onAck
+	a.stop = make(chan struct{})
+	err := a.srv.httpDo(ctx, http.MethodPut, "/admin/v2/"+kind+"/public/default/"+spec.name+"/partitions", strconv.Itoa(spec.partitions))
+	if err != nil {
+		return err
+	}
+	a.client, err = pulsar.NewClient(pulsar.ClientOptions{
+		URL:              "pulsar://" + a.srv.broker,
+		OperationTimeout: 30 * time.Second,
+		Logger:           plog.DefaultNopLogger(),
+	})
+	if err != nil {
+		return fmt.Errorf("streambench: pulsar client: %w", err)
+	}
+	po := pulsar.ProducerOptions{
+		Topic:                   a.topic,
+		MaxPendingMessages:      32768,
+		BatchingMaxPublishDelay: time.Millisecond, // latency runs: what pulsar-perf does by default
+		BatchingMaxMessages:     1000,
+		SendTimeout:             time.Minute,
+	}
+	if spec.throughput {
+		po.BatchingMaxPublishDelay = 10 * time.Millisecond
+		po.BatchingMaxSize = 1 << 20
+	}
+	a.producer, err = a.client.CreateProducer(po)
+	if err != nil {
+		return fmt.Errorf("streambench: pulsar producer: %w", err)
+	}
+	return nil
+}
+
+func (a *pulsarAdapter) subscribe(ctx context.Context, onMsg func([]byte)) error {
+	ch := make(chan pulsar.ConsumerMessage, 4096)
+	c, err := a.client.Subscribe(pulsar.ConsumerOptions{
+		Topic:                       a.topic,
+		SubscriptionName:            "bench",
+		Type:                        pulsar.Exclusive,
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionLatest,
+		MessageChannel:              ch,
+		ReceiverQueueSize:           2000,
+	})
+	if err != nil {
+		return fmt.Errorf("streambench: pulsar subscribe: %w", err)
+	}
+	a.consumer = c
+	a.wg.Add(1)
+	go func() { // owned by a: stopped by teardown
+		defer a.wg.Done()
+		for {
+			select {
+			case <-a.stop:
+				return
+			case m := <-ch:
+				onMsg(m.Payload())
+				m.Consumer.Ack(m.Message)
+			}
+		}
+	}()
+	return nil
+}
+
+func (a *pulsarAdapter) publish(ctx context.Context, payload []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	a.producer.SendAsync(ctx, &pulsar.ProducerMessage{Payload: payload},
+		func(_ pulsar.MessageID, m *pulsar.ProducerMessage, err error) { a.onAck(m.Payload, err) })
+	return nil
+}
+
+func (a *pulsarAdapter) teardown(ctx context.Context) error {
+	if a.stop != nil {
+		close(a.stop)
+	}
+	a.wg.Wait()
+	if a.producer != nil {
+		a.producer.Close()
+	}
+	if a.consumer != nil {
+		a.consumer.Close()
+	}
+	if a.client != nil {
+		a.client.Close()
+	}
+	return nil
+}

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// options are the command's flags.
+type options struct {
+	workloads     map[string]bool
+	systems       []string
+	rounds        int
+	duration      time.Duration // measured part of each run
+	warmup        time.Duration // excluded start of each run
+	drain         time.Duration // longest wait for the last acks and deliveries
+	limitDuration time.Duration // each machine-limit measurement
+	rate          int           // W1 msg/s
+	w3Rates       []int
+	size          int
+	partitions    int
+	window        int // W2 messages in flight
+	dir           string
+	root          string // module root, where `go build` runs
+	installRedis  bool
+	command       string
+}
+
+// defaults: 5 rounds x 3 systems x 7 runs of 5 s each (plus at most 2 s of
+// drain), plus server starts, stay under 15 minutes on a 2-core machine.
+func defaultOptions() options {
+	return options{
+		workloads: map[string]bool{"W1": true, "W2": true, "W3": true, "W7": true},
+		systems:   []string{"magnetar", "nats", "redis"},
+		rounds:    5, duration: 4 * time.Second, warmup: time.Second, drain: 2 * time.Second,
+		limitDuration: time.Second, rate: 50000, w3Rates: []int{1000, 5000, 20000, 50000},
+		size: 1024, partitions: 16, window: 1024, installRedis: true,
+	}
+}
+
+// shorten turns o into the smoke configuration: tiny rates and durations,
+// one round.
+func (o *options) shorten() {
+	o.rounds = 1
+	o.duration, o.warmup, o.drain, o.limitDuration = 500*time.Millisecond, 200*time.Millisecond, 2*time.Second, 100*time.Millisecond
+	o.rate, o.w3Rates, o.window = 1000, []int{200, 1000}, 256
+}
+
+func main() {
+	o := defaultOptions()
+	var workloads, systems, markdown string
+	var short bool
+	flag.StringVar(&workloads, "workloads", "W1,W2,W3,W7", "workloads to run (W1, W2, W3, W7; W4-W6 are TODO)")
+	flag.StringVar(&systems, "systems", strings.Join(o.systems, ","), "systems to run: magnetar first, then peers (nats, redis)")
+	flag.IntVar(&o.rounds, "rounds", o.rounds, "interleaved rounds per system")
+	flag.DurationVar(&o.duration, "duration", o.duration, "measured time of each run")
+	flag.DurationVar(&o.warmup, "warmup", o.warmup, "warm-up before each measurement (excluded)")
+	flag.IntVar(&o.rate, "rate", o.rate, "W1 rate in msg/s")
+	flag.IntVar(&o.size, "size", o.size, "message size in bytes")
+	flag.IntVar(&o.window, "window", o.window, "W2 messages in flight (closed loop)")
+	flag.StringVar(&o.dir, "dir", "", "directory for binaries and data (default: the system temp dir)")
+	flag.BoolVar(&short, "short", false, "smoke run: tiny rates and durations, one round")
+	flag.StringVar(&markdown, "markdown", "", "also write the Markdown section (date, commit, command, limits, tables, load) to this file")
+	flag.Parse()
+	if short {
+		rounds := o.rounds
+		o.shorten()
+		flag.Visit(func(f *flag.Flag) { // explicit flags win over -short
+			switch f.Name {
+			case "rounds":
+				o.rounds = rounds
+			}
+		})
+	}
+	var err error
+	if o.workloads, err = parseWorkloads(workloads); err == nil {
+		o.systems, err = parseSystems(systems)
+	}
+	if err == nil {
+		o.root, err = moduleRoot()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "streambench:", err)
+		os.Exit(2)
+	}
+	o.command = commandLine(os.Args)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := runAndReport(ctx, o, os.Stdout, os.Stderr, markdown); err != nil {
+		fmt.Fprintln(os.Stderr, "streambench:", err)
+		stop()
+		os.Exit(1)
+	}
+}
+
+// runAndReport runs the harness, prints the tables to out and, when
+// markdownPath is set, writes the Markdown section there.
+func runAndReport(ctx context.Context, o options, out, progress io.Writer, markdownPath string) error {
+	res, err := run(ctx, o, buildSystems(o), progress)
+	if err != nil {
+		return err
+	}
+	rep := buildReport(o, res)
+	rep.writeText(out)
+	if markdownPath != "" {
+		f, err := os.Create(markdownPath)
+		if err != nil {
+			return fmt.Errorf("streambench: %w", err)
+		}
+		rep.writeMarkdown(f, o, res)
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("streambench: %w", err)
+		}
+	}
+	return nil
+}
+
+func buildSystems(o options) []system {
+	var out []system
+	for _, s := range o.systems {
+		switch s {
+		case "magnetar":
+			out = append(out, &magnetarSystem{root: o.root})
+		case "nats":
+			out = append(out, &natsSystem{root: o.root})
+		case "redis":
+			out = append(out, &redisSystem{install: o.installRedis})
+		}
+	}
+	return out
+}
+
+func parseWorkloads(s string) (map[string]bool, error) {
+	out := map[string]bool{}
+	for _, f := range strings.Split(s, ",") {
+		switch w := strings.ToUpper(strings.TrimSpace(f)); w {
+		case "W1", "W2", "W3", "W7":
+			out[w] = true
+		case "W4", "W5", "W6":
+			return nil, fmt.Errorf("workload %s is not implemented yet (TODO)", w)
+		default:
+			return nil, fmt.Errorf("unknown workload %q", f)
+		}
+	}
+	return out, nil
+}
+
+func parseSystems(s string) ([]string, error) {
+	out := []string{"magnetar"} // always first: every ratio is against it
+	for _, f := range strings.Split(s, ",") {
+		switch n := strings.ToLower(strings.TrimSpace(f)); n {
+		case "magnetar":
+		case "nats", "redis":
+			out = append(out, n)
+		default:
+			return nil, fmt.Errorf("unknown system %q (magnetar, nats, redis)", f)
+		}
+	}
+	return out, nil
+}
+
+// moduleRoot returns the directory of the main module's go.mod.
+func moduleRoot() (string, error) {
+	b, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	gomod := strings.TrimSpace(string(b))
+	if gomod == "" || gomod == os.DevNull {
+		return "", fmt.Errorf("not inside the magnetar module")
+	}
+	return filepath.Dir(gomod), nil
+}
+
+// commandLine renders argv as a shell command a reader can paste.
+func commandLine(args []string) string {
+	parts := []string{"go run ./bench/streambench"}
+	for _, a := range args[1:] {
+		if strings.ContainsAny(a, " \t'\"$") {
+			a = strconv.Quote(a)
+		}
+		parts = append(parts, a)
+	}
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestShortRun runs the harness in its smoke configuration against a real
+// magnetar and a real nats-server (and redis-server when installed), and
+// checks that every table was produced from messages that were really
+// acknowledged and received. It asserts no timing.
+func TestShortRun(t *testing.T) {
+	o := defaultOptions()
+	o.shorten()
+	o.duration, o.warmup, o.limitDuration = 200*time.Millisecond, 50*time.Millisecond, 50*time.Millisecond
+	o.w3Rates = []int{200, o.rate}
+	o.dir = t.TempDir()
+	o.installRedis = false
+	o.command = "test"
+	o.systems = []string{"magnetar", "nats"}
+	if _, err := exec.LookPath("redis-server"); err == nil {
+		o.systems = append(o.systems, "redis")
+	}
+	var err error
+	if o.root, err = moduleRoot(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var progress bytes.Buffer
+	res, err := run(ctx, o, buildSystems(o), &progress)
+	if err != nil {
+		t.Fatalf("run: %v\nprogress:\n%s", err, progress.String())
+	}
+	for name, err := range res.failed {
+		t.Errorf("%s failed: %v", name, err)
+	}
+	for _, sys := range o.systems {
+		for _, k := range []cellKey{{"W1", durFsync, o.rate, sys}, {"W1", durOS, o.rate, sys}, {"W1", durMemory, o.rate, sys}, {"W3", durFsync, 200, sys}} {
+			rs := res.cells[k]
+			if len(rs) != 1 {
+				t.Errorf("%+v: %d results, want 1", k, len(rs))
+				continue
+			}
+			if r := rs[0]; r.sent == 0 || r.acked == 0 || r.received == 0 || r.pub.Count() == 0 || r.e2e.Count() == 0 {
+				t.Errorf("%+v: sent %d acked %d received %d (histograms %d, %d)", k, r.sent, r.acked, r.received, r.pub.Count(), r.e2e.Count())
+			}
+		}
+		w2 := res.cells[cellKey{"W2", durFsync, 0, sys}]
+		// A system that fsyncs every message may ack none inside a 200 ms
+		// window on a loaded machine; the drain waits for every ack.
+		if len(w2) != 1 || w2[0].allAcked == 0 {
+			t.Errorf("%s W2: %+v", sys, w2)
+		} else if !w2[0].hasUsage || w2[0].usage.CPUSeconds <= 0 {
+			t.Errorf("%s W2: no server CPU accounted: %+v", sys, w2[0].usage)
+		}
+	}
+	if len(res.loads) != len(o.systems) {
+		t.Errorf("%d load records, want %d", len(res.loads), len(o.systems))
+	}
+
+	rep := buildReport(o, res)
+	var text bytes.Buffer
+	rep.writeText(&text)
+	md := filepath.Join(t.TempDir(), "bench.md")
+	f, err := os.Create(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep.writeMarkdown(f, o, res)
+	f.Close()
+	mdText, err := os.ReadFile(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Machine limits", "W1: one topic", "W1 ratios", "W3: p99", "W2: maximum", "W7: W1", "Load per round", "nats"} {
+		if !strings.Contains(text.String(), want) || !strings.Contains(string(mdText), want) {
+			t.Errorf("report lacks %q:\n%s", want, text.String())
+		}
+	}
+	for _, want := range []string{"- commit: `", "- command: `test`", "| durability | system |"} {
+		if !strings.Contains(string(mdText), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, mdText)
+		}
+	}
+	if strings.Contains(text.String(), "failed") {
+		t.Errorf("report has failed cells:\n%s", text.String())
+	}
+	t.Logf("progress:\n%s", progress.String())
+}
+
+func TestParseFlags(t *testing.T) {
+	if _, err := parseWorkloads("W1,W4"); err == nil {
+		t.Error("W4 accepted; it is a TODO")
+	}
+	w, err := parseWorkloads("w1, W7")
+	if err != nil || !w["W1"] || !w["W7"] || w["W2"] {
+		t.Errorf("parseWorkloads = %v, %v", w, err)
+	}
+	s, err := parseSystems("nats,redis")
+	if err != nil || strings.Join(s, ",") != "magnetar,nats,redis" {
+		t.Errorf("parseSystems = %v, %v", s, err)
+	}
+	if _, err := parseSystems("kafka"); err == nil {
+		t.Error("unknown system accepted")
+	}
+}
+
+func TestPlan(t *testing.T) {
+	o := defaultOptions()
+	count := map[durability]int{}
+	for _, d := range allDurabilities {
+		count[d] = len(plan(o, "magnetar", d))
+	}
+	// (a): W1 + W3 at 1k/5k/20k (50k is W1's) + W2; (b): W1; (c): W1.
+	if count[durFsync] != 5 || count[durOS] != 1 || count[durMemory] != 1 {
+		t.Errorf("runs per durability: %v", count)
+	}
+	o.workloads = map[string]bool{"W7": true}
+	if n := len(plan(o, "nats", durMemory)); n != 0 {
+		t.Errorf("W7 alone plans %d memory runs", n)
+	}
+}

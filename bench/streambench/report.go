@@ -1,0 +1,316 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"runtime"
+	"slices"
+	"time"
+
+	"github.com/magnetar-dev/magnetar/bench/internal/latency"
+	"github.com/magnetar-dev/magnetar/bench/internal/machine"
+	"github.com/magnetar-dev/magnetar/bench/internal/table"
+)
+
+// section is a titled table.
+type section struct {
+	title string
+	t     table.Table
+}
+
+type report struct {
+	sections []section
+}
+
+type metric func(runResult) float64
+
+// quantileOf returns h's quantile q in ns, or +Inf when h is empty (the
+// system acknowledged or delivered nothing in the window: unbounded).
+func quantileOf(h *latency.Histogram, q float64) float64 {
+	if h.Count() == 0 {
+		return math.Inf(1)
+	}
+	return float64(h.Quantile(q))
+}
+
+func pubQ(q float64) metric { return func(r runResult) float64 { return quantileOf(r.pub, q) } }
+func e2eQ(q float64) metric { return func(r runResult) float64 { return quantileOf(r.e2e, q) } }
+
+func ackedRate(r runResult) float64 { return r.ackedPerSec() }
+func mbRate(r runResult) float64    { return r.mbPerSec() }
+func ackedPct(r runResult) float64 {
+	if r.sent == 0 {
+		return 0
+	}
+	return 100 * float64(r.acked) / float64(r.sent)
+}
+
+func recvPct(r runResult) float64 {
+	if r.sent == 0 {
+		return 0
+	}
+	return 100 * float64(r.received) / float64(r.sent)
+}
+
+// cpuPerGB is the server's CPU seconds per GB acknowledged.
+func cpuPerGB(r runResult) float64 {
+	if !r.hasUsage || r.ackBytes == 0 {
+		return -1
+	}
+	return r.usage.CPUSeconds / (float64(r.ackBytes) / 1e9)
+}
+
+// writeAmp is the server's disk bytes written per payload byte acknowledged.
+func writeAmp(r runResult) float64 {
+	if !r.hasUsage || r.ackBytes == 0 {
+		return -1
+	}
+	return float64(r.usage.WriteBytes) / float64(r.ackBytes)
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func fmtDur(ns float64) string {
+	if math.IsInf(ns, 1) {
+		return "none"
+	}
+	d := time.Duration(ns)
+	switch {
+	case d >= 10*time.Second:
+		return fmt.Sprintf("%.0fs", d.Seconds())
+	case d >= time.Second:
+		return fmt.Sprintf("%.2fs", d.Seconds())
+	case d >= 100*time.Millisecond:
+		return fmt.Sprintf("%.0fms", float64(d)/1e6)
+	case d >= 10*time.Millisecond:
+		return fmt.Sprintf("%.1fms", float64(d)/1e6)
+	case d >= time.Millisecond:
+		return fmt.Sprintf("%.2fms", float64(d)/1e6)
+	}
+	return fmt.Sprintf("%.0fµs", float64(d)/1e3)
+}
+
+func fmtNum(f string) func(float64) string {
+	return func(x float64) string {
+		if x < 0 {
+			return "n/a"
+		}
+		return fmt.Sprintf(f, x)
+	}
+}
+
+// cellFor returns the results of key, or a reason there are none.
+func (res *results) cellFor(k cellKey) ([]runResult, string) {
+	if err := res.failed[k.system]; err != nil && len(res.cells[k]) == 0 {
+		if errors.Is(err, errUnavailable) {
+			return nil, "unavailable"
+		}
+		return nil, "failed"
+	}
+	if res.unsupported[k] {
+		return nil, "not supported"
+	}
+	rs := res.cells[k]
+	if len(rs) == 0 {
+		return nil, "-"
+	}
+	return rs, ""
+}
+
+// medianCell formats the median over rounds of m.
+func (res *results) medianCell(k cellKey, m metric, f func(float64) string) string {
+	rs, why := res.cellFor(k)
+	if rs == nil {
+		return why
+	}
+	xs := make([]float64, len(rs))
+	for i, r := range rs {
+		xs[i] = m(r)
+	}
+	return f(median(xs))
+}
+
+// ratioCell formats the median [min-max] of the per-round ratios
+// m(Magnetar) / m(peer).
+func (res *results) ratioCell(ours, peer cellKey, m metric) string {
+	a, why := res.cellFor(ours)
+	if a == nil {
+		return why
+	}
+	b, why := res.cellFor(peer)
+	if b == nil {
+		return why
+	}
+	var xs []float64
+	for i := range min(len(a), len(b)) {
+		x, y := m(a[i]), m(b[i])
+		if y > 0 && x >= 0 && !math.IsInf(x, 0) && !math.IsInf(y, 0) {
+			xs = append(xs, x/y)
+		}
+	}
+	if len(xs) == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f [%.2f–%.2f]", median(xs), slices.Min(xs), slices.Max(xs))
+}
+
+func buildReport(o options, res *results) *report {
+	rep := &report{}
+	lim := section{title: "Machine limits (same run): fsync'd sequential appends to a plain file in the data directory's file system; loopback TCP round trip of 64 B",
+		t: table.Table{Header: []string{"measure", "value"}}}
+	for _, size := range []int{4 << 10, 64 << 10, 1 << 20} {
+		lim.t.Add(fmt.Sprintf("fsync'd append %s (MB/s)", sizeName(size)), fmt.Sprintf("%.1f", res.limits.fsyncBps[size]/1e6))
+	}
+	if res.limits.rtt != nil {
+		lim.t.Add("loopback TCP RTT p50", fmtDur(float64(res.limits.rtt.Quantile(0.5))))
+		lim.t.Add("loopback TCP RTT p99", fmtDur(float64(res.limits.rtt.Quantile(0.99))))
+	}
+	rep.sections = append(rep.sections, lim)
+	peers := o.systems[1:]
+	w := o.workloads
+	dur := fmtDur
+
+	if w["W1"] {
+		s := section{title: fmt.Sprintf("W1: one topic, %d partitions, fixed %d msg/s of %s, open loop; latency from the scheduled send time (median over rounds)", o.partitions, o.rate, sizeName(o.size)),
+			t: table.Table{Header: []string{"durability", "system", "acked msg/s", "pub p50", "pub p99", "pub p99.9", "e2e p50", "e2e p99", "e2e p99.9", "acked %", "received %"}}}
+		r := section{title: "W1 ratios Magnetar / peer, median of per-round ratios [min–max] (latency: below 1 means Magnetar is faster)",
+			t: table.Table{Header: []string{"durability", "peer", "pub p50", "pub p99", "pub p99.9", "e2e p99"}}}
+		for _, d := range allDurabilities {
+			for _, sys := range o.systems {
+				k := cellKey{"W1", d, o.rate, sys}
+				s.t.Add(d.String(), sys, res.medianCell(k, ackedRate, fmtNum("%.0f")),
+					res.medianCell(k, pubQ(0.5), dur), res.medianCell(k, pubQ(0.99), dur), res.medianCell(k, pubQ(0.999), dur),
+					res.medianCell(k, e2eQ(0.5), dur), res.medianCell(k, e2eQ(0.99), dur), res.medianCell(k, e2eQ(0.999), dur),
+					res.medianCell(k, ackedPct, fmtNum("%.1f")), res.medianCell(k, recvPct, fmtNum("%.1f")))
+			}
+			ours := cellKey{"W1", d, o.rate, "magnetar"}
+			for _, p := range peers {
+				k := cellKey{"W1", d, o.rate, p}
+				r.t.Add(d.String(), p, res.ratioCell(ours, k, pubQ(0.5)), res.ratioCell(ours, k, pubQ(0.99)),
+					res.ratioCell(ours, k, pubQ(0.999)), res.ratioCell(ours, k, e2eQ(0.99)))
+			}
+		}
+		rep.sections = append(rep.sections, s, r)
+	}
+	if w["W3"] {
+		s := section{title: fmt.Sprintf("W3: p99 by offered rate, %s, durability %v (median over rounds; ratio Magnetar / peer [min–max])", sizeName(o.size), durFsync),
+			t: table.Table{Header: []string{"msg/s", "system", "acked msg/s", "acked %", "pub p99", "e2e p99", "pub p99 ratio", "e2e p99 ratio"}}}
+		for _, rate := range o.w3Rates {
+			wl := "W3"
+			if rate == o.rate {
+				wl = "W1"
+			}
+			ours := cellKey{wl, durFsync, rate, "magnetar"}
+			for _, sys := range o.systems {
+				k := cellKey{wl, durFsync, rate, sys}
+				pr, er := "", ""
+				if sys != "magnetar" {
+					pr, er = res.ratioCell(ours, k, pubQ(0.99)), res.ratioCell(ours, k, e2eQ(0.99))
+				}
+				s.t.Add(fmt.Sprint(rate), sys, res.medianCell(k, ackedRate, fmtNum("%.0f")), res.medianCell(k, ackedPct, fmtNum("%.1f")),
+					res.medianCell(k, pubQ(0.99), dur), res.medianCell(k, e2eQ(0.99), dur), pr, er)
+			}
+		}
+		rep.sections = append(rep.sections, s)
+	}
+	if w["W2"] {
+		s := section{title: fmt.Sprintf("W2: maximum sustained publish throughput, closed loop with %d messages in flight, batching on, %s, durability %v; server CPU and disk writes from /proc/<pid>/{stat,io} (Magnetar: the standalone process, broker + bookie + etcd)", o.window, sizeName(o.size), durFsync),
+			t: table.Table{Header: []string{"system", "msg/s", "MB/s", "server CPU s/GB", "disk bytes written / byte produced", "msg/s ratio Magnetar / peer"}}}
+		ours := cellKey{"W2", durFsync, 0, "magnetar"}
+		for _, sys := range o.systems {
+			k := cellKey{"W2", durFsync, 0, sys}
+			ratio := ""
+			if sys != "magnetar" {
+				ratio = res.ratioCell(ours, k, ackedRate)
+			}
+			s.t.Add(sys, res.medianCell(k, ackedRate, fmtNum("%.0f")), res.medianCell(k, mbRate, fmtNum("%.1f")),
+				res.medianCell(k, cpuPerGB, fmtNum("%.1f")), res.medianCell(k, writeAmp, fmtNum("%.2f")), ratio)
+		}
+		rep.sections = append(rep.sections, s)
+	}
+	if w["W7"] {
+		s := section{title: fmt.Sprintf("W7: W1 (%d msg/s) with fsync on (a) and off (b), median over rounds; on/off is the median of per-round ratios", o.rate),
+			t: table.Table{Header: []string{"system", "pub p99 on", "pub p99 off", "pub p99 on/off", "e2e p99 on", "e2e p99 off", "e2e p99 on/off"}}}
+		for _, sys := range o.systems {
+			on, off := cellKey{"W1", durFsync, o.rate, sys}, cellKey{"W1", durOS, o.rate, sys}
+			s.t.Add(sys, res.medianCell(on, pubQ(0.99), dur), res.medianCell(off, pubQ(0.99), dur), res.ratioCell(on, off, pubQ(0.99)),
+				res.medianCell(on, e2eQ(0.99), dur), res.medianCell(off, e2eQ(0.99), dur), res.ratioCell(on, off, e2eQ(0.99)))
+		}
+		rep.sections = append(rep.sections, s)
+	}
+	ld := section{title: fmt.Sprintf("Load per round and system block (cores busy from /proc/stat; ours = harness + server CPU; NOISY when others used more than %.2f cores)", noisyOthers),
+		t: table.Table{Header: []string{"round", "system", "load avg before", "load avg after", "cpu some avg10 after", "io pressure after", "busy cores", "ours", "others", "flag"}}}
+	for _, b := range res.loads {
+		flag := ""
+		if b.noisy {
+			flag = "NOISY"
+		}
+		ld.t.Add(fmt.Sprint(b.round), b.system, b.before.LoadAvg, b.after.LoadAvg, fmtNum("%.1f%%")(b.cpuPressure10s),
+			firstPressure(b.after.IOPressure), fmtNum("%.2f")(b.busy), fmt.Sprintf("%.2f", b.ours), fmt.Sprintf("%.2f", b.others), flag)
+	}
+	rep.sections = append(rep.sections, ld)
+	return rep
+}
+
+// firstPressure returns the "some" line of a pressure reading.
+func firstPressure(s string) string {
+	for i := 0; i < len(s); i++ {
+		if s[i] == ';' {
+			return s[:i]
+		}
+	}
+	return s
+}
+
+func sizeName(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return fmt.Sprintf("%dB", n)
+}
+
+func (rep *report) writeText(w io.Writer) {
+	for _, s := range rep.sections {
+		fmt.Fprintf(w, "\n%s\n", s.title)
+		s.t.WriteText(w)
+	}
+	fmt.Fprintf(w, "\n%s\n", behindNote)
+}
+
+// behindNote explains an acked % below 100.
+const behindNote = "\"none\": nothing was acknowledged (or received) in the window. acked % is of the messages scheduled in the measured window; below 100 the system fell behind the offered rate " +
+	"(messages still unpublished, or unacknowledged, when the window and the drain ended) and its percentiles cover only what was acknowledged: the true tail is worse."
+
+func (rep *report) writeMarkdown(w io.Writer, o options, res *results) {
+	fmt.Fprintf(w, "## streambench run of %s\n\n", res.started.UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(w, "- commit: `%s`\n", machine.GitCommit())
+	fmt.Fprintf(w, "- command: `%s`\n", o.command)
+	fmt.Fprintf(w, "- machine: %d CPUs (GOMAXPROCS %d), %s/%s, %s; shared with other work\n",
+		runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version())
+	fmt.Fprintf(w, "- method: %d interleaved round(s) (%v); each run %v measured after %v warm-up; open loop paced by a 1 ms ticker with catch-up, latency from the scheduled send time; servers on loopback, fresh data directory per durability and round\n",
+		o.rounds, o.systems, o.duration, o.warmup)
+	for name, err := range res.failed {
+		fmt.Fprintf(w, "- %s not measured: %v\n", name, err)
+	}
+	fmt.Fprintf(w, "- duration: %v\n", res.ended.Sub(res.started).Round(time.Second))
+	for _, s := range rep.sections {
+		fmt.Fprintf(w, "\n%s:\n\n", s.title)
+		s.t.WriteMarkdown(w)
+	}
+	fmt.Fprintf(w, "\n%s\n", behindNote)
+}

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/magnetar-dev/magnetar/bench/internal/latency"
+	"github.com/magnetar-dev/magnetar/bench/internal/machine"
+)
+
+// cellKey names one series of per-round results.
+type cellKey struct {
+	workload string // "W1", "W2", "W3"
+	dur      durability
+	rate     int // msg/s; 0 for W2
+	system   string
+}
+
+// blockLoad is the machine's load around one system's block of one round.
+type blockLoad struct {
+	round          int
+	system         string
+	before, after  machine.Load
+	busy           float64 // cores busy, all processes
+	ours           float64 // cores used by the harness and the servers
+	others         float64 // busy - ours
+	noisy          bool
+	cpuPressure10s float64
+}
+
+// limits are the machine's own limits, measured in the same run.
+type limits struct {
+	fsyncBps map[int]float64 // by block size
+	rtt      *latency.Histogram
+}
+
+// results holds every measurement of a harness run.
+type results struct {
+	started, ended time.Time
+	limits         limits
+	cells          map[cellKey][]runResult
+	unsupported    map[cellKey]bool
+	failed         map[string]error // system: why it is not (or no longer) measured
+	loads          []blockLoad
+}
+
+// noisyOthers is the share of the CPUs used by other processes above which
+// a block is flagged noisy.
+const noisyOthers = 0.25
+
+// run executes the harness: limits, then the interleaved rounds.
+func run(ctx context.Context, o options, systems []system, progress io.Writer) (*results, error) {
+	res := &results{started: time.Now(), cells: map[cellKey][]runResult{},
+		unsupported: map[cellKey]bool{}, failed: map[string]error{},
+		limits: limits{fsyncBps: map[int]float64{}}}
+	tmp, err := os.MkdirTemp(o.dir, "streambench-")
+	if err != nil {
+		return nil, fmt.Errorf("streambench: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+
+	// Build or find every server at once: the builds dominate a short run.
+	prepErr := make([]error, len(systems))
+	var wg sync.WaitGroup
+	for i, s := range systems {
+		fmt.Fprintf(progress, "preparing %s\n", s.name())
+		wg.Add(1)
+		go func() { // owned by run: waited for just below
+			defer wg.Done()
+			prepErr[i] = s.prepare(ctx, tmp)
+		}()
+	}
+	wg.Wait()
+	for i, s := range systems {
+		if err := prepErr[i]; err != nil {
+			if !errors.Is(err, errUnavailable) || s.name() == "magnetar" {
+				return nil, err
+			}
+			fmt.Fprintf(progress, "%s unavailable: %v\n", s.name(), err)
+			res.failed[s.name()] = err
+		}
+	}
+	for _, size := range []int{4 << 10, 64 << 10, 1 << 20} {
+		bps, err := machine.FsyncAppend(ctx, tmp, size, o.limitDuration)
+		if err != nil {
+			return nil, err
+		}
+		res.limits.fsyncBps[size] = bps
+	}
+	if res.limits.rtt, err = machine.LoopbackRTT(ctx, o.limitDuration); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(progress, "limits: fsync'd appends 4KiB %.1f MB/s, 64KiB %.1f MB/s, 1MiB %.1f MB/s; loopback RTT p50 %v p99 %v\n",
+		res.limits.fsyncBps[4<<10]/1e6, res.limits.fsyncBps[64<<10]/1e6, res.limits.fsyncBps[1<<20]/1e6,
+		res.limits.rtt.Quantile(0.5), res.limits.rtt.Quantile(0.99))
+
+	for round := 1; round <= o.rounds; round++ {
+		for _, s := range systems {
+			if res.failed[s.name()] != nil {
+				continue
+			}
+			if err := runBlock(ctx, o, s, round, tmp, res, progress); err != nil {
+				if ctx.Err() != nil || s.name() == "magnetar" {
+					return nil, fmt.Errorf("round %d: %w", round, err)
+				}
+				fmt.Fprintf(progress, "%s failed in round %d, dropped from later rounds: %v\n", s.name(), round, err)
+				res.failed[s.name()] = err
+			}
+		}
+	}
+	res.ended = time.Now()
+	return res, nil
+}
+
+// plannedRun is one run within a server's lifetime.
+type plannedRun struct {
+	key  cellKey
+	load loadSpec
+}
+
+// plan lists the runs for durability d.
+func plan(o options, system string, d durability) []plannedRun {
+	w := o.workloads
+	lat := func(workload string, rate int) plannedRun {
+		return plannedRun{cellKey{workload, d, rate, system}, loadSpec{rate: float64(rate), size: o.size,
+			warmup: o.warmup, duration: o.duration, drain: o.drain, subscribe: true}}
+	}
+	var runs []plannedRun
+	w1 := w["W1"] && (d == durFsync || d == durOS || d == durMemory) ||
+		w["W7"] && (d == durFsync || d == durOS) ||
+		w["W3"] && d == durFsync
+	if w1 {
+		runs = append(runs, lat("W1", o.rate))
+	}
+	if w["W3"] && d == durFsync {
+		for _, r := range o.w3Rates {
+			if r != o.rate {
+				runs = append(runs, lat("W3", r))
+			}
+		}
+	}
+	if w["W2"] && d == durFsync {
+		runs = append(runs, plannedRun{cellKey{"W2", d, 0, system}, loadSpec{window: o.window, size: o.size,
+			warmup: o.warmup, duration: o.duration, drain: o.drain}})
+	}
+	return runs
+}
+
+// runBlock runs one system's share of one round: a fresh server per
+// durability, every planned run against it.
+func runBlock(ctx context.Context, o options, s system, round int, tmp string, res *results, progress io.Writer) error {
+	bl := blockLoad{round: round, system: s.name(), before: machine.Snapshot()}
+	self0, _ := machine.ReadProc(os.Getpid())
+	var serverCPU float64
+	for _, d := range allDurabilities {
+		runs := plan(o, s.name(), d)
+		if len(runs) == 0 {
+			continue
+		}
+		dir := filepath.Join(tmp, fmt.Sprintf("r%d-%s-%d", round, s.name(), d))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("streambench: %w", err)
+		}
+		srv, err := s.start(ctx, dir, d)
+		if errors.Is(err, errUnsupported) {
+			for _, r := range runs {
+				res.unsupported[r.key] = true
+			}
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("start %s %v: %w", s.name(), d, err)
+		}
+		u0, _ := machine.ReadProc(srv.pid())
+		for i, r := range runs {
+			spec := topicSpec{name: fmt.Sprintf("r%d-%s-%d-%d", round, r.key.workload, r.key.rate, i),
+				partitions: o.partitions, durability: d, throughput: r.key.workload == "W2"}
+			r.load.pid = srv.pid()
+			rr, err := runLoad(ctx, srv.newAdapter(), spec, r.load)
+			if err != nil {
+				srv.stop()
+				return fmt.Errorf("%s %s %v: %w", s.name(), r.key.workload, d, err)
+			}
+			res.cells[r.key] = append(res.cells[r.key], rr)
+			fmt.Fprintf(progress, "round %d %-8s %s %-12v %s\n", round, s.name(), r.key.workload, d, describe(rr))
+		}
+		u1, _ := machine.ReadProc(srv.pid())
+		serverCPU += u1.Sub(u0).CPUSeconds
+		if err := srv.stop(); err != nil {
+			return err
+		}
+		os.RemoveAll(dir)
+	}
+	bl.after = machine.Snapshot()
+	self1, _ := machine.ReadProc(os.Getpid())
+	if secs := bl.after.At.Sub(bl.before.At).Seconds(); secs > 0 {
+		bl.busy = machine.BusyCores(bl.before, bl.after)
+		bl.ours = (self1.Sub(self0).CPUSeconds + serverCPU) / secs
+		bl.others = max(0, bl.busy-bl.ours)
+	}
+	bl.cpuPressure10s = machine.CPUPressureAvg10()
+	bl.noisy = bl.busy >= 0 && bl.others > noisyOthers
+	res.loads = append(res.loads, bl)
+	return nil
+}
+
+func describe(r runResult) string {
+	if r.offered == 0 {
+		return fmt.Sprintf("closed loop: %.0f msg/s %.1f MB/s", r.ackedPerSec(), r.mbPerSec())
+	}
+	return fmt.Sprintf("at %.0f/s: acked %d/%d recv %d, pub p50 %v p99 %v, e2e p50 %v p99 %v",
+		r.offered, r.acked, r.sent, r.received, r.pub.Quantile(0.5), r.pub.Quantile(0.99),
+		r.e2e.Quantile(0.5), r.e2e.Quantile(0.99))
+}
