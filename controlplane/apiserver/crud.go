@@ -104,8 +104,8 @@ func (s *Server) create(ctx context.Context, cr createReq) (store.Object, error)
 	if err := s.authorize(ctx, target{kind: k, verb: "create", res: r, attrs: cr.attrs}); err != nil {
 		return store.Object{}, err
 	}
-	if !idPattern.MatchString(cr.id) {
-		return store.Object{}, invalid(idField, "must match %s", idPattern)
+	if ids := k.idRegexp(); !ids.MatchString(cr.id) {
+		return store.Object{}, invalid(idField, "must match %s", ids)
 	}
 	if cr.msg == nil {
 		return store.Object{}, invalid(k.field, "required")
@@ -122,11 +122,7 @@ func (s *Server) create(ctx context.Context, cr createReq) (store.Object, error)
 	obj := store.Object{Kind: k.collection, Name: r.name, Parent: pr.name, Org: r.org, UID: cr.uid, Data: data}
 	var out store.Object
 	err = s.tx(ctx, func(w store.Writer) error {
-		if pr.name != "" {
-			pk := kindOrganization
-			if k.parent == "serviceAccounts" {
-				pk = kindServiceAccount
-			}
+		if pk := k.parentKind(); pk != nil {
 			if _, err := w.Get(ctx, pk.collection, pr.name); err != nil {
 				return s.toStatus(err, pr.name)
 			}

@@ -37,6 +37,18 @@
 // to. Denied calls are audited in the caller's organization log, so a
 // tenant's probing never shows in another tenant's log.
 //
+// Pulsar tenants, namespaces and topics (svc_pulsar.go) live under a
+// cluster ("organizations/{org}/clusters/{c}/tenants/{t}/namespaces/{n}/
+// topics/{x}") and their standard methods are synchronous: a write records
+// the desired state with state PENDING; WatchDesiredState hands it to the
+// region agent of the cluster's region, which applies it
+// (regions/pulsaradmin) and reports APPLIED or FAILED with
+// ReportResourceStatus (a report that changes nothing writes nothing, so
+// the agent's own reports settle). Parents with children cannot be deleted;
+// when a cluster's data plane is reported DELETED its Pulsar resources are
+// removed with it. Their ids are checked by the policy's Pulsar naming rule
+// (admission), as Resource.Kind "tenants"/"namespaces"/"topics" and ID.
+//
 // Concurrency: all methods are safe for concurrent use. Every write and its
 // audit event run in one store transaction. Goroutines: Serve owns the HTTP
 // server, the in-process gRPC server and a watcher of ctx; Shutdown stops

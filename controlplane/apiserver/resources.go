@@ -3,6 +3,7 @@ package apiserver
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -21,8 +22,11 @@ import (
 type kind struct {
 	collection string // collection id and store Kind: "clusters"
 	field      string // request field name of the resource: "cluster"
-	parent     string // parent collection: "organizations", "serviceAccounts" or "" (top level)
-	newMsg     func() proto.Message
+	parent     string // parent collection: "organizations", "serviceAccounts", "clusters", ... or "" (top level)
+	// ids is the pattern a new resource's id must match; nil means
+	// idPattern.
+	ids    *regexp.Regexp
+	newMsg func() proto.Message
 	// updatable lists the field paths an update mask may name.
 	updatable []string
 	// outputOnly lists fields, beside name, uid, etag and the times, that
@@ -53,7 +57,67 @@ var (
 		outputOnly: []string{"state", "service_url", "admin_url", "status_message", "operation"}}
 	kindOperation = &kind{collection: "operations", field: "operation",
 		newMsg: func() proto.Message { return &cpv1.Operation{} }}
+	kindTenant = &kind{collection: "tenants", field: "tenant", parent: "clusters", ids: pulsarIDPattern,
+		newMsg: func() proto.Message { return &cpv1.Tenant{} }, updatable: []string{"admin_roles"},
+		outputOnly: pulsarOutputOnly}
+	kindNamespace = &kind{collection: "namespaces", field: "namespace", parent: "tenants", ids: pulsarIDPattern,
+		newMsg:     func() proto.Message { return &cpv1.Namespace{} },
+		updatable:  append([]string{"policies"}, leafPaths("policies", (&cpv1.NamespacePolicies{}).ProtoReflect().Descriptor())...),
+		outputOnly: pulsarOutputOnly}
+	kindTopic = &kind{collection: "topics", field: "topic", parent: "namespaces", ids: pulsarIDPattern,
+		newMsg: func() proto.Message { return &cpv1.Topic{} }, updatable: []string{"partitions"},
+		outputOnly: append([]string{"persistent"}, pulsarOutputOnly...)}
 )
+
+// pulsarOutputOnly are the fields of Pulsar resources the region agent's
+// reports set.
+var pulsarOutputOnly = []string{"state", "status_message"}
+
+// pulsarIDPattern is the local check of Pulsar tenant, namespace and topic
+// ids; the policy's naming rule (admission) is applied before it.
+var pulsarIDPattern = regexp.MustCompile(`^[A-Za-z0-9_=:.-]{1,255}$`)
+
+// parentKind is the kind of k's parent collection; nil for top level.
+func (k *kind) parentKind() *kind {
+	switch k.parent {
+	case "organizations":
+		return kindOrganization
+	case "serviceAccounts":
+		return kindServiceAccount
+	case "clusters":
+		return kindCluster
+	case "tenants":
+		return kindTenant
+	case "namespaces":
+		return kindNamespace
+	}
+	return nil
+}
+
+// idRegexp is the pattern new ids of k must match.
+func (k *kind) idRegexp() *regexp.Regexp {
+	if k.ids != nil {
+		return k.ids
+	}
+	return idPattern
+}
+
+// leafPaths lists prefix.f for every field of desc, and the paths below
+// message fields ("policies.retention", "policies.retention.time_minutes"),
+// the shapes of update mask grpc-gateway derives from a PATCH body.
+func leafPaths(prefix string, desc protoreflect.MessageDescriptor) []string {
+	var out []string
+	fields := desc.Fields()
+	for i := 0; i < fields.Len(); i++ {
+		fd := fields.Get(i)
+		p := prefix + "." + string(fd.Name())
+		out = append(out, p)
+		if fd.Message() != nil && !fd.IsList() && !fd.IsMap() {
+			out = append(out, leafPaths(p, fd.Message())...)
+		}
+	}
+	return out
+}
 
 // operatorsCollection holds operator principals ("operators/bootstrap").
 const operatorsCollection = "operators"
@@ -93,11 +157,8 @@ func (k *kind) parseName(field, name string) (resName, error) {
 // segments is the name pattern: ["organizations", "*", "clusters", "*"].
 func (k *kind) segments() []string {
 	var p []string
-	switch k.parent {
-	case "organizations":
-		p = []string{"organizations", "*"}
-	case "serviceAccounts":
-		p = []string{"organizations", "*", "serviceAccounts", "*"}
+	if pk := k.parentKind(); pk != nil {
+		p = pk.segments()
 	}
 	return append(p, k.collection, "*")
 }
@@ -113,11 +174,8 @@ func (k *kind) pattern() string {
 // parseParent checks a parent name of k's collection and returns it parsed
 // as a resource of the parent kind.
 func (k *kind) parseParent(field, parent string) (resName, error) {
-	switch k.parent {
-	case "organizations":
-		return kindOrganization.parseName(field, parent)
-	case "serviceAccounts":
-		return kindServiceAccount.parseName(field, parent)
+	if pk := k.parentKind(); pk != nil {
+		return pk.parseName(field, parent)
 	}
 	if parent != "" {
 		return resName{}, invalid(field, "must be empty")

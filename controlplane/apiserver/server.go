@@ -101,6 +101,9 @@ func New(cfg Config) (*Server, error) {
 	cpv1.RegisterClustersServer(s.grpc, clusters{s: s})
 	cpv1.RegisterOperationsServer(s.grpc, operations{s: s})
 	cpv1.RegisterRegionAgentServer(s.grpc, regionAgent{s: s})
+	cpv1.RegisterTenantsServer(s.grpc, tenants{s: s})
+	cpv1.RegisterNamespacesServer(s.grpc, namespaces{s: s})
+	cpv1.RegisterTopicsServer(s.grpc, topics{s: s})
 
 	// The gateway is a gRPC client of s.grpc over an in-process pipe, so
 	// REST calls take the same interceptors as gRPC calls.
@@ -117,6 +120,7 @@ func New(cfg Config) (*Server, error) {
 		cpv1.RegisterOrganizationsHandler, cpv1.RegisterUsersHandler, cpv1.RegisterServiceAccountsHandler,
 		cpv1.RegisterRoleBindingsHandler, cpv1.RegisterAuditEventsHandler, cpv1.RegisterRegionsHandler,
 		cpv1.RegisterClustersHandler, cpv1.RegisterOperationsHandler, cpv1.RegisterRegionAgentHandler,
+		cpv1.RegisterTenantsHandler, cpv1.RegisterNamespacesHandler, cpv1.RegisterTopicsHandler,
 	} {
 		if err := reg(context.Background(), gw, s.gwConn); err != nil {
 			s.gwConn.Close()

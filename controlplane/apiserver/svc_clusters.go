@@ -513,8 +513,9 @@ const (
 	watchBatch   = 500
 )
 
-// WatchDesiredState follows the store's change log of clusters, keeping
-// the region's and the newest entry per cluster. Status reports change
+// WatchDesiredState follows the store's change log of clusters and of
+// their Pulsar tenants, namespaces and topics, keeping the region's and the
+// newest entry per resource. Status reports change
 // clusters too, so an agent also sees the effect of its own reports; it
 // reconciles on the desired fields (size, state DELETING, deletion).
 // after_revision 0 replays the whole log.
@@ -541,14 +542,23 @@ func (a regionAgent) WatchDesiredState(ctx context.Context, req *cpv1.WatchDesir
 	defer timer.Stop()
 	for {
 		wake := a.s.changed.wait()
-		changes, err := a.s.store.Changes(ctx, after, watchBatch, kindCluster.collection)
+		changes, err := a.s.store.Changes(ctx, after, watchBatch, kindCluster.collection,
+			kindTenant.collection, kindNamespace.collection, kindTopic.collection)
 		if err != nil {
 			return nil, a.s.toStatus(err, "")
 		}
 		resp := &cpv1.WatchDesiredStateResponse{}
 		index := map[string]int{}
+		pulsar := map[string]*cpv1.PulsarResourceChange{}
+		regionOf := map[string]string{}
 		for _, ch := range changes {
 			after = ch.Revision
+			if ch.Kind != kindCluster.collection {
+				if err := a.s.addPulsarChange(ctx, r.name, ch, pulsar, regionOf); err != nil {
+					return nil, a.s.toStatus(err, ch.Name)
+				}
+				continue
+			}
 			m, _, err := decode(kindCluster, ch.Object)
 			if err != nil {
 				return nil, a.s.toStatus(err, ch.Name)
@@ -565,8 +575,12 @@ func (a regionAgent) WatchDesiredState(ctx context.Context, req *cpv1.WatchDesir
 				resp.Changes = append(resp.Changes, cc)
 			}
 		}
+		for _, pc := range pulsar {
+			resp.PulsarChanges = append(resp.PulsarChanges, pc)
+		}
+		sortPulsarChanges(resp.PulsarChanges)
 		resp.Revision = after
-		if len(resp.Changes) > 0 || len(changes) == watchBatch {
+		if len(resp.Changes) > 0 || len(resp.PulsarChanges) > 0 || len(changes) == watchBatch {
 			return resp, nil
 		}
 		select {
@@ -633,6 +647,9 @@ func (a regionAgent) ReportClusterStatus(ctx context.Context, req *cpv1.ReportCl
 		case cpv1.ReportClusterStatusRequest_DELETED:
 			if cl.State != cpv1.Cluster_DELETING {
 				return status.Error(codes.FailedPrecondition, "state: cluster is not being deleted")
+			}
+			if err := deletePulsarResources(ctx, w, r.name); err != nil {
+				return err
 			}
 			if err := w.Delete(ctx, kindCluster.collection, r.name, obj.Etag); err != nil {
 				return err

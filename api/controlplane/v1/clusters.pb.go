@@ -80,7 +80,7 @@ func (x ReportClusterStatusRequest_State) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ReportClusterStatusRequest_State.Descriptor instead.
 func (ReportClusterStatusRequest_State) EnumDescriptor() ([]byte, []int) {
-	return file_api_controlplane_v1_clusters_proto_rawDescGZIP(), []int{20, 0}
+	return file_api_controlplane_v1_clusters_proto_rawDescGZIP(), []int{21, 0}
 }
 
 type GetRegionRequest struct {
@@ -1122,18 +1122,143 @@ func (x *ClusterChange) GetRevision() int64 {
 	return 0
 }
 
+// A change of a Pulsar tenant, namespace or topic in one of the region's
+// clusters.
+type PulsarResourceChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The resource as it is now (as it was when deleted, for deletions).
+	//
+	// Types that are valid to be assigned to Resource:
+	//
+	//	*PulsarResourceChange_Tenant
+	//	*PulsarResourceChange_Namespace
+	//	*PulsarResourceChange_Topic
+	Resource isPulsarResourceChange_Resource `protobuf_oneof:"resource"`
+	// The resource no longer exists: delete it from the data plane.
+	Deleted       bool  `protobuf:"varint,4,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	Revision      int64 `protobuf:"varint,5,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PulsarResourceChange) Reset() {
+	*x = PulsarResourceChange{}
+	mi := &file_api_controlplane_v1_clusters_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PulsarResourceChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PulsarResourceChange) ProtoMessage() {}
+
+func (x *PulsarResourceChange) ProtoReflect() protoreflect.Message {
+	mi := &file_api_controlplane_v1_clusters_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PulsarResourceChange.ProtoReflect.Descriptor instead.
+func (*PulsarResourceChange) Descriptor() ([]byte, []int) {
+	return file_api_controlplane_v1_clusters_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *PulsarResourceChange) GetResource() isPulsarResourceChange_Resource {
+	if x != nil {
+		return x.Resource
+	}
+	return nil
+}
+
+func (x *PulsarResourceChange) GetTenant() *Tenant {
+	if x != nil {
+		if x, ok := x.Resource.(*PulsarResourceChange_Tenant); ok {
+			return x.Tenant
+		}
+	}
+	return nil
+}
+
+func (x *PulsarResourceChange) GetNamespace() *Namespace {
+	if x != nil {
+		if x, ok := x.Resource.(*PulsarResourceChange_Namespace); ok {
+			return x.Namespace
+		}
+	}
+	return nil
+}
+
+func (x *PulsarResourceChange) GetTopic() *Topic {
+	if x != nil {
+		if x, ok := x.Resource.(*PulsarResourceChange_Topic); ok {
+			return x.Topic
+		}
+	}
+	return nil
+}
+
+func (x *PulsarResourceChange) GetDeleted() bool {
+	if x != nil {
+		return x.Deleted
+	}
+	return false
+}
+
+func (x *PulsarResourceChange) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+type isPulsarResourceChange_Resource interface {
+	isPulsarResourceChange_Resource()
+}
+
+type PulsarResourceChange_Tenant struct {
+	Tenant *Tenant `protobuf:"bytes,1,opt,name=tenant,proto3,oneof"`
+}
+
+type PulsarResourceChange_Namespace struct {
+	Namespace *Namespace `protobuf:"bytes,2,opt,name=namespace,proto3,oneof"`
+}
+
+type PulsarResourceChange_Topic struct {
+	Topic *Topic `protobuf:"bytes,3,opt,name=topic,proto3,oneof"`
+}
+
+func (*PulsarResourceChange_Tenant) isPulsarResourceChange_Resource() {}
+
+func (*PulsarResourceChange_Namespace) isPulsarResourceChange_Resource() {}
+
+func (*PulsarResourceChange_Topic) isPulsarResourceChange_Resource() {}
+
 type WatchDesiredStateResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Changes []*ClusterChange       `protobuf:"bytes,1,rep,name=changes,proto3" json:"changes,omitempty"`
 	// Send as after_revision on the next call.
-	Revision      int64 `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
+	Revision int64 `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
+	// Pulsar resources of the region's clusters that changed (newest state
+	// per resource), in an order safe to apply after changes: deletions
+	// first, deepest first (topics, namespaces, tenants), then the others,
+	// shallowest first (tenants, namespaces, topics). Resources of clusters
+	// that no longer exist are left out.
+	PulsarChanges []*PulsarResourceChange `protobuf:"bytes,3,rep,name=pulsar_changes,json=pulsarChanges,proto3" json:"pulsar_changes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WatchDesiredStateResponse) Reset() {
 	*x = WatchDesiredStateResponse{}
-	mi := &file_api_controlplane_v1_clusters_proto_msgTypes[19]
+	mi := &file_api_controlplane_v1_clusters_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1145,7 +1270,7 @@ func (x *WatchDesiredStateResponse) String() string {
 func (*WatchDesiredStateResponse) ProtoMessage() {}
 
 func (x *WatchDesiredStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_controlplane_v1_clusters_proto_msgTypes[19]
+	mi := &file_api_controlplane_v1_clusters_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1158,7 +1283,7 @@ func (x *WatchDesiredStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchDesiredStateResponse.ProtoReflect.Descriptor instead.
 func (*WatchDesiredStateResponse) Descriptor() ([]byte, []int) {
-	return file_api_controlplane_v1_clusters_proto_rawDescGZIP(), []int{19}
+	return file_api_controlplane_v1_clusters_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *WatchDesiredStateResponse) GetChanges() []*ClusterChange {
@@ -1173,6 +1298,13 @@ func (x *WatchDesiredStateResponse) GetRevision() int64 {
 		return x.Revision
 	}
 	return 0
+}
+
+func (x *WatchDesiredStateResponse) GetPulsarChanges() []*PulsarResourceChange {
+	if x != nil {
+		return x.PulsarChanges
+	}
+	return nil
 }
 
 type ReportClusterStatusRequest struct {
@@ -1191,7 +1323,7 @@ type ReportClusterStatusRequest struct {
 
 func (x *ReportClusterStatusRequest) Reset() {
 	*x = ReportClusterStatusRequest{}
-	mi := &file_api_controlplane_v1_clusters_proto_msgTypes[20]
+	mi := &file_api_controlplane_v1_clusters_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1203,7 +1335,7 @@ func (x *ReportClusterStatusRequest) String() string {
 func (*ReportClusterStatusRequest) ProtoMessage() {}
 
 func (x *ReportClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_controlplane_v1_clusters_proto_msgTypes[20]
+	mi := &file_api_controlplane_v1_clusters_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1216,7 +1348,7 @@ func (x *ReportClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*ReportClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_api_controlplane_v1_clusters_proto_rawDescGZIP(), []int{20}
+	return file_api_controlplane_v1_clusters_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReportClusterStatusRequest) GetName() string {
@@ -1261,6 +1393,88 @@ func (x *ReportClusterStatusRequest) GetObservedRevision() int64 {
 	return 0
 }
 
+type ReportResourceStatusRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Name of a tenant, namespace or topic.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// APPLIED or FAILED (PENDING is accepted too).
+	State   PulsarResourceState `protobuf:"varint,2,opt,name=state,proto3,enum=magnetar.controlplane.v1.PulsarResourceState" json:"state,omitempty"`
+	Message string              `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// The etag of the resource the agent applied. When set and the resource
+	// has changed since, the report is refused with ABORTED: the newer
+	// desired state is on its way through WatchDesiredState.
+	ObservedEtag string `protobuf:"bytes,4,opt,name=observed_etag,json=observedEtag,proto3" json:"observed_etag,omitempty"`
+	// The desired-state revision the agent acted on (informational).
+	ObservedRevision int64 `protobuf:"varint,5,opt,name=observed_revision,json=observedRevision,proto3" json:"observed_revision,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ReportResourceStatusRequest) Reset() {
+	*x = ReportResourceStatusRequest{}
+	mi := &file_api_controlplane_v1_clusters_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportResourceStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportResourceStatusRequest) ProtoMessage() {}
+
+func (x *ReportResourceStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_controlplane_v1_clusters_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportResourceStatusRequest.ProtoReflect.Descriptor instead.
+func (*ReportResourceStatusRequest) Descriptor() ([]byte, []int) {
+	return file_api_controlplane_v1_clusters_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ReportResourceStatusRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ReportResourceStatusRequest) GetState() PulsarResourceState {
+	if x != nil {
+		return x.State
+	}
+	return PulsarResourceState_PULSAR_RESOURCE_STATE_UNSPECIFIED
+}
+
+func (x *ReportResourceStatusRequest) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *ReportResourceStatusRequest) GetObservedEtag() string {
+	if x != nil {
+		return x.ObservedEtag
+	}
+	return ""
+}
+
+func (x *ReportResourceStatusRequest) GetObservedRevision() int64 {
+	if x != nil {
+		return x.ObservedRevision
+	}
+	return 0
+}
+
 type HeartbeatRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// "regions/{region}".
@@ -1272,7 +1486,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_api_controlplane_v1_clusters_proto_msgTypes[21]
+	mi := &file_api_controlplane_v1_clusters_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1284,7 +1498,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_controlplane_v1_clusters_proto_msgTypes[21]
+	mi := &file_api_controlplane_v1_clusters_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1297,7 +1511,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_api_controlplane_v1_clusters_proto_rawDescGZIP(), []int{21}
+	return file_api_controlplane_v1_clusters_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *HeartbeatRequest) GetRegion() string {
@@ -1390,10 +1604,19 @@ const file_api_controlplane_v1_clusters_proto_rawDesc = "" +
 	"\rClusterChange\x12;\n" +
 	"\acluster\x18\x01 \x01(\v2!.magnetar.controlplane.v1.ClusterR\acluster\x12\x18\n" +
 	"\adeleted\x18\x02 \x01(\bR\adeleted\x12\x1a\n" +
-	"\brevision\x18\x03 \x01(\x03R\brevision\"z\n" +
+	"\brevision\x18\x03 \x01(\x03R\brevision\"\x92\x02\n" +
+	"\x14PulsarResourceChange\x12:\n" +
+	"\x06tenant\x18\x01 \x01(\v2 .magnetar.controlplane.v1.TenantH\x00R\x06tenant\x12C\n" +
+	"\tnamespace\x18\x02 \x01(\v2#.magnetar.controlplane.v1.NamespaceH\x00R\tnamespace\x127\n" +
+	"\x05topic\x18\x03 \x01(\v2\x1f.magnetar.controlplane.v1.TopicH\x00R\x05topic\x12\x18\n" +
+	"\adeleted\x18\x04 \x01(\bR\adeleted\x12\x1a\n" +
+	"\brevision\x18\x05 \x01(\x03R\brevisionB\n" +
+	"\n" +
+	"\bresource\"\xd1\x01\n" +
 	"\x19WatchDesiredStateResponse\x12A\n" +
 	"\achanges\x18\x01 \x03(\v2'.magnetar.controlplane.v1.ClusterChangeR\achanges\x12\x1a\n" +
-	"\brevision\x18\x02 \x01(\x03R\brevision\"\xdc\x02\n" +
+	"\brevision\x18\x02 \x01(\x03R\brevision\x12U\n" +
+	"\x0epulsar_changes\x18\x03 \x03(\v2..magnetar.controlplane.v1.PulsarResourceChangeR\rpulsarChanges\"\xdc\x02\n" +
 	"\x1aReportClusterStatusRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12P\n" +
 	"\x05state\x18\x02 \x01(\x0e2:.magnetar.controlplane.v1.ReportClusterStatusRequest.StateR\x05state\x12\x1f\n" +
@@ -1408,7 +1631,13 @@ const file_api_controlplane_v1_clusters_proto_rawDesc = "" +
 	"\x05READY\x10\x02\x12\n" +
 	"\n" +
 	"\x06FAILED\x10\x03\x12\v\n" +
-	"\aDELETED\x10\x04\"j\n" +
+	"\aDELETED\x10\x04\"\xe2\x01\n" +
+	"\x1bReportResourceStatusRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12C\n" +
+	"\x05state\x18\x02 \x01(\x0e2-.magnetar.controlplane.v1.PulsarResourceStateR\x05state\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12#\n" +
+	"\robserved_etag\x18\x04 \x01(\tR\fobservedEtag\x12+\n" +
+	"\x11observed_revision\x18\x05 \x01(\x03R\x10observedRevision\"j\n" +
 	"\x10HeartbeatRequest\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12>\n" +
 	"\x06status\x18\x02 \x01(\v2&.magnetar.controlplane.v1.RegionStatusR\x06status2\xe9\x03\n" +
@@ -1430,11 +1659,12 @@ const file_api_controlplane_v1_clusters_proto_rawDesc = "" +
 	"\fGetOperation\x12-.magnetar.controlplane.v1.GetOperationRequest\x1a#.magnetar.controlplane.v1.Operation\x12s\n" +
 	"\x0eListOperations\x12/.magnetar.controlplane.v1.ListOperationsRequest\x1a0.magnetar.controlplane.v1.ListOperationsResponse\x12d\n" +
 	"\rWaitOperation\x12..magnetar.controlplane.v1.WaitOperationRequest\x1a#.magnetar.controlplane.v1.Operation\x12h\n" +
-	"\x0fCancelOperation\x120.magnetar.controlplane.v1.CancelOperationRequest\x1a#.magnetar.controlplane.v1.Operation2\xd6\x02\n" +
+	"\x0fCancelOperation\x120.magnetar.controlplane.v1.CancelOperationRequest\x1a#.magnetar.controlplane.v1.Operation2\xd5\x03\n" +
 	"\vRegionAgent\x12|\n" +
 	"\x11WatchDesiredState\x122.magnetar.controlplane.v1.WatchDesiredStateRequest\x1a3.magnetar.controlplane.v1.WatchDesiredStateResponse\x12n\n" +
 	"\x13ReportClusterStatus\x124.magnetar.controlplane.v1.ReportClusterStatusRequest\x1a!.magnetar.controlplane.v1.Cluster\x12Y\n" +
-	"\tHeartbeat\x12*.magnetar.controlplane.v1.HeartbeatRequest\x1a .magnetar.controlplane.v1.RegionBEZCgithub.com/magnetar-dev/magnetar/api/controlplane/v1;controlplanev1b\x06proto3"
+	"\tHeartbeat\x12*.magnetar.controlplane.v1.HeartbeatRequest\x1a .magnetar.controlplane.v1.Region\x12}\n" +
+	"\x14ReportResourceStatus\x125.magnetar.controlplane.v1.ReportResourceStatusRequest\x1a..magnetar.controlplane.v1.PulsarResourceChangeBEZCgithub.com/magnetar-dev/magnetar/api/controlplane/v1;controlplanev1b\x06proto3"
 
 var (
 	file_api_controlplane_v1_clusters_proto_rawDescOnce sync.Once
@@ -1449,7 +1679,7 @@ func file_api_controlplane_v1_clusters_proto_rawDescGZIP() []byte {
 }
 
 var file_api_controlplane_v1_clusters_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_api_controlplane_v1_clusters_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_api_controlplane_v1_clusters_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_api_controlplane_v1_clusters_proto_goTypes = []any{
 	(ReportClusterStatusRequest_State)(0), // 0: magnetar.controlplane.v1.ReportClusterStatusRequest.State
 	(*GetRegionRequest)(nil),              // 1: magnetar.controlplane.v1.GetRegionRequest
@@ -1471,74 +1701,87 @@ var file_api_controlplane_v1_clusters_proto_goTypes = []any{
 	(*CancelOperationRequest)(nil),        // 17: magnetar.controlplane.v1.CancelOperationRequest
 	(*WatchDesiredStateRequest)(nil),      // 18: magnetar.controlplane.v1.WatchDesiredStateRequest
 	(*ClusterChange)(nil),                 // 19: magnetar.controlplane.v1.ClusterChange
-	(*WatchDesiredStateResponse)(nil),     // 20: magnetar.controlplane.v1.WatchDesiredStateResponse
-	(*ReportClusterStatusRequest)(nil),    // 21: magnetar.controlplane.v1.ReportClusterStatusRequest
-	(*HeartbeatRequest)(nil),              // 22: magnetar.controlplane.v1.HeartbeatRequest
-	(*Region)(nil),                        // 23: magnetar.controlplane.v1.Region
-	(*fieldmaskpb.FieldMask)(nil),         // 24: google.protobuf.FieldMask
-	(*Cluster)(nil),                       // 25: magnetar.controlplane.v1.Cluster
-	(Operation_State)(0),                  // 26: magnetar.controlplane.v1.Operation.State
-	(*Operation)(nil),                     // 27: magnetar.controlplane.v1.Operation
-	(*durationpb.Duration)(nil),           // 28: google.protobuf.Duration
-	(*RegionStatus)(nil),                  // 29: magnetar.controlplane.v1.RegionStatus
-	(*emptypb.Empty)(nil),                 // 30: google.protobuf.Empty
+	(*PulsarResourceChange)(nil),          // 20: magnetar.controlplane.v1.PulsarResourceChange
+	(*WatchDesiredStateResponse)(nil),     // 21: magnetar.controlplane.v1.WatchDesiredStateResponse
+	(*ReportClusterStatusRequest)(nil),    // 22: magnetar.controlplane.v1.ReportClusterStatusRequest
+	(*ReportResourceStatusRequest)(nil),   // 23: magnetar.controlplane.v1.ReportResourceStatusRequest
+	(*HeartbeatRequest)(nil),              // 24: magnetar.controlplane.v1.HeartbeatRequest
+	(*Region)(nil),                        // 25: magnetar.controlplane.v1.Region
+	(*fieldmaskpb.FieldMask)(nil),         // 26: google.protobuf.FieldMask
+	(*Cluster)(nil),                       // 27: magnetar.controlplane.v1.Cluster
+	(Operation_State)(0),                  // 28: magnetar.controlplane.v1.Operation.State
+	(*Operation)(nil),                     // 29: magnetar.controlplane.v1.Operation
+	(*durationpb.Duration)(nil),           // 30: google.protobuf.Duration
+	(*Tenant)(nil),                        // 31: magnetar.controlplane.v1.Tenant
+	(*Namespace)(nil),                     // 32: magnetar.controlplane.v1.Namespace
+	(*Topic)(nil),                         // 33: magnetar.controlplane.v1.Topic
+	(PulsarResourceState)(0),              // 34: magnetar.controlplane.v1.PulsarResourceState
+	(*RegionStatus)(nil),                  // 35: magnetar.controlplane.v1.RegionStatus
+	(*emptypb.Empty)(nil),                 // 36: google.protobuf.Empty
 }
 var file_api_controlplane_v1_clusters_proto_depIdxs = []int32{
-	23, // 0: magnetar.controlplane.v1.ListRegionsResponse.regions:type_name -> magnetar.controlplane.v1.Region
-	23, // 1: magnetar.controlplane.v1.CreateRegionRequest.region:type_name -> magnetar.controlplane.v1.Region
-	23, // 2: magnetar.controlplane.v1.UpdateRegionRequest.region:type_name -> magnetar.controlplane.v1.Region
-	24, // 3: magnetar.controlplane.v1.UpdateRegionRequest.update_mask:type_name -> google.protobuf.FieldMask
-	25, // 4: magnetar.controlplane.v1.ListClustersResponse.clusters:type_name -> magnetar.controlplane.v1.Cluster
-	25, // 5: magnetar.controlplane.v1.CreateClusterRequest.cluster:type_name -> magnetar.controlplane.v1.Cluster
-	25, // 6: magnetar.controlplane.v1.UpdateClusterRequest.cluster:type_name -> magnetar.controlplane.v1.Cluster
-	24, // 7: magnetar.controlplane.v1.UpdateClusterRequest.update_mask:type_name -> google.protobuf.FieldMask
-	26, // 8: magnetar.controlplane.v1.ListOperationsRequest.state:type_name -> magnetar.controlplane.v1.Operation.State
-	27, // 9: magnetar.controlplane.v1.ListOperationsResponse.operations:type_name -> magnetar.controlplane.v1.Operation
-	28, // 10: magnetar.controlplane.v1.WaitOperationRequest.timeout:type_name -> google.protobuf.Duration
-	28, // 11: magnetar.controlplane.v1.WatchDesiredStateRequest.timeout:type_name -> google.protobuf.Duration
-	25, // 12: magnetar.controlplane.v1.ClusterChange.cluster:type_name -> magnetar.controlplane.v1.Cluster
-	19, // 13: magnetar.controlplane.v1.WatchDesiredStateResponse.changes:type_name -> magnetar.controlplane.v1.ClusterChange
-	0,  // 14: magnetar.controlplane.v1.ReportClusterStatusRequest.state:type_name -> magnetar.controlplane.v1.ReportClusterStatusRequest.State
-	29, // 15: magnetar.controlplane.v1.HeartbeatRequest.status:type_name -> magnetar.controlplane.v1.RegionStatus
-	1,  // 16: magnetar.controlplane.v1.Regions.GetRegion:input_type -> magnetar.controlplane.v1.GetRegionRequest
-	2,  // 17: magnetar.controlplane.v1.Regions.ListRegions:input_type -> magnetar.controlplane.v1.ListRegionsRequest
-	4,  // 18: magnetar.controlplane.v1.Regions.CreateRegion:input_type -> magnetar.controlplane.v1.CreateRegionRequest
-	5,  // 19: magnetar.controlplane.v1.Regions.UpdateRegion:input_type -> magnetar.controlplane.v1.UpdateRegionRequest
-	6,  // 20: magnetar.controlplane.v1.Regions.DeleteRegion:input_type -> magnetar.controlplane.v1.DeleteRegionRequest
-	7,  // 21: magnetar.controlplane.v1.Clusters.GetCluster:input_type -> magnetar.controlplane.v1.GetClusterRequest
-	8,  // 22: magnetar.controlplane.v1.Clusters.ListClusters:input_type -> magnetar.controlplane.v1.ListClustersRequest
-	10, // 23: magnetar.controlplane.v1.Clusters.CreateCluster:input_type -> magnetar.controlplane.v1.CreateClusterRequest
-	11, // 24: magnetar.controlplane.v1.Clusters.UpdateCluster:input_type -> magnetar.controlplane.v1.UpdateClusterRequest
-	12, // 25: magnetar.controlplane.v1.Clusters.DeleteCluster:input_type -> magnetar.controlplane.v1.DeleteClusterRequest
-	13, // 26: magnetar.controlplane.v1.Operations.GetOperation:input_type -> magnetar.controlplane.v1.GetOperationRequest
-	14, // 27: magnetar.controlplane.v1.Operations.ListOperations:input_type -> magnetar.controlplane.v1.ListOperationsRequest
-	16, // 28: magnetar.controlplane.v1.Operations.WaitOperation:input_type -> magnetar.controlplane.v1.WaitOperationRequest
-	17, // 29: magnetar.controlplane.v1.Operations.CancelOperation:input_type -> magnetar.controlplane.v1.CancelOperationRequest
-	18, // 30: magnetar.controlplane.v1.RegionAgent.WatchDesiredState:input_type -> magnetar.controlplane.v1.WatchDesiredStateRequest
-	21, // 31: magnetar.controlplane.v1.RegionAgent.ReportClusterStatus:input_type -> magnetar.controlplane.v1.ReportClusterStatusRequest
-	22, // 32: magnetar.controlplane.v1.RegionAgent.Heartbeat:input_type -> magnetar.controlplane.v1.HeartbeatRequest
-	23, // 33: magnetar.controlplane.v1.Regions.GetRegion:output_type -> magnetar.controlplane.v1.Region
-	3,  // 34: magnetar.controlplane.v1.Regions.ListRegions:output_type -> magnetar.controlplane.v1.ListRegionsResponse
-	23, // 35: magnetar.controlplane.v1.Regions.CreateRegion:output_type -> magnetar.controlplane.v1.Region
-	23, // 36: magnetar.controlplane.v1.Regions.UpdateRegion:output_type -> magnetar.controlplane.v1.Region
-	30, // 37: magnetar.controlplane.v1.Regions.DeleteRegion:output_type -> google.protobuf.Empty
-	25, // 38: magnetar.controlplane.v1.Clusters.GetCluster:output_type -> magnetar.controlplane.v1.Cluster
-	9,  // 39: magnetar.controlplane.v1.Clusters.ListClusters:output_type -> magnetar.controlplane.v1.ListClustersResponse
-	27, // 40: magnetar.controlplane.v1.Clusters.CreateCluster:output_type -> magnetar.controlplane.v1.Operation
-	27, // 41: magnetar.controlplane.v1.Clusters.UpdateCluster:output_type -> magnetar.controlplane.v1.Operation
-	27, // 42: magnetar.controlplane.v1.Clusters.DeleteCluster:output_type -> magnetar.controlplane.v1.Operation
-	27, // 43: magnetar.controlplane.v1.Operations.GetOperation:output_type -> magnetar.controlplane.v1.Operation
-	15, // 44: magnetar.controlplane.v1.Operations.ListOperations:output_type -> magnetar.controlplane.v1.ListOperationsResponse
-	27, // 45: magnetar.controlplane.v1.Operations.WaitOperation:output_type -> magnetar.controlplane.v1.Operation
-	27, // 46: magnetar.controlplane.v1.Operations.CancelOperation:output_type -> magnetar.controlplane.v1.Operation
-	20, // 47: magnetar.controlplane.v1.RegionAgent.WatchDesiredState:output_type -> magnetar.controlplane.v1.WatchDesiredStateResponse
-	25, // 48: magnetar.controlplane.v1.RegionAgent.ReportClusterStatus:output_type -> magnetar.controlplane.v1.Cluster
-	23, // 49: magnetar.controlplane.v1.RegionAgent.Heartbeat:output_type -> magnetar.controlplane.v1.Region
-	33, // [33:50] is the sub-list for method output_type
-	16, // [16:33] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	25, // 0: magnetar.controlplane.v1.ListRegionsResponse.regions:type_name -> magnetar.controlplane.v1.Region
+	25, // 1: magnetar.controlplane.v1.CreateRegionRequest.region:type_name -> magnetar.controlplane.v1.Region
+	25, // 2: magnetar.controlplane.v1.UpdateRegionRequest.region:type_name -> magnetar.controlplane.v1.Region
+	26, // 3: magnetar.controlplane.v1.UpdateRegionRequest.update_mask:type_name -> google.protobuf.FieldMask
+	27, // 4: magnetar.controlplane.v1.ListClustersResponse.clusters:type_name -> magnetar.controlplane.v1.Cluster
+	27, // 5: magnetar.controlplane.v1.CreateClusterRequest.cluster:type_name -> magnetar.controlplane.v1.Cluster
+	27, // 6: magnetar.controlplane.v1.UpdateClusterRequest.cluster:type_name -> magnetar.controlplane.v1.Cluster
+	26, // 7: magnetar.controlplane.v1.UpdateClusterRequest.update_mask:type_name -> google.protobuf.FieldMask
+	28, // 8: magnetar.controlplane.v1.ListOperationsRequest.state:type_name -> magnetar.controlplane.v1.Operation.State
+	29, // 9: magnetar.controlplane.v1.ListOperationsResponse.operations:type_name -> magnetar.controlplane.v1.Operation
+	30, // 10: magnetar.controlplane.v1.WaitOperationRequest.timeout:type_name -> google.protobuf.Duration
+	30, // 11: magnetar.controlplane.v1.WatchDesiredStateRequest.timeout:type_name -> google.protobuf.Duration
+	27, // 12: magnetar.controlplane.v1.ClusterChange.cluster:type_name -> magnetar.controlplane.v1.Cluster
+	31, // 13: magnetar.controlplane.v1.PulsarResourceChange.tenant:type_name -> magnetar.controlplane.v1.Tenant
+	32, // 14: magnetar.controlplane.v1.PulsarResourceChange.namespace:type_name -> magnetar.controlplane.v1.Namespace
+	33, // 15: magnetar.controlplane.v1.PulsarResourceChange.topic:type_name -> magnetar.controlplane.v1.Topic
+	19, // 16: magnetar.controlplane.v1.WatchDesiredStateResponse.changes:type_name -> magnetar.controlplane.v1.ClusterChange
+	20, // 17: magnetar.controlplane.v1.WatchDesiredStateResponse.pulsar_changes:type_name -> magnetar.controlplane.v1.PulsarResourceChange
+	0,  // 18: magnetar.controlplane.v1.ReportClusterStatusRequest.state:type_name -> magnetar.controlplane.v1.ReportClusterStatusRequest.State
+	34, // 19: magnetar.controlplane.v1.ReportResourceStatusRequest.state:type_name -> magnetar.controlplane.v1.PulsarResourceState
+	35, // 20: magnetar.controlplane.v1.HeartbeatRequest.status:type_name -> magnetar.controlplane.v1.RegionStatus
+	1,  // 21: magnetar.controlplane.v1.Regions.GetRegion:input_type -> magnetar.controlplane.v1.GetRegionRequest
+	2,  // 22: magnetar.controlplane.v1.Regions.ListRegions:input_type -> magnetar.controlplane.v1.ListRegionsRequest
+	4,  // 23: magnetar.controlplane.v1.Regions.CreateRegion:input_type -> magnetar.controlplane.v1.CreateRegionRequest
+	5,  // 24: magnetar.controlplane.v1.Regions.UpdateRegion:input_type -> magnetar.controlplane.v1.UpdateRegionRequest
+	6,  // 25: magnetar.controlplane.v1.Regions.DeleteRegion:input_type -> magnetar.controlplane.v1.DeleteRegionRequest
+	7,  // 26: magnetar.controlplane.v1.Clusters.GetCluster:input_type -> magnetar.controlplane.v1.GetClusterRequest
+	8,  // 27: magnetar.controlplane.v1.Clusters.ListClusters:input_type -> magnetar.controlplane.v1.ListClustersRequest
+	10, // 28: magnetar.controlplane.v1.Clusters.CreateCluster:input_type -> magnetar.controlplane.v1.CreateClusterRequest
+	11, // 29: magnetar.controlplane.v1.Clusters.UpdateCluster:input_type -> magnetar.controlplane.v1.UpdateClusterRequest
+	12, // 30: magnetar.controlplane.v1.Clusters.DeleteCluster:input_type -> magnetar.controlplane.v1.DeleteClusterRequest
+	13, // 31: magnetar.controlplane.v1.Operations.GetOperation:input_type -> magnetar.controlplane.v1.GetOperationRequest
+	14, // 32: magnetar.controlplane.v1.Operations.ListOperations:input_type -> magnetar.controlplane.v1.ListOperationsRequest
+	16, // 33: magnetar.controlplane.v1.Operations.WaitOperation:input_type -> magnetar.controlplane.v1.WaitOperationRequest
+	17, // 34: magnetar.controlplane.v1.Operations.CancelOperation:input_type -> magnetar.controlplane.v1.CancelOperationRequest
+	18, // 35: magnetar.controlplane.v1.RegionAgent.WatchDesiredState:input_type -> magnetar.controlplane.v1.WatchDesiredStateRequest
+	22, // 36: magnetar.controlplane.v1.RegionAgent.ReportClusterStatus:input_type -> magnetar.controlplane.v1.ReportClusterStatusRequest
+	24, // 37: magnetar.controlplane.v1.RegionAgent.Heartbeat:input_type -> magnetar.controlplane.v1.HeartbeatRequest
+	23, // 38: magnetar.controlplane.v1.RegionAgent.ReportResourceStatus:input_type -> magnetar.controlplane.v1.ReportResourceStatusRequest
+	25, // 39: magnetar.controlplane.v1.Regions.GetRegion:output_type -> magnetar.controlplane.v1.Region
+	3,  // 40: magnetar.controlplane.v1.Regions.ListRegions:output_type -> magnetar.controlplane.v1.ListRegionsResponse
+	25, // 41: magnetar.controlplane.v1.Regions.CreateRegion:output_type -> magnetar.controlplane.v1.Region
+	25, // 42: magnetar.controlplane.v1.Regions.UpdateRegion:output_type -> magnetar.controlplane.v1.Region
+	36, // 43: magnetar.controlplane.v1.Regions.DeleteRegion:output_type -> google.protobuf.Empty
+	27, // 44: magnetar.controlplane.v1.Clusters.GetCluster:output_type -> magnetar.controlplane.v1.Cluster
+	9,  // 45: magnetar.controlplane.v1.Clusters.ListClusters:output_type -> magnetar.controlplane.v1.ListClustersResponse
+	29, // 46: magnetar.controlplane.v1.Clusters.CreateCluster:output_type -> magnetar.controlplane.v1.Operation
+	29, // 47: magnetar.controlplane.v1.Clusters.UpdateCluster:output_type -> magnetar.controlplane.v1.Operation
+	29, // 48: magnetar.controlplane.v1.Clusters.DeleteCluster:output_type -> magnetar.controlplane.v1.Operation
+	29, // 49: magnetar.controlplane.v1.Operations.GetOperation:output_type -> magnetar.controlplane.v1.Operation
+	15, // 50: magnetar.controlplane.v1.Operations.ListOperations:output_type -> magnetar.controlplane.v1.ListOperationsResponse
+	29, // 51: magnetar.controlplane.v1.Operations.WaitOperation:output_type -> magnetar.controlplane.v1.Operation
+	29, // 52: magnetar.controlplane.v1.Operations.CancelOperation:output_type -> magnetar.controlplane.v1.Operation
+	21, // 53: magnetar.controlplane.v1.RegionAgent.WatchDesiredState:output_type -> magnetar.controlplane.v1.WatchDesiredStateResponse
+	27, // 54: magnetar.controlplane.v1.RegionAgent.ReportClusterStatus:output_type -> magnetar.controlplane.v1.Cluster
+	25, // 55: magnetar.controlplane.v1.RegionAgent.Heartbeat:output_type -> magnetar.controlplane.v1.Region
+	20, // 56: magnetar.controlplane.v1.RegionAgent.ReportResourceStatus:output_type -> magnetar.controlplane.v1.PulsarResourceChange
+	39, // [39:57] is the sub-list for method output_type
+	21, // [21:39] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_api_controlplane_v1_clusters_proto_init() }
@@ -1547,13 +1790,18 @@ func file_api_controlplane_v1_clusters_proto_init() {
 		return
 	}
 	file_api_controlplane_v1_resources_proto_init()
+	file_api_controlplane_v1_clusters_proto_msgTypes[19].OneofWrappers = []any{
+		(*PulsarResourceChange_Tenant)(nil),
+		(*PulsarResourceChange_Namespace)(nil),
+		(*PulsarResourceChange_Topic)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_controlplane_v1_clusters_proto_rawDesc), len(file_api_controlplane_v1_clusters_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   22,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

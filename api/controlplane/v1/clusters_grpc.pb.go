@@ -770,9 +770,10 @@ var Operations_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	RegionAgent_WatchDesiredState_FullMethodName   = "/magnetar.controlplane.v1.RegionAgent/WatchDesiredState"
-	RegionAgent_ReportClusterStatus_FullMethodName = "/magnetar.controlplane.v1.RegionAgent/ReportClusterStatus"
-	RegionAgent_Heartbeat_FullMethodName           = "/magnetar.controlplane.v1.RegionAgent/Heartbeat"
+	RegionAgent_WatchDesiredState_FullMethodName    = "/magnetar.controlplane.v1.RegionAgent/WatchDesiredState"
+	RegionAgent_ReportClusterStatus_FullMethodName  = "/magnetar.controlplane.v1.RegionAgent/ReportClusterStatus"
+	RegionAgent_Heartbeat_FullMethodName            = "/magnetar.controlplane.v1.RegionAgent/Heartbeat"
+	RegionAgent_ReportResourceStatus_FullMethodName = "/magnetar.controlplane.v1.RegionAgent/ReportResourceStatus"
 )
 
 // RegionAgentClient is the client API for RegionAgent service.
@@ -788,6 +789,11 @@ type RegionAgentClient interface {
 	WatchDesiredState(ctx context.Context, in *WatchDesiredStateRequest, opts ...grpc.CallOption) (*WatchDesiredStateResponse, error)
 	ReportClusterStatus(ctx context.Context, in *ReportClusterStatusRequest, opts ...grpc.CallOption) (*Cluster, error)
 	Heartbeat(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*Region, error)
+	// Records what the agent observed when it applied a Pulsar tenant,
+	// namespace or topic; returns the resource as it is now (a
+	// PulsarResourceChange with one resource set). A report that changes
+	// nothing writes nothing, so the agent's own reports settle.
+	ReportResourceStatus(ctx context.Context, in *ReportResourceStatusRequest, opts ...grpc.CallOption) (*PulsarResourceChange, error)
 }
 
 type regionAgentClient struct {
@@ -828,6 +834,16 @@ func (c *regionAgentClient) Heartbeat(ctx context.Context, in *HeartbeatRequest,
 	return out, nil
 }
 
+func (c *regionAgentClient) ReportResourceStatus(ctx context.Context, in *ReportResourceStatusRequest, opts ...grpc.CallOption) (*PulsarResourceChange, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PulsarResourceChange)
+	err := c.cc.Invoke(ctx, RegionAgent_ReportResourceStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RegionAgentServer is the server API for RegionAgent service.
 // All implementations must embed UnimplementedRegionAgentServer
 // for forward compatibility.
@@ -841,6 +857,11 @@ type RegionAgentServer interface {
 	WatchDesiredState(context.Context, *WatchDesiredStateRequest) (*WatchDesiredStateResponse, error)
 	ReportClusterStatus(context.Context, *ReportClusterStatusRequest) (*Cluster, error)
 	Heartbeat(context.Context, *HeartbeatRequest) (*Region, error)
+	// Records what the agent observed when it applied a Pulsar tenant,
+	// namespace or topic; returns the resource as it is now (a
+	// PulsarResourceChange with one resource set). A report that changes
+	// nothing writes nothing, so the agent's own reports settle.
+	ReportResourceStatus(context.Context, *ReportResourceStatusRequest) (*PulsarResourceChange, error)
 	mustEmbedUnimplementedRegionAgentServer()
 }
 
@@ -859,6 +880,9 @@ func (UnimplementedRegionAgentServer) ReportClusterStatus(context.Context, *Repo
 }
 func (UnimplementedRegionAgentServer) Heartbeat(context.Context, *HeartbeatRequest) (*Region, error) {
 	return nil, status.Error(codes.Unimplemented, "method Heartbeat not implemented")
+}
+func (UnimplementedRegionAgentServer) ReportResourceStatus(context.Context, *ReportResourceStatusRequest) (*PulsarResourceChange, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReportResourceStatus not implemented")
 }
 func (UnimplementedRegionAgentServer) mustEmbedUnimplementedRegionAgentServer() {}
 func (UnimplementedRegionAgentServer) testEmbeddedByValue()                     {}
@@ -935,6 +959,24 @@ func _RegionAgent_Heartbeat_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RegionAgent_ReportResourceStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportResourceStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegionAgentServer).ReportResourceStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegionAgent_ReportResourceStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegionAgentServer).ReportResourceStatus(ctx, req.(*ReportResourceStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RegionAgent_ServiceDesc is the grpc.ServiceDesc for RegionAgent service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -953,6 +995,10 @@ var RegionAgent_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Heartbeat",
 			Handler:    _RegionAgent_Heartbeat_Handler,
+		},
+		{
+			MethodName: "ReportResourceStatus",
+			Handler:    _RegionAgent_ReportResourceStatus_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -27,6 +27,64 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// Where a Pulsar tenant, namespace or topic stands in its cluster's data
+// plane, as the region agent last reported it. Output only.
+type PulsarResourceState int32
+
+const (
+	PulsarResourceState_PULSAR_RESOURCE_STATE_UNSPECIFIED PulsarResourceState = 0
+	// The desired state changed and the region agent has not applied it yet.
+	PulsarResourceState_PENDING PulsarResourceState = 1
+	// The data plane matches the desired state.
+	PulsarResourceState_APPLIED PulsarResourceState = 2
+	// The region agent could not apply the desired state; status_message
+	// says why. The agent retries.
+	PulsarResourceState_FAILED PulsarResourceState = 3
+)
+
+// Enum value maps for PulsarResourceState.
+var (
+	PulsarResourceState_name = map[int32]string{
+		0: "PULSAR_RESOURCE_STATE_UNSPECIFIED",
+		1: "PENDING",
+		2: "APPLIED",
+		3: "FAILED",
+	}
+	PulsarResourceState_value = map[string]int32{
+		"PULSAR_RESOURCE_STATE_UNSPECIFIED": 0,
+		"PENDING":                           1,
+		"APPLIED":                           2,
+		"FAILED":                            3,
+	}
+)
+
+func (x PulsarResourceState) Enum() *PulsarResourceState {
+	p := new(PulsarResourceState)
+	*p = x
+	return p
+}
+
+func (x PulsarResourceState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PulsarResourceState) Descriptor() protoreflect.EnumDescriptor {
+	return file_api_controlplane_v1_resources_proto_enumTypes[0].Descriptor()
+}
+
+func (PulsarResourceState) Type() protoreflect.EnumType {
+	return &file_api_controlplane_v1_resources_proto_enumTypes[0]
+}
+
+func (x PulsarResourceState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PulsarResourceState.Descriptor instead.
+func (PulsarResourceState) EnumDescriptor() ([]byte, []int) {
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{0}
+}
+
 type ApiKey_State int32
 
 const (
@@ -63,11 +121,11 @@ func (x ApiKey_State) String() string {
 }
 
 func (ApiKey_State) Descriptor() protoreflect.EnumDescriptor {
-	return file_api_controlplane_v1_resources_proto_enumTypes[0].Descriptor()
+	return file_api_controlplane_v1_resources_proto_enumTypes[1].Descriptor()
 }
 
 func (ApiKey_State) Type() protoreflect.EnumType {
-	return &file_api_controlplane_v1_resources_proto_enumTypes[0]
+	return &file_api_controlplane_v1_resources_proto_enumTypes[1]
 }
 
 func (x ApiKey_State) Number() protoreflect.EnumNumber {
@@ -115,11 +173,11 @@ func (x RegionStatus_State) String() string {
 }
 
 func (RegionStatus_State) Descriptor() protoreflect.EnumDescriptor {
-	return file_api_controlplane_v1_resources_proto_enumTypes[1].Descriptor()
+	return file_api_controlplane_v1_resources_proto_enumTypes[2].Descriptor()
 }
 
 func (RegionStatus_State) Type() protoreflect.EnumType {
-	return &file_api_controlplane_v1_resources_proto_enumTypes[1]
+	return &file_api_controlplane_v1_resources_proto_enumTypes[2]
 }
 
 func (x RegionStatus_State) Number() protoreflect.EnumNumber {
@@ -173,11 +231,11 @@ func (x Cluster_State) String() string {
 }
 
 func (Cluster_State) Descriptor() protoreflect.EnumDescriptor {
-	return file_api_controlplane_v1_resources_proto_enumTypes[2].Descriptor()
+	return file_api_controlplane_v1_resources_proto_enumTypes[3].Descriptor()
 }
 
 func (Cluster_State) Type() protoreflect.EnumType {
-	return &file_api_controlplane_v1_resources_proto_enumTypes[2]
+	return &file_api_controlplane_v1_resources_proto_enumTypes[3]
 }
 
 func (x Cluster_State) Number() protoreflect.EnumNumber {
@@ -231,11 +289,11 @@ func (x Operation_State) String() string {
 }
 
 func (Operation_State) Descriptor() protoreflect.EnumDescriptor {
-	return file_api_controlplane_v1_resources_proto_enumTypes[3].Descriptor()
+	return file_api_controlplane_v1_resources_proto_enumTypes[4].Descriptor()
 }
 
 func (Operation_State) Type() protoreflect.EnumType {
-	return &file_api_controlplane_v1_resources_proto_enumTypes[3]
+	return &file_api_controlplane_v1_resources_proto_enumTypes[4]
 }
 
 func (x Operation_State) Number() protoreflect.EnumNumber {
@@ -245,6 +303,178 @@ func (x Operation_State) Number() protoreflect.EnumNumber {
 // Deprecated: Use Operation_State.Descriptor instead.
 func (Operation_State) EnumDescriptor() ([]byte, []int) {
 	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{9, 0}
+}
+
+// Pulsar's schema compatibility strategies.
+type NamespacePolicies_SchemaCompatibilityStrategy int32
+
+const (
+	NamespacePolicies_SCHEMA_COMPATIBILITY_STRATEGY_UNSPECIFIED NamespacePolicies_SchemaCompatibilityStrategy = 0
+	NamespacePolicies_ALWAYS_INCOMPATIBLE                       NamespacePolicies_SchemaCompatibilityStrategy = 1
+	NamespacePolicies_ALWAYS_COMPATIBLE                         NamespacePolicies_SchemaCompatibilityStrategy = 2
+	NamespacePolicies_BACKWARD                                  NamespacePolicies_SchemaCompatibilityStrategy = 3
+	NamespacePolicies_FORWARD                                   NamespacePolicies_SchemaCompatibilityStrategy = 4
+	NamespacePolicies_FULL                                      NamespacePolicies_SchemaCompatibilityStrategy = 5
+	NamespacePolicies_BACKWARD_TRANSITIVE                       NamespacePolicies_SchemaCompatibilityStrategy = 6
+	NamespacePolicies_FORWARD_TRANSITIVE                        NamespacePolicies_SchemaCompatibilityStrategy = 7
+	NamespacePolicies_FULL_TRANSITIVE                           NamespacePolicies_SchemaCompatibilityStrategy = 8
+)
+
+// Enum value maps for NamespacePolicies_SchemaCompatibilityStrategy.
+var (
+	NamespacePolicies_SchemaCompatibilityStrategy_name = map[int32]string{
+		0: "SCHEMA_COMPATIBILITY_STRATEGY_UNSPECIFIED",
+		1: "ALWAYS_INCOMPATIBLE",
+		2: "ALWAYS_COMPATIBLE",
+		3: "BACKWARD",
+		4: "FORWARD",
+		5: "FULL",
+		6: "BACKWARD_TRANSITIVE",
+		7: "FORWARD_TRANSITIVE",
+		8: "FULL_TRANSITIVE",
+	}
+	NamespacePolicies_SchemaCompatibilityStrategy_value = map[string]int32{
+		"SCHEMA_COMPATIBILITY_STRATEGY_UNSPECIFIED": 0,
+		"ALWAYS_INCOMPATIBLE":                       1,
+		"ALWAYS_COMPATIBLE":                         2,
+		"BACKWARD":                                  3,
+		"FORWARD":                                   4,
+		"FULL":                                      5,
+		"BACKWARD_TRANSITIVE":                       6,
+		"FORWARD_TRANSITIVE":                        7,
+		"FULL_TRANSITIVE":                           8,
+	}
+)
+
+func (x NamespacePolicies_SchemaCompatibilityStrategy) Enum() *NamespacePolicies_SchemaCompatibilityStrategy {
+	p := new(NamespacePolicies_SchemaCompatibilityStrategy)
+	*p = x
+	return p
+}
+
+func (x NamespacePolicies_SchemaCompatibilityStrategy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (NamespacePolicies_SchemaCompatibilityStrategy) Descriptor() protoreflect.EnumDescriptor {
+	return file_api_controlplane_v1_resources_proto_enumTypes[5].Descriptor()
+}
+
+func (NamespacePolicies_SchemaCompatibilityStrategy) Type() protoreflect.EnumType {
+	return &file_api_controlplane_v1_resources_proto_enumTypes[5]
+}
+
+func (x NamespacePolicies_SchemaCompatibilityStrategy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use NamespacePolicies_SchemaCompatibilityStrategy.Descriptor instead.
+func (NamespacePolicies_SchemaCompatibilityStrategy) EnumDescriptor() ([]byte, []int) {
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{13, 0}
+}
+
+type NamespacePolicies_BacklogQuota_Policy int32
+
+const (
+	NamespacePolicies_BacklogQuota_POLICY_UNSPECIFIED NamespacePolicies_BacklogQuota_Policy = 0
+	// Producers wait until the backlog shrinks.
+	NamespacePolicies_BacklogQuota_PRODUCER_REQUEST_HOLD NamespacePolicies_BacklogQuota_Policy = 1
+	// Producers get an error.
+	NamespacePolicies_BacklogQuota_PRODUCER_EXCEPTION NamespacePolicies_BacklogQuota_Policy = 2
+	// The oldest unacknowledged messages are dropped.
+	NamespacePolicies_BacklogQuota_CONSUMER_BACKLOG_EVICTION NamespacePolicies_BacklogQuota_Policy = 3
+)
+
+// Enum value maps for NamespacePolicies_BacklogQuota_Policy.
+var (
+	NamespacePolicies_BacklogQuota_Policy_name = map[int32]string{
+		0: "POLICY_UNSPECIFIED",
+		1: "PRODUCER_REQUEST_HOLD",
+		2: "PRODUCER_EXCEPTION",
+		3: "CONSUMER_BACKLOG_EVICTION",
+	}
+	NamespacePolicies_BacklogQuota_Policy_value = map[string]int32{
+		"POLICY_UNSPECIFIED":        0,
+		"PRODUCER_REQUEST_HOLD":     1,
+		"PRODUCER_EXCEPTION":        2,
+		"CONSUMER_BACKLOG_EVICTION": 3,
+	}
+)
+
+func (x NamespacePolicies_BacklogQuota_Policy) Enum() *NamespacePolicies_BacklogQuota_Policy {
+	p := new(NamespacePolicies_BacklogQuota_Policy)
+	*p = x
+	return p
+}
+
+func (x NamespacePolicies_BacklogQuota_Policy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (NamespacePolicies_BacklogQuota_Policy) Descriptor() protoreflect.EnumDescriptor {
+	return file_api_controlplane_v1_resources_proto_enumTypes[6].Descriptor()
+}
+
+func (NamespacePolicies_BacklogQuota_Policy) Type() protoreflect.EnumType {
+	return &file_api_controlplane_v1_resources_proto_enumTypes[6]
+}
+
+func (x NamespacePolicies_BacklogQuota_Policy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use NamespacePolicies_BacklogQuota_Policy.Descriptor instead.
+func (NamespacePolicies_BacklogQuota_Policy) EnumDescriptor() ([]byte, []int) {
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{13, 1, 0}
+}
+
+type NamespacePolicies_AutoTopicCreation_TopicType int32
+
+const (
+	NamespacePolicies_AutoTopicCreation_TOPIC_TYPE_UNSPECIFIED NamespacePolicies_AutoTopicCreation_TopicType = 0
+	NamespacePolicies_AutoTopicCreation_NON_PARTITIONED        NamespacePolicies_AutoTopicCreation_TopicType = 1
+	NamespacePolicies_AutoTopicCreation_PARTITIONED            NamespacePolicies_AutoTopicCreation_TopicType = 2
+)
+
+// Enum value maps for NamespacePolicies_AutoTopicCreation_TopicType.
+var (
+	NamespacePolicies_AutoTopicCreation_TopicType_name = map[int32]string{
+		0: "TOPIC_TYPE_UNSPECIFIED",
+		1: "NON_PARTITIONED",
+		2: "PARTITIONED",
+	}
+	NamespacePolicies_AutoTopicCreation_TopicType_value = map[string]int32{
+		"TOPIC_TYPE_UNSPECIFIED": 0,
+		"NON_PARTITIONED":        1,
+		"PARTITIONED":            2,
+	}
+)
+
+func (x NamespacePolicies_AutoTopicCreation_TopicType) Enum() *NamespacePolicies_AutoTopicCreation_TopicType {
+	p := new(NamespacePolicies_AutoTopicCreation_TopicType)
+	*p = x
+	return p
+}
+
+func (x NamespacePolicies_AutoTopicCreation_TopicType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (NamespacePolicies_AutoTopicCreation_TopicType) Descriptor() protoreflect.EnumDescriptor {
+	return file_api_controlplane_v1_resources_proto_enumTypes[7].Descriptor()
+}
+
+func (NamespacePolicies_AutoTopicCreation_TopicType) Type() protoreflect.EnumType {
+	return &file_api_controlplane_v1_resources_proto_enumTypes[7]
+}
+
+func (x NamespacePolicies_AutoTopicCreation_TopicType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use NamespacePolicies_AutoTopicCreation_TopicType.Descriptor instead.
+func (NamespacePolicies_AutoTopicCreation_TopicType) EnumDescriptor() ([]byte, []int) {
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{13, 2, 0}
 }
 
 // An organization is a tenant: every other tenant resource lives under one.
@@ -1436,6 +1666,617 @@ func (x *AuditEvent) GetDetail() *structpb.Struct {
 	return nil
 }
 
+// A Pulsar tenant in a cluster. Its allowed clusters are implied: the
+// cluster it lives in.
+type Tenant struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "organizations/{org}/clusters/{cluster}/tenants/{tenant}". Output only;
+	// set from tenant_id on create.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Uid  string `protobuf:"bytes,2,opt,name=uid,proto3" json:"uid,omitempty"`
+	// Pulsar roles (token subjects) that administer the tenant in the data
+	// plane.
+	AdminRoles []string `protobuf:"bytes,3,rep,name=admin_roles,json=adminRoles,proto3" json:"admin_roles,omitempty"`
+	// Output only.
+	State PulsarResourceState `protobuf:"varint,4,opt,name=state,proto3,enum=magnetar.controlplane.v1.PulsarResourceState" json:"state,omitempty"`
+	// Last message from the region agent, e.g. why applying failed. Output
+	// only.
+	StatusMessage string                 `protobuf:"bytes,5,opt,name=status_message,json=statusMessage,proto3" json:"status_message,omitempty"`
+	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	Etag          string                 `protobuf:"bytes,8,opt,name=etag,proto3" json:"etag,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Tenant) Reset() {
+	*x = Tenant{}
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Tenant) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Tenant) ProtoMessage() {}
+
+func (x *Tenant) ProtoReflect() protoreflect.Message {
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Tenant.ProtoReflect.Descriptor instead.
+func (*Tenant) Descriptor() ([]byte, []int) {
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *Tenant) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Tenant) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
+}
+
+func (x *Tenant) GetAdminRoles() []string {
+	if x != nil {
+		return x.AdminRoles
+	}
+	return nil
+}
+
+func (x *Tenant) GetState() PulsarResourceState {
+	if x != nil {
+		return x.State
+	}
+	return PulsarResourceState_PULSAR_RESOURCE_STATE_UNSPECIFIED
+}
+
+func (x *Tenant) GetStatusMessage() string {
+	if x != nil {
+		return x.StatusMessage
+	}
+	return ""
+}
+
+func (x *Tenant) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *Tenant) GetUpdateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdateTime
+	}
+	return nil
+}
+
+func (x *Tenant) GetEtag() string {
+	if x != nil {
+		return x.Etag
+	}
+	return ""
+}
+
+// Policies of a Pulsar namespace. An unset policy is not managed: the data
+// plane keeps its own value (the broker's default unless set otherwise).
+type NamespacePolicies struct {
+	state     protoimpl.MessageState       `protogen:"open.v1"`
+	Retention *NamespacePolicies_Retention `protobuf:"bytes,1,opt,name=retention,proto3" json:"retention,omitempty"`
+	// Unacknowledged messages older than this are acknowledged
+	// automatically; 0 disables expiry.
+	MessageTtlSeconds           *int32                                        `protobuf:"varint,2,opt,name=message_ttl_seconds,json=messageTtlSeconds,proto3,oneof" json:"message_ttl_seconds,omitempty"`
+	DeduplicationEnabled        *bool                                         `protobuf:"varint,3,opt,name=deduplication_enabled,json=deduplicationEnabled,proto3,oneof" json:"deduplication_enabled,omitempty"`
+	BacklogQuota                *NamespacePolicies_BacklogQuota               `protobuf:"bytes,4,opt,name=backlog_quota,json=backlogQuota,proto3" json:"backlog_quota,omitempty"`
+	AutoTopicCreation           *NamespacePolicies_AutoTopicCreation          `protobuf:"bytes,5,opt,name=auto_topic_creation,json=autoTopicCreation,proto3" json:"auto_topic_creation,omitempty"`
+	SchemaCompatibilityStrategy NamespacePolicies_SchemaCompatibilityStrategy `protobuf:"varint,6,opt,name=schema_compatibility_strategy,json=schemaCompatibilityStrategy,proto3,enum=magnetar.controlplane.v1.NamespacePolicies_SchemaCompatibilityStrategy" json:"schema_compatibility_strategy,omitempty"`
+	// Number of bundles the namespace's hash range is split into when it is
+	// created; 0 means the data plane's default. Immutable.
+	Bundles int32 `protobuf:"varint,7,opt,name=bundles,proto3" json:"bundles,omitempty"`
+	// Clusters ("organizations/{org}/clusters/{cluster}") of the same
+	// organization the namespace's messages are replicated to, for
+	// geo-replication; empty means only the namespace's own cluster.
+	ReplicationClusters []string `protobuf:"bytes,8,rep,name=replication_clusters,json=replicationClusters,proto3" json:"replication_clusters,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *NamespacePolicies) Reset() {
+	*x = NamespacePolicies{}
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NamespacePolicies) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NamespacePolicies) ProtoMessage() {}
+
+func (x *NamespacePolicies) ProtoReflect() protoreflect.Message {
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NamespacePolicies.ProtoReflect.Descriptor instead.
+func (*NamespacePolicies) Descriptor() ([]byte, []int) {
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *NamespacePolicies) GetRetention() *NamespacePolicies_Retention {
+	if x != nil {
+		return x.Retention
+	}
+	return nil
+}
+
+func (x *NamespacePolicies) GetMessageTtlSeconds() int32 {
+	if x != nil && x.MessageTtlSeconds != nil {
+		return *x.MessageTtlSeconds
+	}
+	return 0
+}
+
+func (x *NamespacePolicies) GetDeduplicationEnabled() bool {
+	if x != nil && x.DeduplicationEnabled != nil {
+		return *x.DeduplicationEnabled
+	}
+	return false
+}
+
+func (x *NamespacePolicies) GetBacklogQuota() *NamespacePolicies_BacklogQuota {
+	if x != nil {
+		return x.BacklogQuota
+	}
+	return nil
+}
+
+func (x *NamespacePolicies) GetAutoTopicCreation() *NamespacePolicies_AutoTopicCreation {
+	if x != nil {
+		return x.AutoTopicCreation
+	}
+	return nil
+}
+
+func (x *NamespacePolicies) GetSchemaCompatibilityStrategy() NamespacePolicies_SchemaCompatibilityStrategy {
+	if x != nil {
+		return x.SchemaCompatibilityStrategy
+	}
+	return NamespacePolicies_SCHEMA_COMPATIBILITY_STRATEGY_UNSPECIFIED
+}
+
+func (x *NamespacePolicies) GetBundles() int32 {
+	if x != nil {
+		return x.Bundles
+	}
+	return 0
+}
+
+func (x *NamespacePolicies) GetReplicationClusters() []string {
+	if x != nil {
+		return x.ReplicationClusters
+	}
+	return nil
+}
+
+// A Pulsar namespace in a tenant.
+type Namespace struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "organizations/{org}/clusters/{cluster}/tenants/{tenant}/namespaces/{namespace}".
+	Name     string             `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Uid      string             `protobuf:"bytes,2,opt,name=uid,proto3" json:"uid,omitempty"`
+	Policies *NamespacePolicies `protobuf:"bytes,3,opt,name=policies,proto3" json:"policies,omitempty"`
+	// Output only.
+	State PulsarResourceState `protobuf:"varint,4,opt,name=state,proto3,enum=magnetar.controlplane.v1.PulsarResourceState" json:"state,omitempty"`
+	// Output only.
+	StatusMessage string                 `protobuf:"bytes,5,opt,name=status_message,json=statusMessage,proto3" json:"status_message,omitempty"`
+	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	Etag          string                 `protobuf:"bytes,8,opt,name=etag,proto3" json:"etag,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Namespace) Reset() {
+	*x = Namespace{}
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Namespace) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Namespace) ProtoMessage() {}
+
+func (x *Namespace) ProtoReflect() protoreflect.Message {
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Namespace.ProtoReflect.Descriptor instead.
+func (*Namespace) Descriptor() ([]byte, []int) {
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *Namespace) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Namespace) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
+}
+
+func (x *Namespace) GetPolicies() *NamespacePolicies {
+	if x != nil {
+		return x.Policies
+	}
+	return nil
+}
+
+func (x *Namespace) GetState() PulsarResourceState {
+	if x != nil {
+		return x.State
+	}
+	return PulsarResourceState_PULSAR_RESOURCE_STATE_UNSPECIFIED
+}
+
+func (x *Namespace) GetStatusMessage() string {
+	if x != nil {
+		return x.StatusMessage
+	}
+	return ""
+}
+
+func (x *Namespace) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *Namespace) GetUpdateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdateTime
+	}
+	return nil
+}
+
+func (x *Namespace) GetEtag() string {
+	if x != nil {
+		return x.Etag
+	}
+	return ""
+}
+
+// A Pulsar topic in a namespace.
+type Topic struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "organizations/{org}/clusters/{cluster}/tenants/{tenant}/namespaces/{namespace}/topics/{topic}".
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Uid  string `protobuf:"bytes,2,opt,name=uid,proto3" json:"uid,omitempty"`
+	// Number of partitions; 0 means a non-partitioned topic. Partitions can
+	// only be added, and a non-partitioned topic stays non-partitioned.
+	Partitions int32 `protobuf:"varint,3,opt,name=partitions,proto3" json:"partitions,omitempty"`
+	// Persistent (stored in bookies) or non-persistent. Default true;
+	// immutable.
+	Persistent *bool `protobuf:"varint,4,opt,name=persistent,proto3,oneof" json:"persistent,omitempty"`
+	// Output only.
+	State PulsarResourceState `protobuf:"varint,5,opt,name=state,proto3,enum=magnetar.controlplane.v1.PulsarResourceState" json:"state,omitempty"`
+	// Output only.
+	StatusMessage string                 `protobuf:"bytes,6,opt,name=status_message,json=statusMessage,proto3" json:"status_message,omitempty"`
+	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	Etag          string                 `protobuf:"bytes,9,opt,name=etag,proto3" json:"etag,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Topic) Reset() {
+	*x = Topic{}
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Topic) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Topic) ProtoMessage() {}
+
+func (x *Topic) ProtoReflect() protoreflect.Message {
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Topic.ProtoReflect.Descriptor instead.
+func (*Topic) Descriptor() ([]byte, []int) {
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *Topic) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Topic) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
+}
+
+func (x *Topic) GetPartitions() int32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return 0
+}
+
+func (x *Topic) GetPersistent() bool {
+	if x != nil && x.Persistent != nil {
+		return *x.Persistent
+	}
+	return false
+}
+
+func (x *Topic) GetState() PulsarResourceState {
+	if x != nil {
+		return x.State
+	}
+	return PulsarResourceState_PULSAR_RESOURCE_STATE_UNSPECIFIED
+}
+
+func (x *Topic) GetStatusMessage() string {
+	if x != nil {
+		return x.StatusMessage
+	}
+	return ""
+}
+
+func (x *Topic) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *Topic) GetUpdateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdateTime
+	}
+	return nil
+}
+
+func (x *Topic) GetEtag() string {
+	if x != nil {
+		return x.Etag
+	}
+	return ""
+}
+
+// How long and how much acknowledged data is kept. -1 means unlimited;
+// 0 and 0 keep nothing after acknowledgement.
+type NamespacePolicies_Retention struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TimeMinutes   int32                  `protobuf:"varint,1,opt,name=time_minutes,json=timeMinutes,proto3" json:"time_minutes,omitempty"`
+	SizeMb        int64                  `protobuf:"varint,2,opt,name=size_mb,json=sizeMb,proto3" json:"size_mb,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NamespacePolicies_Retention) Reset() {
+	*x = NamespacePolicies_Retention{}
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NamespacePolicies_Retention) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NamespacePolicies_Retention) ProtoMessage() {}
+
+func (x *NamespacePolicies_Retention) ProtoReflect() protoreflect.Message {
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NamespacePolicies_Retention.ProtoReflect.Descriptor instead.
+func (*NamespacePolicies_Retention) Descriptor() ([]byte, []int) {
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{13, 0}
+}
+
+func (x *NamespacePolicies_Retention) GetTimeMinutes() int32 {
+	if x != nil {
+		return x.TimeMinutes
+	}
+	return 0
+}
+
+func (x *NamespacePolicies_Retention) GetSizeMb() int64 {
+	if x != nil {
+		return x.SizeMb
+	}
+	return 0
+}
+
+// What happens when a subscription's backlog exceeds a size.
+type NamespacePolicies_BacklogQuota struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Backlog size limit in bytes; -1 means unlimited.
+	LimitBytes int64 `protobuf:"varint,1,opt,name=limit_bytes,json=limitBytes,proto3" json:"limit_bytes,omitempty"`
+	// Default PRODUCER_REQUEST_HOLD.
+	Policy        NamespacePolicies_BacklogQuota_Policy `protobuf:"varint,2,opt,name=policy,proto3,enum=magnetar.controlplane.v1.NamespacePolicies_BacklogQuota_Policy" json:"policy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NamespacePolicies_BacklogQuota) Reset() {
+	*x = NamespacePolicies_BacklogQuota{}
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NamespacePolicies_BacklogQuota) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NamespacePolicies_BacklogQuota) ProtoMessage() {}
+
+func (x *NamespacePolicies_BacklogQuota) ProtoReflect() protoreflect.Message {
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NamespacePolicies_BacklogQuota.ProtoReflect.Descriptor instead.
+func (*NamespacePolicies_BacklogQuota) Descriptor() ([]byte, []int) {
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{13, 1}
+}
+
+func (x *NamespacePolicies_BacklogQuota) GetLimitBytes() int64 {
+	if x != nil {
+		return x.LimitBytes
+	}
+	return 0
+}
+
+func (x *NamespacePolicies_BacklogQuota) GetPolicy() NamespacePolicies_BacklogQuota_Policy {
+	if x != nil {
+		return x.Policy
+	}
+	return NamespacePolicies_BacklogQuota_POLICY_UNSPECIFIED
+}
+
+// Whether producers and consumers may create topics by using them.
+type NamespacePolicies_AutoTopicCreation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Allow bool                   `protobuf:"varint,1,opt,name=allow,proto3" json:"allow,omitempty"`
+	// Required when allow is true.
+	Type NamespacePolicies_AutoTopicCreation_TopicType `protobuf:"varint,2,opt,name=type,proto3,enum=magnetar.controlplane.v1.NamespacePolicies_AutoTopicCreation_TopicType" json:"type,omitempty"`
+	// Partitions of an automatically created partitioned topic; required
+	// (at least 1) for PARTITIONED, must be 0 otherwise.
+	DefaultPartitions int32 `protobuf:"varint,3,opt,name=default_partitions,json=defaultPartitions,proto3" json:"default_partitions,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *NamespacePolicies_AutoTopicCreation) Reset() {
+	*x = NamespacePolicies_AutoTopicCreation{}
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NamespacePolicies_AutoTopicCreation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NamespacePolicies_AutoTopicCreation) ProtoMessage() {}
+
+func (x *NamespacePolicies_AutoTopicCreation) ProtoReflect() protoreflect.Message {
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NamespacePolicies_AutoTopicCreation.ProtoReflect.Descriptor instead.
+func (*NamespacePolicies_AutoTopicCreation) Descriptor() ([]byte, []int) {
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{13, 2}
+}
+
+func (x *NamespacePolicies_AutoTopicCreation) GetAllow() bool {
+	if x != nil {
+		return x.Allow
+	}
+	return false
+}
+
+func (x *NamespacePolicies_AutoTopicCreation) GetType() NamespacePolicies_AutoTopicCreation_TopicType {
+	if x != nil {
+		return x.Type
+	}
+	return NamespacePolicies_AutoTopicCreation_TOPIC_TYPE_UNSPECIFIED
+}
+
+func (x *NamespacePolicies_AutoTopicCreation) GetDefaultPartitions() int32 {
+	if x != nil {
+		return x.DefaultPartitions
+	}
+	return 0
+}
+
 var File_api_controlplane_v1_resources_proto protoreflect.FileDescriptor
 
 const file_api_controlplane_v1_resources_proto_rawDesc = "" +
@@ -1590,7 +2431,94 @@ const file_api_controlplane_v1_resources_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x06 \x01(\tR\trequestId\x12\x18\n" +
 	"\aoutcome\x18\a \x01(\tR\aoutcome\x12/\n" +
-	"\x06detail\x18\b \x01(\v2\x17.google.protobuf.StructR\x06detailBEZCgithub.com/magnetar-dev/magnetar/api/controlplane/v1;controlplanev1b\x06proto3"
+	"\x06detail\x18\b \x01(\v2\x17.google.protobuf.StructR\x06detail\"\xc9\x02\n" +
+	"\x06Tenant\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
+	"\x03uid\x18\x02 \x01(\tR\x03uid\x12\x1f\n" +
+	"\vadmin_roles\x18\x03 \x03(\tR\n" +
+	"adminRoles\x12C\n" +
+	"\x05state\x18\x04 \x01(\x0e2-.magnetar.controlplane.v1.PulsarResourceStateR\x05state\x12%\n" +
+	"\x0estatus_message\x18\x05 \x01(\tR\rstatusMessage\x12;\n" +
+	"\vcreate_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12;\n" +
+	"\vupdate_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"updateTime\x12\x12\n" +
+	"\x04etag\x18\b \x01(\tR\x04etag\"\xeb\v\n" +
+	"\x11NamespacePolicies\x12S\n" +
+	"\tretention\x18\x01 \x01(\v25.magnetar.controlplane.v1.NamespacePolicies.RetentionR\tretention\x123\n" +
+	"\x13message_ttl_seconds\x18\x02 \x01(\x05H\x00R\x11messageTtlSeconds\x88\x01\x01\x128\n" +
+	"\x15deduplication_enabled\x18\x03 \x01(\bH\x01R\x14deduplicationEnabled\x88\x01\x01\x12]\n" +
+	"\rbacklog_quota\x18\x04 \x01(\v28.magnetar.controlplane.v1.NamespacePolicies.BacklogQuotaR\fbacklogQuota\x12m\n" +
+	"\x13auto_topic_creation\x18\x05 \x01(\v2=.magnetar.controlplane.v1.NamespacePolicies.AutoTopicCreationR\x11autoTopicCreation\x12\x8b\x01\n" +
+	"\x1dschema_compatibility_strategy\x18\x06 \x01(\x0e2G.magnetar.controlplane.v1.NamespacePolicies.SchemaCompatibilityStrategyR\x1bschemaCompatibilityStrategy\x12\x18\n" +
+	"\abundles\x18\a \x01(\x05R\abundles\x121\n" +
+	"\x14replication_clusters\x18\b \x03(\tR\x13replicationClusters\x1aG\n" +
+	"\tRetention\x12!\n" +
+	"\ftime_minutes\x18\x01 \x01(\x05R\vtimeMinutes\x12\x17\n" +
+	"\asize_mb\x18\x02 \x01(\x03R\x06sizeMb\x1a\xfc\x01\n" +
+	"\fBacklogQuota\x12\x1f\n" +
+	"\vlimit_bytes\x18\x01 \x01(\x03R\n" +
+	"limitBytes\x12W\n" +
+	"\x06policy\x18\x02 \x01(\x0e2?.magnetar.controlplane.v1.NamespacePolicies.BacklogQuota.PolicyR\x06policy\"r\n" +
+	"\x06Policy\x12\x16\n" +
+	"\x12POLICY_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15PRODUCER_REQUEST_HOLD\x10\x01\x12\x16\n" +
+	"\x12PRODUCER_EXCEPTION\x10\x02\x12\x1d\n" +
+	"\x19CONSUMER_BACKLOG_EVICTION\x10\x03\x1a\x84\x02\n" +
+	"\x11AutoTopicCreation\x12\x14\n" +
+	"\x05allow\x18\x01 \x01(\bR\x05allow\x12[\n" +
+	"\x04type\x18\x02 \x01(\x0e2G.magnetar.controlplane.v1.NamespacePolicies.AutoTopicCreation.TopicTypeR\x04type\x12-\n" +
+	"\x12default_partitions\x18\x03 \x01(\x05R\x11defaultPartitions\"M\n" +
+	"\tTopicType\x12\x1a\n" +
+	"\x16TOPIC_TYPE_UNSPECIFIED\x10\x00\x12\x13\n" +
+	"\x0fNON_PARTITIONED\x10\x01\x12\x0f\n" +
+	"\vPARTITIONED\x10\x02\"\xe7\x01\n" +
+	"\x1bSchemaCompatibilityStrategy\x12-\n" +
+	")SCHEMA_COMPATIBILITY_STRATEGY_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13ALWAYS_INCOMPATIBLE\x10\x01\x12\x15\n" +
+	"\x11ALWAYS_COMPATIBLE\x10\x02\x12\f\n" +
+	"\bBACKWARD\x10\x03\x12\v\n" +
+	"\aFORWARD\x10\x04\x12\b\n" +
+	"\x04FULL\x10\x05\x12\x17\n" +
+	"\x13BACKWARD_TRANSITIVE\x10\x06\x12\x16\n" +
+	"\x12FORWARD_TRANSITIVE\x10\a\x12\x13\n" +
+	"\x0fFULL_TRANSITIVE\x10\bB\x16\n" +
+	"\x14_message_ttl_secondsB\x18\n" +
+	"\x16_deduplication_enabled\"\xf4\x02\n" +
+	"\tNamespace\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
+	"\x03uid\x18\x02 \x01(\tR\x03uid\x12G\n" +
+	"\bpolicies\x18\x03 \x01(\v2+.magnetar.controlplane.v1.NamespacePoliciesR\bpolicies\x12C\n" +
+	"\x05state\x18\x04 \x01(\x0e2-.magnetar.controlplane.v1.PulsarResourceStateR\x05state\x12%\n" +
+	"\x0estatus_message\x18\x05 \x01(\tR\rstatusMessage\x12;\n" +
+	"\vcreate_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12;\n" +
+	"\vupdate_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"updateTime\x12\x12\n" +
+	"\x04etag\x18\b \x01(\tR\x04etag\"\xfb\x02\n" +
+	"\x05Topic\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
+	"\x03uid\x18\x02 \x01(\tR\x03uid\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x03 \x01(\x05R\n" +
+	"partitions\x12#\n" +
+	"\n" +
+	"persistent\x18\x04 \x01(\bH\x00R\n" +
+	"persistent\x88\x01\x01\x12C\n" +
+	"\x05state\x18\x05 \x01(\x0e2-.magnetar.controlplane.v1.PulsarResourceStateR\x05state\x12%\n" +
+	"\x0estatus_message\x18\x06 \x01(\tR\rstatusMessage\x12;\n" +
+	"\vcreate_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12;\n" +
+	"\vupdate_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"updateTime\x12\x12\n" +
+	"\x04etag\x18\t \x01(\tR\x04etagB\r\n" +
+	"\v_persistent*b\n" +
+	"\x13PulsarResourceState\x12%\n" +
+	"!PULSAR_RESOURCE_STATE_UNSPECIFIED\x10\x00\x12\v\n" +
+	"\aPENDING\x10\x01\x12\v\n" +
+	"\aAPPLIED\x10\x02\x12\n" +
+	"\n" +
+	"\x06FAILED\x10\x03BEZCgithub.com/magnetar-dev/magnetar/api/controlplane/v1;controlplanev1b\x06proto3"
 
 var (
 	file_api_controlplane_v1_resources_proto_rawDescOnce sync.Once
@@ -1604,64 +2532,91 @@ func file_api_controlplane_v1_resources_proto_rawDescGZIP() []byte {
 	return file_api_controlplane_v1_resources_proto_rawDescData
 }
 
-var file_api_controlplane_v1_resources_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_api_controlplane_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_api_controlplane_v1_resources_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
+var file_api_controlplane_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_api_controlplane_v1_resources_proto_goTypes = []any{
-	(ApiKey_State)(0),             // 0: magnetar.controlplane.v1.ApiKey.State
-	(RegionStatus_State)(0),       // 1: magnetar.controlplane.v1.RegionStatus.State
-	(Cluster_State)(0),            // 2: magnetar.controlplane.v1.Cluster.State
-	(Operation_State)(0),          // 3: magnetar.controlplane.v1.Operation.State
-	(*Organization)(nil),          // 4: magnetar.controlplane.v1.Organization
-	(*User)(nil),                  // 5: magnetar.controlplane.v1.User
-	(*ServiceAccount)(nil),        // 6: magnetar.controlplane.v1.ServiceAccount
-	(*ApiKey)(nil),                // 7: magnetar.controlplane.v1.ApiKey
-	(*RoleBinding)(nil),           // 8: magnetar.controlplane.v1.RoleBinding
-	(*Region)(nil),                // 9: magnetar.controlplane.v1.Region
-	(*RegionStatus)(nil),          // 10: magnetar.controlplane.v1.RegionStatus
-	(*ClusterSize)(nil),           // 11: magnetar.controlplane.v1.ClusterSize
-	(*Cluster)(nil),               // 12: magnetar.controlplane.v1.Cluster
-	(*Operation)(nil),             // 13: magnetar.controlplane.v1.Operation
-	(*OperationError)(nil),        // 14: magnetar.controlplane.v1.OperationError
-	(*AuditEvent)(nil),            // 15: magnetar.controlplane.v1.AuditEvent
-	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),       // 17: google.protobuf.Struct
+	(PulsarResourceState)(0),                           // 0: magnetar.controlplane.v1.PulsarResourceState
+	(ApiKey_State)(0),                                  // 1: magnetar.controlplane.v1.ApiKey.State
+	(RegionStatus_State)(0),                            // 2: magnetar.controlplane.v1.RegionStatus.State
+	(Cluster_State)(0),                                 // 3: magnetar.controlplane.v1.Cluster.State
+	(Operation_State)(0),                               // 4: magnetar.controlplane.v1.Operation.State
+	(NamespacePolicies_SchemaCompatibilityStrategy)(0), // 5: magnetar.controlplane.v1.NamespacePolicies.SchemaCompatibilityStrategy
+	(NamespacePolicies_BacklogQuota_Policy)(0),         // 6: magnetar.controlplane.v1.NamespacePolicies.BacklogQuota.Policy
+	(NamespacePolicies_AutoTopicCreation_TopicType)(0), // 7: magnetar.controlplane.v1.NamespacePolicies.AutoTopicCreation.TopicType
+	(*Organization)(nil),                               // 8: magnetar.controlplane.v1.Organization
+	(*User)(nil),                                       // 9: magnetar.controlplane.v1.User
+	(*ServiceAccount)(nil),                             // 10: magnetar.controlplane.v1.ServiceAccount
+	(*ApiKey)(nil),                                     // 11: magnetar.controlplane.v1.ApiKey
+	(*RoleBinding)(nil),                                // 12: magnetar.controlplane.v1.RoleBinding
+	(*Region)(nil),                                     // 13: magnetar.controlplane.v1.Region
+	(*RegionStatus)(nil),                               // 14: magnetar.controlplane.v1.RegionStatus
+	(*ClusterSize)(nil),                                // 15: magnetar.controlplane.v1.ClusterSize
+	(*Cluster)(nil),                                    // 16: magnetar.controlplane.v1.Cluster
+	(*Operation)(nil),                                  // 17: magnetar.controlplane.v1.Operation
+	(*OperationError)(nil),                             // 18: magnetar.controlplane.v1.OperationError
+	(*AuditEvent)(nil),                                 // 19: magnetar.controlplane.v1.AuditEvent
+	(*Tenant)(nil),                                     // 20: magnetar.controlplane.v1.Tenant
+	(*NamespacePolicies)(nil),                          // 21: magnetar.controlplane.v1.NamespacePolicies
+	(*Namespace)(nil),                                  // 22: magnetar.controlplane.v1.Namespace
+	(*Topic)(nil),                                      // 23: magnetar.controlplane.v1.Topic
+	(*NamespacePolicies_Retention)(nil),                // 24: magnetar.controlplane.v1.NamespacePolicies.Retention
+	(*NamespacePolicies_BacklogQuota)(nil),             // 25: magnetar.controlplane.v1.NamespacePolicies.BacklogQuota
+	(*NamespacePolicies_AutoTopicCreation)(nil),        // 26: magnetar.controlplane.v1.NamespacePolicies.AutoTopicCreation
+	(*timestamppb.Timestamp)(nil),                      // 27: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),                            // 28: google.protobuf.Struct
 }
 var file_api_controlplane_v1_resources_proto_depIdxs = []int32{
-	16, // 0: magnetar.controlplane.v1.Organization.create_time:type_name -> google.protobuf.Timestamp
-	16, // 1: magnetar.controlplane.v1.Organization.update_time:type_name -> google.protobuf.Timestamp
-	16, // 2: magnetar.controlplane.v1.User.create_time:type_name -> google.protobuf.Timestamp
-	16, // 3: magnetar.controlplane.v1.User.update_time:type_name -> google.protobuf.Timestamp
-	16, // 4: magnetar.controlplane.v1.ServiceAccount.create_time:type_name -> google.protobuf.Timestamp
-	16, // 5: magnetar.controlplane.v1.ServiceAccount.update_time:type_name -> google.protobuf.Timestamp
-	0,  // 6: magnetar.controlplane.v1.ApiKey.state:type_name -> magnetar.controlplane.v1.ApiKey.State
-	16, // 7: magnetar.controlplane.v1.ApiKey.expire_time:type_name -> google.protobuf.Timestamp
-	16, // 8: magnetar.controlplane.v1.ApiKey.revoke_time:type_name -> google.protobuf.Timestamp
-	16, // 9: magnetar.controlplane.v1.ApiKey.create_time:type_name -> google.protobuf.Timestamp
-	16, // 10: magnetar.controlplane.v1.ApiKey.update_time:type_name -> google.protobuf.Timestamp
-	16, // 11: magnetar.controlplane.v1.RoleBinding.create_time:type_name -> google.protobuf.Timestamp
-	16, // 12: magnetar.controlplane.v1.RoleBinding.update_time:type_name -> google.protobuf.Timestamp
-	10, // 13: magnetar.controlplane.v1.Region.status:type_name -> magnetar.controlplane.v1.RegionStatus
-	16, // 14: magnetar.controlplane.v1.Region.create_time:type_name -> google.protobuf.Timestamp
-	16, // 15: magnetar.controlplane.v1.Region.update_time:type_name -> google.protobuf.Timestamp
-	1,  // 16: magnetar.controlplane.v1.RegionStatus.state:type_name -> magnetar.controlplane.v1.RegionStatus.State
-	16, // 17: magnetar.controlplane.v1.RegionStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
-	11, // 18: magnetar.controlplane.v1.Cluster.size:type_name -> magnetar.controlplane.v1.ClusterSize
-	2,  // 19: magnetar.controlplane.v1.Cluster.state:type_name -> magnetar.controlplane.v1.Cluster.State
-	16, // 20: magnetar.controlplane.v1.Cluster.create_time:type_name -> google.protobuf.Timestamp
-	16, // 21: magnetar.controlplane.v1.Cluster.update_time:type_name -> google.protobuf.Timestamp
-	3,  // 22: magnetar.controlplane.v1.Operation.state:type_name -> magnetar.controlplane.v1.Operation.State
-	14, // 23: magnetar.controlplane.v1.Operation.error:type_name -> magnetar.controlplane.v1.OperationError
-	17, // 24: magnetar.controlplane.v1.Operation.response:type_name -> google.protobuf.Struct
-	16, // 25: magnetar.controlplane.v1.Operation.create_time:type_name -> google.protobuf.Timestamp
-	16, // 26: magnetar.controlplane.v1.Operation.update_time:type_name -> google.protobuf.Timestamp
-	16, // 27: magnetar.controlplane.v1.Operation.end_time:type_name -> google.protobuf.Timestamp
-	16, // 28: magnetar.controlplane.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
-	17, // 29: magnetar.controlplane.v1.AuditEvent.detail:type_name -> google.protobuf.Struct
-	30, // [30:30] is the sub-list for method output_type
-	30, // [30:30] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	27, // 0: magnetar.controlplane.v1.Organization.create_time:type_name -> google.protobuf.Timestamp
+	27, // 1: magnetar.controlplane.v1.Organization.update_time:type_name -> google.protobuf.Timestamp
+	27, // 2: magnetar.controlplane.v1.User.create_time:type_name -> google.protobuf.Timestamp
+	27, // 3: magnetar.controlplane.v1.User.update_time:type_name -> google.protobuf.Timestamp
+	27, // 4: magnetar.controlplane.v1.ServiceAccount.create_time:type_name -> google.protobuf.Timestamp
+	27, // 5: magnetar.controlplane.v1.ServiceAccount.update_time:type_name -> google.protobuf.Timestamp
+	1,  // 6: magnetar.controlplane.v1.ApiKey.state:type_name -> magnetar.controlplane.v1.ApiKey.State
+	27, // 7: magnetar.controlplane.v1.ApiKey.expire_time:type_name -> google.protobuf.Timestamp
+	27, // 8: magnetar.controlplane.v1.ApiKey.revoke_time:type_name -> google.protobuf.Timestamp
+	27, // 9: magnetar.controlplane.v1.ApiKey.create_time:type_name -> google.protobuf.Timestamp
+	27, // 10: magnetar.controlplane.v1.ApiKey.update_time:type_name -> google.protobuf.Timestamp
+	27, // 11: magnetar.controlplane.v1.RoleBinding.create_time:type_name -> google.protobuf.Timestamp
+	27, // 12: magnetar.controlplane.v1.RoleBinding.update_time:type_name -> google.protobuf.Timestamp
+	14, // 13: magnetar.controlplane.v1.Region.status:type_name -> magnetar.controlplane.v1.RegionStatus
+	27, // 14: magnetar.controlplane.v1.Region.create_time:type_name -> google.protobuf.Timestamp
+	27, // 15: magnetar.controlplane.v1.Region.update_time:type_name -> google.protobuf.Timestamp
+	2,  // 16: magnetar.controlplane.v1.RegionStatus.state:type_name -> magnetar.controlplane.v1.RegionStatus.State
+	27, // 17: magnetar.controlplane.v1.RegionStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
+	15, // 18: magnetar.controlplane.v1.Cluster.size:type_name -> magnetar.controlplane.v1.ClusterSize
+	3,  // 19: magnetar.controlplane.v1.Cluster.state:type_name -> magnetar.controlplane.v1.Cluster.State
+	27, // 20: magnetar.controlplane.v1.Cluster.create_time:type_name -> google.protobuf.Timestamp
+	27, // 21: magnetar.controlplane.v1.Cluster.update_time:type_name -> google.protobuf.Timestamp
+	4,  // 22: magnetar.controlplane.v1.Operation.state:type_name -> magnetar.controlplane.v1.Operation.State
+	18, // 23: magnetar.controlplane.v1.Operation.error:type_name -> magnetar.controlplane.v1.OperationError
+	28, // 24: magnetar.controlplane.v1.Operation.response:type_name -> google.protobuf.Struct
+	27, // 25: magnetar.controlplane.v1.Operation.create_time:type_name -> google.protobuf.Timestamp
+	27, // 26: magnetar.controlplane.v1.Operation.update_time:type_name -> google.protobuf.Timestamp
+	27, // 27: magnetar.controlplane.v1.Operation.end_time:type_name -> google.protobuf.Timestamp
+	27, // 28: magnetar.controlplane.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
+	28, // 29: magnetar.controlplane.v1.AuditEvent.detail:type_name -> google.protobuf.Struct
+	0,  // 30: magnetar.controlplane.v1.Tenant.state:type_name -> magnetar.controlplane.v1.PulsarResourceState
+	27, // 31: magnetar.controlplane.v1.Tenant.create_time:type_name -> google.protobuf.Timestamp
+	27, // 32: magnetar.controlplane.v1.Tenant.update_time:type_name -> google.protobuf.Timestamp
+	24, // 33: magnetar.controlplane.v1.NamespacePolicies.retention:type_name -> magnetar.controlplane.v1.NamespacePolicies.Retention
+	25, // 34: magnetar.controlplane.v1.NamespacePolicies.backlog_quota:type_name -> magnetar.controlplane.v1.NamespacePolicies.BacklogQuota
+	26, // 35: magnetar.controlplane.v1.NamespacePolicies.auto_topic_creation:type_name -> magnetar.controlplane.v1.NamespacePolicies.AutoTopicCreation
+	5,  // 36: magnetar.controlplane.v1.NamespacePolicies.schema_compatibility_strategy:type_name -> magnetar.controlplane.v1.NamespacePolicies.SchemaCompatibilityStrategy
+	21, // 37: magnetar.controlplane.v1.Namespace.policies:type_name -> magnetar.controlplane.v1.NamespacePolicies
+	0,  // 38: magnetar.controlplane.v1.Namespace.state:type_name -> magnetar.controlplane.v1.PulsarResourceState
+	27, // 39: magnetar.controlplane.v1.Namespace.create_time:type_name -> google.protobuf.Timestamp
+	27, // 40: magnetar.controlplane.v1.Namespace.update_time:type_name -> google.protobuf.Timestamp
+	0,  // 41: magnetar.controlplane.v1.Topic.state:type_name -> magnetar.controlplane.v1.PulsarResourceState
+	27, // 42: magnetar.controlplane.v1.Topic.create_time:type_name -> google.protobuf.Timestamp
+	27, // 43: magnetar.controlplane.v1.Topic.update_time:type_name -> google.protobuf.Timestamp
+	6,  // 44: magnetar.controlplane.v1.NamespacePolicies.BacklogQuota.policy:type_name -> magnetar.controlplane.v1.NamespacePolicies.BacklogQuota.Policy
+	7,  // 45: magnetar.controlplane.v1.NamespacePolicies.AutoTopicCreation.type:type_name -> magnetar.controlplane.v1.NamespacePolicies.AutoTopicCreation.TopicType
+	46, // [46:46] is the sub-list for method output_type
+	46, // [46:46] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_api_controlplane_v1_resources_proto_init() }
@@ -1669,13 +2624,15 @@ func file_api_controlplane_v1_resources_proto_init() {
 	if File_api_controlplane_v1_resources_proto != nil {
 		return
 	}
+	file_api_controlplane_v1_resources_proto_msgTypes[13].OneofWrappers = []any{}
+	file_api_controlplane_v1_resources_proto_msgTypes[15].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_controlplane_v1_resources_proto_rawDesc), len(file_api_controlplane_v1_resources_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   12,
+			NumEnums:      8,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/magnetar-dev/magnetar/regions/agent"
+	"github.com/magnetar-dev/magnetar/regions/provisioner/process"
+)
+
+func init() { subcommands = append(subcommands, newAgentCommand) }
+
+func newAgentCommand() *cobra.Command {
+	var cfg agent.Config
+	var pcfg process.Config
+	var keyFile string
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Run a region agent: pull the region's desired state from the control plane and run its clusters as local processes",
+		Long: "Run a region agent. Clusters run as local magnetar processes under <data-dir>/clusters; they keep\n" +
+			"running when the agent stops (a restarted agent adopts them).",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signalContext()
+			defer stop()
+			raw, err := os.ReadFile(keyFile)
+			if err != nil {
+				return fmt.Errorf("read --api-key-file: %w", err)
+			}
+			if cfg.APIKey = strings.TrimSpace(string(raw)); cfg.APIKey == "" {
+				return errors.New("--api-key-file is empty")
+			}
+			prov, err := process.New(pcfg)
+			if err != nil {
+				return err
+			}
+			defer prov.Close() // leaves the data plane running
+			cfg.Provisioner = prov
+			a, err := agent.New(cfg)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "magnetar agent: region %s, control plane %s, clusters under %s\n", cfg.Region, cfg.ControlPlaneURL, pcfg.DataDir)
+			return a.Run(ctx)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Region, "region", "", `region this agent runs ("regions/NAME" or NAME; required)`)
+	f.StringVar(&cfg.ControlPlaneURL, "control-plane", "http://"+"127.0.0.1:7080", "control plane URL: http://host:port (plaintext gRPC) or https://host:port")
+	f.StringVar(&keyFile, "api-key-file", "", "file holding an operator API key (required)")
+	f.StringVar(&pcfg.DataDir, "data-dir", "./data/agent", "directory of the clusters' processes and data")
+	f.StringVar(&pcfg.Binary, "binary", "", "magnetar binary to run data-plane processes with (default: this binary)")
+	f.DurationVar(&cfg.PollTimeout, "poll-timeout", agent.DefaultPollTimeout, "long-poll timeout of the desired-state watch")
+	f.DurationVar(&cfg.ReconcileInterval, "reconcile-interval", agent.DefaultReconcileInterval, "period of the full reconcile (repairs crashed processes)")
+	f.DurationVar(&pcfg.StopGrace, "stop-grace", 10*time.Second, "time between SIGTERM and SIGKILL when stopping a process")
+	_ = cmd.MarkFlagRequired("region")
+	_ = cmd.MarkFlagRequired("api-key-file")
+	return cmd
+}

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/magnetar-dev/magnetar/controlplane/apiserver"
+	"github.com/magnetar-dev/magnetar/regions/up"
+)
+
+func init() { subcommands = append(subcommands, newUpCommand) }
+
+func newUpCommand() *cobra.Command {
+	var cfg up.Config
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Run the whole managed service on this machine: control plane plus an agent for regions local-a and local-b",
+		Long: "Run the control plane (SQLite) and one region agent per region in this process, with clusters as local\n" +
+			"processes, all under --data-dir. A development command: Ctrl-C stops everything it started, including\n" +
+			"the clusters' processes (their data is kept and they come back on the next `magnetar up`).",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signalContext()
+			defer stop()
+			env, err := up.Start(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "magnetar up ready\n  REST: http://%s/v1/...\n  gRPC: %s (plaintext)\n  regions: %s\n  operator API key: %s\n",
+				env.Addr(), env.Addr(), strings.Join(env.Regions(), ", "), env.KeyFile())
+			select {
+			case <-ctx.Done():
+			case <-env.Done():
+			}
+			sctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			return env.Shutdown(sctx)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.DataDir, "data-dir", "./data/up", "directory of the control plane's store, the operator key and the regions' clusters")
+	f.StringVar(&cfg.Listen, "listen", apiserver.DefaultListen, "address of the control plane's gRPC and REST API")
+	f.StringSliceVar(&cfg.Regions, "regions", up.DefaultRegions, "ids of the regions to register and run")
+	f.StringVar(&cfg.Binary, "binary", "", "magnetar binary to run data-plane processes with (default: this binary)")
+	return cmd
+}

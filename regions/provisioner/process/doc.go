@@ -1,0 +1,45 @@
+// Package process is the process provisioner: it runs each cluster's data
+// plane as local processes of the magnetar binary, for development, tests
+// and single-machine regions.
+//
+// Layout. A cluster "organizations/{org}/clusters/{c}" lives in
+// <DataDir>/clusters/<org>-<c>/:
+//
+//	state.json      the cluster's record (below), rewritten atomically
+//	                (state.json.tmp + rename) after every change
+//	metadata/       `magnetar metadata` data (a single-member etcd)
+//	bookie-<i>/     `magnetar bookie` i's data
+//	<role>-<i>.log  stdout and stderr of each process (appended)
+//
+// state.json holds the full resource name, the size and revision being
+// applied, and for each process its role, index, loopback addresses
+// (chosen once from free ports, so a restarted process keeps them), its
+// argument list and its PID.
+//
+// Processes run in their own process group and are not tied to the
+// provisioner's lifetime: when the agent stops or crashes they keep
+// serving (static stability). A new Provisioner on the same DataDir adopts
+// the processes that are still alive (a PID is adopted only when
+// /proc/<pid>/cmdline carries the recorded arguments) and restarts the
+// others. A supervisor goroutine checks every CheckInterval and replaces
+// crashed processes with exponential backoff; after maxRestarts failed
+// restarts in a row the cluster reports FAILED (and restarts continue at
+// the longest backoff).
+//
+// Scaling down stops the highest-numbered brokers or bookies. A bookie is
+// NOT drained first: the ledger copies it held are lost with its directory,
+// and ledgers written with fewer copies than the bookies removed lose
+// data. Delete stops every process (SIGTERM to its process group, SIGKILL
+// after StopGrace) and removes the cluster's directory.
+//
+// Brokers are started with ensemble = write quorum = min(3, bookies) and
+// ack quorum = min(2, bookies), and are restarted when a bookie count
+// change alters those flags.
+//
+// Callers: the region agent (through provisioner.Provisioner) and
+// `magnetar up`. Concurrency: all methods are safe for concurrent use.
+// Lock order: cluster.mu, then Provisioner.mu (Delete); Provisioner.mu is
+// never held while taking a cluster.mu, nor while processes are started,
+// stopped or probed. One cluster's work (which may wait up to StopGrace)
+// never blocks another's.
+package process

@@ -1,0 +1,105 @@
+package provisioner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// ErrNotFound is returned by Status for a cluster the provisioner does not hold.
+var ErrNotFound = errors.New("provisioner: cluster not found")
+
+// ErrInvalidSpec is wrapped by Apply for a spec it cannot act on.
+var ErrInvalidSpec = errors.New("provisioner: invalid spec")
+
+// Provisioner converges the data planes of a region's clusters to specs.
+type Provisioner interface {
+	// Apply converges the cluster to spec: it creates what is missing,
+	// scales up or down, replaces crashed processes, and returns the
+	// cluster's status as it is then. Apply does not wait for the cluster
+	// to become ready; call it (or Status) again. It is idempotent: applying
+	// the spec of a ready cluster changes nothing.
+	Apply(ctx context.Context, spec ClusterSpec) (ClusterStatus, error)
+	// Status returns a cluster's status, or ErrNotFound.
+	Status(ctx context.Context, name string) (ClusterStatus, error)
+	// Delete tears the cluster down and removes its data. Deleting a
+	// cluster that does not exist is not an error.
+	Delete(ctx context.Context, name string) error
+	// List returns the names of the clusters the provisioner holds.
+	List(ctx context.Context) ([]string, error)
+}
+
+// Size is a cluster's number of brokers and bookies.
+type Size struct {
+	Brokers int
+	Bookies int
+}
+
+// ClusterSpec is the desired state of one cluster.
+type ClusterSpec struct {
+	// Name is the control plane's resource name,
+	// "organizations/{org}/clusters/{cluster}".
+	Name string
+	Size Size
+	// Revision is the desired-state revision the spec comes from; recorded
+	// and reported back, never compared.
+	Revision int64
+}
+
+// Validate checks the spec.
+func (s ClusterSpec) Validate() error {
+	if s.Name == "" {
+		return fmt.Errorf("%w: name is empty", ErrInvalidSpec)
+	}
+	if s.Size.Brokers < 1 || s.Size.Bookies < 1 {
+		return fmt.Errorf("%w: %s: size must have at least one broker and one bookie (got %d brokers, %d bookies)",
+			ErrInvalidSpec, s.Name, s.Size.Brokers, s.Size.Bookies)
+	}
+	return nil
+}
+
+// State is a cluster's condition as the provisioner sees it.
+type State string
+
+const (
+	// StateProgressing: processes are starting, restarting or changing.
+	StateProgressing State = "PROGRESSING"
+	// StateReady: every broker answers its health check and the metadata
+	// store is up; ServiceURL and AdminURL are set.
+	StateReady State = "READY"
+	// StateFailed: the provisioner cannot make progress without help
+	// (Message says why). Apply keeps trying.
+	StateFailed State = "FAILED"
+)
+
+// ClusterStatus is what a provisioner observed of a cluster.
+type ClusterStatus struct {
+	Name  string
+	State State
+	// ServiceURL is the Pulsar binary protocol URL, listing every broker:
+	// "pulsar://host:port,host:port".
+	ServiceURL string
+	// AdminURL is the first broker's admin REST API, "http://host:port".
+	AdminURL string
+	Message  string
+	// Size is the size the cluster is being converged to.
+	Size     Size
+	Revision int64
+	// Processes describes each process of the cluster (empty for
+	// provisioners without processes).
+	Processes []ProcessHealth
+}
+
+// ProcessHealth is the health of one data-plane process.
+type ProcessHealth struct {
+	// Role is "metadata", "bookie" or "broker".
+	Role  string
+	Index int
+	PID   int
+	// Addr is the main address: the client URL, bookie or broker address.
+	Addr     string
+	Alive    bool
+	Healthy  bool
+	Restarts int
+	Message  string
+}
