@@ -215,7 +215,9 @@ func TestClusterBookieKill9(t *testing.T) {
 func TestBrokerMetadataCut(t *testing.T) {
 	var proxies []*Proxy
 	c := newDataClusterWith(t, 3, 2, func(c *dataCluster, i int) string {
-		px := StartProxy(t, strings.TrimPrefix(c.etcdURL, "http://"))
+		// The proxy fronts one member; the broker knows only that one.
+		first, _, _ := strings.Cut(c.etcdURL, ",")
+		px := StartProxy(t, strings.TrimPrefix(first, "http://"))
 		proxies = append(proxies, px)
 		return "http://" + px.Addr()
 	})

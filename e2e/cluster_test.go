@@ -37,7 +37,8 @@ func newDataCluster(t *testing.T, bookies, brokers int) *dataCluster {
 // newDataClusterWith lets metadataURL choose each broker's metadata endpoint
 // (e.g. through a Proxy); nil means the store itself.
 func newDataClusterWith(t *testing.T, bookies, brokers int, metadataURL func(c *dataCluster, i int) string) *dataCluster {
-	c := &dataCluster{storageCluster: newStorageCluster(t, bookies)}
+	// A real three-member etcd cluster of `magnetar metadata` processes.
+	c := &dataCluster{storageCluster: newStorageClusterOnEtcdCluster(t, bookies)}
 	for i := range brokers {
 		md := c.etcdURL
 		if metadataURL != nil {

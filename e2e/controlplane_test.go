@@ -220,7 +220,7 @@ func TestUp(t *testing.T) {
 		t.Fatal("no API key secret")
 	}
 
-	ops := map[string]string{}
+	ops, urls := map[string]string{}, map[string]string{}
 	for _, c := range []struct {
 		id, region string
 		protect    bool
@@ -238,7 +238,28 @@ func TestUp(t *testing.T) {
 			t.Fatalf("cluster %s: %v (operation response %v)", id, cl, resp)
 		}
 		roundTrip(t, url, "persistent://public/default/"+id)
+		urls[id] = url
 	}
+
+	// A tenant, a namespace and a partitioned topic created through the API
+	// are applied to the data plane by the region agent and serve messages.
+	west := "/v1/organizations/acme/clusters/west"
+	cp.mustCall(key, "POST", west+"/tenants?tenantId=shop", map[string]any{"adminRoles": []string{"shop-admin"}})
+	cp.mustCall(key, "POST", west+"/tenants/shop/namespaces?namespaceId=orders", map[string]any{
+		"policies": map[string]any{"retention": map[string]any{"timeMinutes": 60, "sizeMb": 10}, "messageTtlSeconds": 3600}})
+	cp.mustCall(key, "POST", west+"/tenants/shop/namespaces/orders/topics?topicId=events", map[string]any{"partitions": 3})
+	for _, res := range []string{"/tenants/shop", "/tenants/shop/namespaces/orders", "/tenants/shop/namespaces/orders/topics/events"} {
+		var last map[string]any
+		waitFor(t, res+" to be APPLIED", time.Minute, func() bool {
+			code, out := cp.call(key, "GET", west+res, nil)
+			last = out
+			return code == http.StatusOK && out["state"] == "APPLIED"
+		})
+		if msg, _ := last["statusMessage"].(string); msg != "" {
+			t.Fatalf("%s: %v", res, last)
+		}
+	}
+	roundTrip(t, urls["west"], "persistent://shop/orders/events")
 
 	// Deletion protection refuses the delete; turning it off allows it.
 	code, out := cp.call(key, "DELETE", "/v1/organizations/acme/clusters/east", nil)

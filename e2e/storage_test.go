@@ -46,6 +46,44 @@ func newStorageCluster(t *testing.T, n int) *storageCluster {
 	return c
 }
 
+// newStorageClusterOnEtcdCluster is newStorageCluster over a real etcd
+// cluster of three `magnetar metadata` processes; etcdURL lists all three.
+func newStorageClusterOnEtcdCluster(t *testing.T, n int) *storageCluster {
+	if testing.Short() {
+		t.Skip("process-level test")
+	}
+	clientAddrs := []string{FreeAddr(t), FreeAddr(t), FreeAddr(t)}
+	peers := make([]string, 3)
+	peerAddrs := []string{FreeAddr(t), FreeAddr(t), FreeAddr(t)}
+	for i := range peers {
+		peers[i] = fmt.Sprintf("m%d=http://%s", i, peerAddrs[i])
+	}
+	urls := make([]string, 3)
+	for i := range 3 {
+		urls[i] = "http://" + clientAddrs[i]
+		Start(t, fmt.Sprintf("metadata-%d", i), "metadata", "--name", fmt.Sprintf("m%d", i),
+			"--data-dir", filepath.Join(t.TempDir(), "etcd"), "--listen-client-url", urls[i],
+			"--listen-peer-url", "http://"+peerAddrs[i], "--initial-cluster", strings.Join(peers, ","))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	md, err := etcdstore.New(ctx, etcdstore.Config{Endpoints: urls})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { md.Close() })
+	waitFor(t, "the etcd cluster to elect a leader", 60*time.Second, func() bool {
+		_, err := md.Revision(ctx)
+		return err == nil
+	})
+	c := &storageCluster{t: t, md: md, etcdURL: strings.Join(urls, ",")}
+	for i := 0; i < n; i++ {
+		c.addBookie()
+	}
+	c.waitRegistered(n)
+	return c
+}
+
 func (c *storageCluster) addBookie() {
 	addr := FreeAddr(c.t)
 	p := Start(c.t, fmt.Sprintf("bookie-%d", len(c.bookies)), "bookie",

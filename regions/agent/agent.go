@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -21,6 +22,7 @@ import (
 
 	cpv1 "github.com/magnetar-dev/magnetar/api/controlplane/v1"
 	"github.com/magnetar-dev/magnetar/regions/provisioner"
+	"github.com/magnetar-dev/magnetar/regions/pulsaradmin"
 )
 
 // Defaults of Config.
@@ -55,6 +57,17 @@ type Config struct {
 	ReconcileInterval time.Duration
 	// HeartbeatInterval; default DefaultHeartbeatInterval.
 	HeartbeatInterval time.Duration
+	// PulsarClusterName maps a cluster's resource name
+	// ("organizations/{org}/clusters/{cluster}") to the Pulsar cluster
+	// name its data plane registers, for tenants' allowed clusters and
+	// namespaces' replication clusters. Default nil: the allowed cluster is
+	// the one the data plane's GET /admin/v2/clusters lists, and a
+	// replication cluster is its resource name's last segment (see
+	// regions/pulsaradmin).
+	PulsarClusterName func(cluster string) string
+	// AdminOptions are extra options of every pulsaradmin.Client the agent
+	// creates (e.g. pulsaradmin.WithToken). Default none.
+	AdminOptions []pulsaradmin.Option
 }
 
 // Validate fills defaults and checks required fields.
@@ -105,6 +118,15 @@ type Agent struct {
 	desired  map[string]*desiredEntry // by cluster name
 	ready    int                      // clusters READY after the last pass
 	synced   bool                     // a watch has answered since start
+	// resources holds the region's Pulsar tenants, namespaces and topics
+	// by resource name (see pulsar.go).
+	resources map[string]*resourceEntry
+	// admins caches one admin client per admin URL; used only by the
+	// reconcile goroutine.
+	admins map[string]*pulsaradmin.Client
+	// adminTransport carries every admin client's requests; Run closes
+	// its idle connections when it returns.
+	adminTransport *http.Transport
 }
 
 type desiredEntry struct {
@@ -113,6 +135,9 @@ type desiredEntry struct {
 	revision int64
 	// progressFor is the operation a PROGRESSING report was sent for.
 	progressFor string
+	// adminURL is the admin API of the data plane when the provisioner
+	// last said it is ready, else "".
+	adminURL string
 }
 
 // New validates cfg and prepares the connection (no I/O happens until Run).
@@ -136,6 +161,8 @@ func New(cfg Config) (*Agent, error) {
 	return &Agent{
 		cfg: cfg, log: cfg.Logger.With("region", cfg.Region), conn: conn, rpc: cpv1.NewRegionAgentClient(conn),
 		prov: cfg.Provisioner, kick: make(chan struct{}, 1), desired: map[string]*desiredEntry{},
+		resources: map[string]*resourceEntry{}, admins: map[string]*pulsaradmin.Client{},
+		adminTransport: http.DefaultTransport.(*http.Transport).Clone(),
 	}, nil
 }
 
@@ -169,6 +196,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	go func() { defer wg.Done(); a.reconcileLoop(ctx) }()
 	go func() { defer wg.Done(); a.heartbeatLoop(ctx) }()
 	wg.Wait()
+	a.adminTransport.CloseIdleConnections()
 	a.log.Info("agent: stopped")
 	return nil
 }
@@ -236,11 +264,12 @@ func (a *Agent) apply(resp *cpv1.WatchDesiredStateResponse) {
 		}
 		e.cluster, e.deleted, e.revision = cl, ch.GetDeleted(), ch.GetRevision()
 	}
+	a.recordResources(resp.GetPulsarChanges())
 	if resp.GetRevision() > a.revision {
 		a.revision = resp.GetRevision()
 	}
 	a.synced = true
-	if len(resp.GetChanges()) > 0 {
+	if len(resp.GetChanges()) > 0 || len(resp.GetPulsarChanges()) > 0 {
 		a.trigger()
 	}
 }
@@ -248,6 +277,9 @@ func (a *Agent) apply(resp *cpv1.WatchDesiredStateResponse) {
 func (a *Agent) reconcileLoop(ctx context.Context) {
 	for {
 		unsettled := a.reconcileAll(ctx)
+		if a.reconcileResources(ctx) {
+			unsettled = true
+		}
 		wait := a.cfg.ReconcileInterval
 		if unsettled {
 			wait = unsettledInterval
@@ -337,6 +369,14 @@ func (a *Agent) reconcile(ctx context.Context, name string) (done, ready bool) {
 	if err != nil {
 		st = provisioner.ClusterStatus{State: provisioner.StateFailed, Message: err.Error()}
 	}
+	a.mu.Lock()
+	if e := a.desired[name]; e != nil {
+		e.adminURL = ""
+		if st.State == provisioner.StateReady {
+			e.adminURL = st.AdminURL
+		}
+	}
+	a.mu.Unlock()
 	req := &cpv1.ReportClusterStatusRequest{Name: name, ObservedRevision: rev, Message: st.Message}
 	switch st.State {
 	case provisioner.StateReady:

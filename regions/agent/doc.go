@@ -16,7 +16,26 @@
 //     report is itself a change the watch delivers. Reconcile runs on every
 //     watch delivery, every second while some cluster is unsettled, and
 //     every ReconcileInterval otherwise (which also repairs crashed
-//     processes);
+//     processes).
+//     Each reconcile pass then applies the region's Pulsar tenants,
+//     namespaces and topics (the watch's pulsar_changes) to clusters the
+//     provisioner reports READY, through their admin REST API
+//     (regions/pulsaradmin: Apply, or Remove for deletions), deletions
+//     deepest first, then the others shallowest first, skipping children
+//     of a parent that did not settle in the same pass. Each result is
+//     reported with ReportResourceStatus (APPLIED, or FAILED with the
+//     error) carrying the etag and revision acted on; ABORTED (changed
+//     since) and NOT_FOUND (deleted since) wait for the watch. A record per
+//     resource (the spec last applied and the admin URL it went to) keeps
+//     an unchanged resource from being applied again when the watch
+//     delivers it, e.g. after the agent's own report; failures are retried
+//     with exponential backoff, and a new desired state or admin URL
+//     applies again at once. After a restart the full resync re-applies
+//     everything once; the admin calls are then no-ops and nothing is
+//     reported. The tenants' allowed cluster is the data plane's own Pulsar
+//     cluster (Config.PulsarClusterName, else the one GET /admin/v2/clusters
+//     lists: "standalone" for `magnetar broker`'s default, "<org>-<cluster>"
+//     for the process provisioner);
 //   - heartbeat: RegionAgent.Heartbeat every HeartbeatInterval with a
 //     summary (HEALTHY when every cluster is ready, else DEGRADED).
 //
@@ -29,5 +48,7 @@
 //
 // Callers: `magnetar agent` and `magnetar up`. Concurrency: Run may be
 // called once; its three goroutines are owned by Run, which returns after
-// they stop. State shared between them is guarded by Agent.mu.
+// they stop. State shared between them is guarded by Agent.mu, which is
+// never held across I/O; the admin clients are used by the reconcile
+// goroutine only, and their idle connections are closed when Run returns.
 package agent
