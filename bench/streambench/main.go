@@ -59,7 +59,7 @@ func main() {
 	var workloads, systems, markdown string
 	var short bool
 	flag.StringVar(&workloads, "workloads", "W1,W2,W3,W7", "workloads to run (W1, W2, W3, W7; W4-W6 are TODO)")
-	flag.StringVar(&systems, "systems", strings.Join(o.systems, ","), "systems to run: magnetar first, then peers (nats, redis)")
+	flag.StringVar(&systems, "systems", strings.Join(o.systems, ","), "systems to run: magnetar first, then peers (nats, redis, magnetar-cluster: 3 bookies + 2 brokers)")
 	flag.IntVar(&o.rounds, "rounds", o.rounds, "interleaved rounds per system")
 	flag.DurationVar(&o.duration, "duration", o.duration, "measured time of each run")
 	flag.DurationVar(&o.warmup, "warmup", o.warmup, "warm-up before each measurement (excluded)")
@@ -131,6 +131,8 @@ func buildSystems(o options) []system {
 			out = append(out, &magnetarSystem{root: o.root})
 		case "nats":
 			out = append(out, &natsSystem{root: o.root})
+		case "magnetar-cluster":
+			out = append(out, &clusterSystem{root: o.root})
 		case "redis":
 			out = append(out, &redisSystem{install: o.installRedis})
 		}
@@ -158,10 +160,10 @@ func parseSystems(s string) ([]string, error) {
 	for _, f := range strings.Split(s, ",") {
 		switch n := strings.ToLower(strings.TrimSpace(f)); n {
 		case "magnetar":
-		case "nats", "redis":
+		case "nats", "redis", "magnetar-cluster":
 			out = append(out, n)
 		default:
-			return nil, fmt.Errorf("unknown system %q (magnetar, nats, redis)", f)
+			return nil, fmt.Errorf("unknown system %q (magnetar, nats, redis, magnetar-cluster)", f)
 		}
 	}
 	return out, nil
