@@ -1,13 +1,20 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/magnetar-dev/magnetar/dataplane/bundle"
 )
@@ -168,6 +175,7 @@ func (lm *loadManager) apply(ctx context.Context, d loadDecision) error {
 // loadReport summarizes this broker's load.
 func (s *Service) loadReport() LoadReport {
 	r := LoadReport{Timestamp: time.Now().UnixMilli()}
+	s.rates.fill(&r, s.metrics)
 	per := map[string]int{}
 	s.own.mu.Lock()
 	owned := make([]string, 0, len(s.own.owned))
@@ -202,4 +210,63 @@ func (s *Service) loadReport() LoadReport {
 	}
 	slices.SortFunc(r.BundleTopics, func(a, b bundleLoad) int { return strings.Compare(a.Bundle, b.Bundle) })
 	return r
+}
+
+// rateMeter turns the broker's cumulative counters into the per-second
+// rates of a load report (between two consecutive reports).
+type rateMeter struct {
+	mu                                    sync.Mutex
+	at                                    time.Time
+	msgIn, bytesIn, msgOut, bytesOut, cpu float64
+}
+
+func counterValue(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if c.Write(&m) != nil {
+		return 0
+	}
+	return m.GetCounter().GetValue()
+}
+
+func (rm *rateMeter) fill(r *LoadReport, m *metrics) {
+	now := time.Now()
+	msgIn, bytesIn := counterValue(m.inMessages), counterValue(m.inBytes)
+	msgOut, bytesOut := counterValue(m.outMessages), counterValue(m.outBytes)
+	cpu, rss := processUsage()
+	r.MemoryBytes = rss
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	if !rm.at.IsZero() {
+		if dt := now.Sub(rm.at).Seconds(); dt > 0 {
+			r.MsgRateIn = (msgIn - rm.msgIn) / dt
+			r.ThroughputIn = (bytesIn - rm.bytesIn) / dt
+			r.MsgRateOut = (msgOut - rm.msgOut) / dt
+			r.ThroughputOut = (bytesOut - rm.bytesOut) / dt
+			r.CPU = (cpu - rm.cpu) / dt
+		}
+	}
+	rm.at, rm.msgIn, rm.bytesIn, rm.msgOut, rm.bytesOut, rm.cpu = now, msgIn, bytesIn, msgOut, bytesOut, cpu
+}
+
+// processUsage returns this process's CPU seconds and resident bytes from
+// /proc (zeros where /proc is absent).
+func processUsage() (cpuSeconds float64, rss int64) {
+	if b, err := os.ReadFile("/proc/self/stat"); err == nil {
+		// Fields after the command name (which may hold spaces) start at ")".
+		if i := bytes.LastIndexByte(b, ')'); i >= 0 {
+			f := strings.Fields(string(b[i+1:]))
+			if len(f) > 12 {
+				ut, _ := strconv.ParseFloat(f[11], 64)
+				st, _ := strconv.ParseFloat(f[12], 64)
+				cpuSeconds = (ut + st) / 100 // USER_HZ is 100 on Linux
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/self/statm"); err == nil {
+		if f := strings.Fields(string(b)); len(f) > 1 {
+			pages, _ := strconv.ParseInt(f[1], 10, 64)
+			rss = pages * int64(os.Getpagesize())
+		}
+	}
+	return cpuSeconds, rss
 }

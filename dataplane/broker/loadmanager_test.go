@@ -1,6 +1,9 @@
 package broker
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func TestShedDecisions(t *testing.T) {
 	br := func(id string, bundles ...bundleLoad) BrokerInfo {
@@ -39,5 +42,23 @@ func TestShedDecisions(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestRateMeter(t *testing.T) {
+	s := &Service{}
+	m := newMetrics(s)
+	var rm rateMeter
+	var r LoadReport
+	rm.fill(&r, m) // first report: no rates yet
+	if r.MemoryBytes <= 0 {
+		t.Fatalf("resident memory %d", r.MemoryBytes)
+	}
+	m.inMessages.Add(100)
+	m.inBytes.Add(102400)
+	rm.at = rm.at.Add(-time.Second) // as if the last report were a second ago
+	rm.fill(&r, m)
+	if r.MsgRateIn < 50 || r.MsgRateIn > 100 || r.ThroughputIn < 51200 || r.MsgRateOut != 0 {
+		t.Fatalf("rates after 100 messages in ~1s: %+v", r)
 	}
 }

@@ -59,6 +59,10 @@ type LoadReport struct {
 	MsgRateOut    float64 `json:"msgRateOut"`
 	ThroughputIn  float64 `json:"msgThroughputIn"`
 	ThroughputOut float64 `json:"msgThroughputOut"`
+	// CPU is the broker process's CPU use in cores over the last report
+	// period; MemoryBytes its resident memory.
+	CPU         float64 `json:"cpu"`
+	MemoryBytes int64   `json:"memoryBytes"`
 	// BundleTopics is the number of open topics per owned bundle.
 	BundleTopics []bundleLoad `json:"bundleTopics,omitempty"`
 }

@@ -39,6 +39,7 @@ type Service struct {
 
 	own     *ownership // membership and bundle ownership
 	metrics *metrics
+	rates   rateMeter   // load-report rates
 	pending *byteBudget // pending publish bytes, broker-wide
 	nameSeq atomic.Int64
 }
