@@ -41,6 +41,17 @@ type topicSpec struct {
 	partitions int
 	durability durability
 	throughput bool // W2: batch for throughput rather than latency
+	retain     int  // messages the topic must keep (W6's backlog); 0: the adapter's default bound
+}
+
+// subscription is what one subscribe call asks for. The zero value is the
+// adapter's default single subscriber (Magnetar: an exclusive subscription
+// "bench"; NATS: an ephemeral consumer; Redis: XREAD). A named subscription
+// is an independent reader of every message (Magnetar: a subscription of
+// that name; NATS: a durable consumer; Redis: a consumer group).
+type subscription struct {
+	name      string
+	fromStart bool // read from the oldest retained message, not only new ones
 }
 
 // adapter drives one system through its own client. setup is called once,
@@ -50,9 +61,11 @@ type adapter interface {
 	// setup creates the topic with its partitions and the producer; onAck
 	// is called once per published payload, with the payload.
 	setup(ctx context.Context, spec topicSpec, onAck func(payload []byte, err error)) error
-	// subscribe starts delivering every message published from now on to
-	// onMsg, with its payload.
-	subscribe(ctx context.Context, onMsg func(payload []byte)) error
+	// subscribe starts delivering every message published from now on (or,
+	// with sub.fromStart, every retained message) to onMsg, with its
+	// payload. It may be called several times with distinct names; each
+	// subscription receives every message.
+	subscribe(ctx context.Context, sub subscription, onMsg func(payload []byte)) error
 	// publish sends payload asynchronously, spreading messages over the
 	// partitions; it blocks while the client's window is full.
 	publish(ctx context.Context, payload []byte) error

@@ -4,6 +4,8 @@
 //
 //	go run ./bench/streambench [-workloads W1,W2,W3,W7] [-rounds 5] [-duration 5s] [-warmup 1s]
 //	    [-systems magnetar,nats,redis] [-short] [-markdown FILE]
+//	    [-fanouts 1,4,16,64] [-fanout-rate 5000] [-backlog 256MiB] [-catchup-rate 5000]
+//	    [-catchup-limit 2m] [-topics 10000] [-topics-rate 1000]
 //
 // What it owns: building and running the servers as subprocesses (the
 // magnetar binary and nats-server built from their Go modules with `go
@@ -29,10 +31,31 @@
 // and end-to-end latency, in every durability; W3 the p99 at 1k/5k/20k/50k
 // msg/s in (a); W2 the maximum sustained throughput with batching in (a),
 // with the server's CPU seconds per GB and disk bytes written per byte
-// produced; W7 W1 with fsync on and off side by side.
-// TODO(W4): fan-out (one topic, many subscriptions).
-// TODO(W5): many topics (10k topics at a low rate each).
-// TODO(W6): catch-up reads of a backlog while producing.
+// produced; W7 W1 with fsync on and off side by side. In (a) only:
+// W4 fan-out, one topic of one partition at a fixed 5,000 msg/s read by
+// 1/4/16/64 subscriptions (Magnetar: exclusive subscriptions; NATS: durable
+// AckNone consumers of one stream; Redis: consumer groups read with NOACK),
+// delivered msg/s and e2e across every subscription; W6 catch-up, a backlog
+// of -backlog bytes (256 MiB; the spec's full run is -backlog 1GiB) built
+// closed loop, then a producer at a fixed rate alone (its baseline p99) and
+// again while a new subscription reads the topic from the start, until the
+// reader has received every message acknowledged before it subscribed: read
+// rate in MB/s and as a multiple of the producer's (target >= 2x) and the
+// producer's p99 raise (target <= 2x); W5 many topics, Magnetar only (NATS
+// subjects and Redis keys are not comparable objects): -topics topics (10k;
+// the full run is -topics 100000) created through the admin API, VmRSS
+// and open files per idle topic from /proc, the publish p99 at a fixed
+// total rate round robin over every topic, and the restart time (SIGTERM,
+// start on the same data, healthy and a produce to a random topic). W5
+// uses its own standalone per round; W4 and W6 share the (a) server.
+//
+// The default set is W1,W2,W3,W7: with 5 rounds it takes about 12 minutes
+// on a 2-core machine; W4+W5+W6 at their default sizes add about 5 minutes
+// per round (NATS with sync always builds the 256 MiB backlog at a few MB/s;
+// W5 creates 10k topics at a few hundred per second), so they run when asked:
+//
+//	go run ./bench/streambench -workloads W4,W5,W6 -rounds 1
+//	go run ./bench/streambench -workloads W4,W5,W6 -rounds 3 -backlog 1GiB -topics 100000 -catchup-limit 10m
 //
 // Rounds are interleaved (Magnetar, the peers, Magnetar, the peers ...);
 // the tables show each system's median over rounds and, per peer, the

@@ -24,7 +24,8 @@ type runResult struct {
 	behind   uint64  // open loop: of those, not published before the window ended (the system fell behind)
 	acked    uint64  // of those, acknowledged
 	failed   uint64  // of those, failed
-	received uint64  // of those, received by the subscriber
+	received uint64  // of those, deliveries to the subscribers (up to subs per message)
+	subs     int     // subscriptions each message is delivered to (0 or 1: one)
 	ackBytes uint64  // payload bytes acknowledged in the window
 	allAcked uint64  // every acknowledgement, warm-up and drain included
 	elapsed  time.Duration
@@ -40,6 +41,14 @@ func (r runResult) ackedPerSec() float64 {
 	return float64(r.acked) / r.elapsed.Seconds()
 }
 
+// deliveredPerSec is the deliveries per second to all subscriptions.
+func (r runResult) deliveredPerSec() float64 {
+	if r.elapsed <= 0 {
+		return 0
+	}
+	return float64(r.received) / r.elapsed.Seconds()
+}
+
 func (r runResult) mbPerSec() float64 {
 	if r.elapsed <= 0 {
 		return 0
@@ -51,8 +60,9 @@ func (r runResult) mbPerSec() float64 {
 // goroutines. Messages scheduled in [from, to) are measured.
 type recorder struct {
 	mu        sync.Mutex
-	from, to  int64 // Unix ns
-	closed    bool  // closed loop: count acks by arrival time, release window
+	from, to  int64  // Unix ns
+	closed    bool   // closed loop: count acks by arrival time, release window
+	subs      uint64 // deliveries expected per message (W4's fan-out), at least 1
 	window    chan struct{}
 	res       runResult
 	totalSent uint64 // every message, warm-up included
@@ -61,7 +71,7 @@ type recorder struct {
 }
 
 func newRecorder(from, to time.Time) *recorder {
-	return &recorder{from: from.UnixNano(), to: to.UnixNano(),
+	return &recorder{from: from.UnixNano(), to: to.UnixNano(), subs: 1,
 		res: runResult{pub: latency.NewHistogram(), e2e: latency.NewHistogram()}}
 }
 
@@ -123,7 +133,7 @@ func (r *recorder) onMsg(payload []byte) {
 func (r *recorder) drained(subscribed bool) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.totalDone >= r.totalSent && (!subscribed || r.totalRecv >= r.totalSent)
+	return r.totalDone >= r.totalSent && (!subscribed || r.totalRecv >= r.subs*r.totalSent)
 }
 
 func (r *recorder) result() runResult {
@@ -155,6 +165,7 @@ type loadSpec struct {
 	duration  time.Duration
 	drain     time.Duration // longest wait for outstanding acks and deliveries
 	subscribe bool
+	fanout    int // W4: subscribe this many named subscriptions instead of the default one
 	pid       int // server process for CPU and disk accounting, 0 for none
 	filler    []byte
 }
@@ -176,8 +187,16 @@ func runLoad(ctx context.Context, a adapter, spec topicSpec, ls loadSpec) (res r
 	if err := a.setup(ctx, spec, rec.onAck); err != nil {
 		return res, err
 	}
-	if ls.subscribe {
-		if err := a.subscribe(ctx, rec.onMsg); err != nil {
+	if ls.fanout > 0 {
+		ls.subscribe = true
+		rec.subs = uint64(ls.fanout)
+		for i := range ls.fanout {
+			if err := a.subscribe(ctx, subscription{name: fmt.Sprintf("fan-%d", i)}, rec.onMsg); err != nil {
+				return res, err
+			}
+		}
+	} else if ls.subscribe {
+		if err := a.subscribe(ctx, subscription{}, rec.onMsg); err != nil {
 			return res, err
 		}
 	}
@@ -216,6 +235,7 @@ func runLoad(ctx context.Context, a adapter, spec topicSpec, ls loadSpec) (res r
 	}
 	res = rec.result()
 	res.offered = ls.rate
+	res.subs = int(rec.subs)
 	res.elapsed = ls.duration
 	if usageErr == nil && ls.pid > 0 {
 		res.usage, res.hasUsage = u1.Sub(u0), true

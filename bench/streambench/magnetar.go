@@ -33,6 +33,17 @@ func (m *magnetarSystem) start(ctx context.Context, dir string, d durability) (s
 	if err != nil {
 		return nil, err
 	}
+	s, err := m.startAt(ctx, dir, d, addrs)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// startAt starts the standalone on addrs (broker, admin HTTP, bookie): a
+// restart on the same data directory must reuse the bookie's address, which
+// its cookie records.
+func (m *magnetarSystem) startAt(ctx context.Context, dir string, d durability, addrs []string) (*magnetarServer, error) {
 	args := []string{"standalone", "--data-dir", filepath.Join(dir, "data"),
 		"--broker-addr", addrs[0], "--http-addr", addrs[1], "--bookie-addr", addrs[2]}
 	if d == durOS {
@@ -42,7 +53,7 @@ func (m *magnetarSystem) start(ctx context.Context, dir string, d durability) (s
 	if err != nil {
 		return nil, err
 	}
-	s := &magnetarServer{process: p, broker: addrs[0], http: addrs[1]}
+	s := &magnetarServer{process: p, broker: addrs[0], http: addrs[1], bookie: addrs[2]}
 	err = p.waitReady(ctx, func(ctx context.Context) error {
 		return s.httpDo(ctx, http.MethodGet, "/admin/v2/brokers/health", "")
 	})
@@ -56,6 +67,7 @@ func (m *magnetarSystem) start(ctx context.Context, dir string, d durability) (s
 type magnetarServer struct {
 	*process
 	broker, http string
+	bookie       string // standalone only
 }
 
 func (s *magnetarServer) newAdapter() adapter { return &pulsarAdapter{srv: s} }
@@ -78,16 +90,17 @@ func (s *magnetarServer) httpDo(ctx context.Context, method, path, body string) 
 }
 
 // pulsarAdapter drives Magnetar through pulsar-client-go: a partitioned
-// topic, one producer with batching, one exclusive subscription.
+// topic, one producer with batching, one exclusive consumer per
+// subscription.
 type pulsarAdapter struct {
-	srv      *magnetarServer
-	client   pulsar.Client
-	producer pulsar.Producer
-	consumer pulsar.Consumer
-	topic    string
-	onAck    func([]byte, error)
-	stop     chan struct{}
-	wg       sync.WaitGroup // the consumer's delivery goroutine
+	srv       *magnetarServer
+	client    pulsar.Client
+	producer  pulsar.Producer
+	consumers []pulsar.Consumer
+	topic     string
+	onAck     func([]byte, error)
+	stop      chan struct{}
+	wg        sync.WaitGroup // the consumers' delivery goroutines
 }
 
 func (a *pulsarAdapter) setup(ctx context.Context, spec topicSpec, onAck func([]byte, error)) error {
@@ -128,20 +141,27 @@ func (a *pulsarAdapter) setup(ctx context.Context, spec topicSpec, onAck func([]
 	return nil
 }
 
-func (a *pulsarAdapter) subscribe(ctx context.Context, onMsg func([]byte)) error {
+func (a *pulsarAdapter) subscribe(ctx context.Context, sub subscription, onMsg func([]byte)) error {
+	name, pos := "bench", pulsar.SubscriptionPositionLatest
+	if sub.name != "" {
+		name = sub.name
+	}
+	if sub.fromStart {
+		pos = pulsar.SubscriptionPositionEarliest
+	}
 	ch := make(chan pulsar.ConsumerMessage, 4096)
 	c, err := a.client.Subscribe(pulsar.ConsumerOptions{
 		Topic:                       a.topic,
-		SubscriptionName:            "bench",
+		SubscriptionName:            name,
 		Type:                        pulsar.Exclusive,
-		SubscriptionInitialPosition: pulsar.SubscriptionPositionLatest,
+		SubscriptionInitialPosition: pos,
 		MessageChannel:              ch,
 		ReceiverQueueSize:           2000,
 	})
 	if err != nil {
 		return fmt.Errorf("streambench: pulsar subscribe: %w", err)
 	}
-	a.consumer = c
+	a.consumers = append(a.consumers, c)
 	a.wg.Add(1)
 	go func() { // owned by a: stopped by teardown
 		defer a.wg.Done()
@@ -175,8 +195,8 @@ func (a *pulsarAdapter) teardown(ctx context.Context) error {
 	if a.producer != nil {
 		a.producer.Close()
 	}
-	if a.consumer != nil {
-		a.consumer.Close()
+	for _, c := range a.consumers {
+		c.Close()
 	}
 	if a.client != nil {
 		a.client.Close()

@@ -28,6 +28,13 @@ type options struct {
 	size          int
 	partitions    int
 	window        int // W2 messages in flight
+	fanoutRate    int // W4 msg/s published to the one topic
+	fanouts       []int
+	backlog       int64         // W6 bytes of backlog
+	catchupRate   int           // W6 producer msg/s
+	catchupLimit  time.Duration // W6 longest catch-up before it is reported as not caught up
+	topics        int           // W5 topics
+	topicsRate    int           // W5 total msg/s spread over the topics
 	dir           string
 	root          string // module root, where `go build` runs
 	installRedis  bool
@@ -43,6 +50,9 @@ func defaultOptions() options {
 		rounds:    5, duration: 4 * time.Second, warmup: time.Second, drain: 2 * time.Second,
 		limitDuration: time.Second, rate: 50000, w3Rates: []int{1000, 5000, 20000, 50000},
 		size: 1024, partitions: 16, window: 1024, installRedis: true,
+		fanoutRate: 5000, fanouts: []int{1, 4, 16, 64},
+		backlog: 256 << 20, catchupRate: 5000, catchupLimit: 2 * time.Minute,
+		topics: 10000, topicsRate: 1000,
 	}
 }
 
@@ -52,13 +62,16 @@ func (o *options) shorten() {
 	o.rounds = 1
 	o.duration, o.warmup, o.drain, o.limitDuration = 500*time.Millisecond, 200*time.Millisecond, 2*time.Second, 100*time.Millisecond
 	o.rate, o.w3Rates, o.window = 1000, []int{200, 1000}, 256
+	o.fanoutRate, o.fanouts = 200, []int{1, 4}
+	o.backlog, o.catchupRate, o.catchupLimit = 4<<20, 200, 30*time.Second
+	o.topics, o.topicsRate = 50, 100
 }
 
 func main() {
 	o := defaultOptions()
-	var workloads, systems, markdown string
+	var workloads, systems, markdown, fanouts, backlog string
 	var short bool
-	flag.StringVar(&workloads, "workloads", "W1,W2,W3,W7", "workloads to run (W1, W2, W3, W7; W4-W6 are TODO)")
+	flag.StringVar(&workloads, "workloads", "W1,W2,W3,W7", "workloads to run (W1-W7; W4, W5, W6 are not in the default set: they add several minutes per round)")
 	flag.StringVar(&systems, "systems", strings.Join(o.systems, ","), "systems to run: magnetar first, then peers (nats, redis, magnetar-cluster: 3 bookies + 2 brokers)")
 	flag.IntVar(&o.rounds, "rounds", o.rounds, "interleaved rounds per system")
 	flag.DurationVar(&o.duration, "duration", o.duration, "measured time of each run")
@@ -66,22 +79,47 @@ func main() {
 	flag.IntVar(&o.rate, "rate", o.rate, "W1 rate in msg/s")
 	flag.IntVar(&o.size, "size", o.size, "message size in bytes")
 	flag.IntVar(&o.window, "window", o.window, "W2 messages in flight (closed loop)")
+	flag.IntVar(&o.fanoutRate, "fanout-rate", o.fanoutRate, "W4 msg/s published to the one topic")
+	flag.StringVar(&fanouts, "fanouts", joinInts(o.fanouts), "W4 subscription counts")
+	flag.StringVar(&backlog, "backlog", sizeName(int(o.backlog)), "W6 backlog to build and catch up on (the full run: 1GiB)")
+	flag.IntVar(&o.catchupRate, "catchup-rate", o.catchupRate, "W6 producer msg/s while the backlog is read")
+	flag.DurationVar(&o.catchupLimit, "catchup-limit", o.catchupLimit, "W6 longest catch-up (then reported as not caught up)")
+	flag.IntVar(&o.topics, "topics", o.topics, "W5 topics to create (the full run: 100000)")
+	flag.IntVar(&o.topicsRate, "topics-rate", o.topicsRate, "W5 total msg/s, round robin over the topics")
 	flag.StringVar(&o.dir, "dir", "", "directory for binaries and data (default: the system temp dir)")
 	flag.BoolVar(&short, "short", false, "smoke run: tiny rates and durations, one round")
 	flag.StringVar(&markdown, "markdown", "", "also write the Markdown section (date, commit, command, limits, tables, load) to this file")
 	flag.Parse()
-	if short {
-		rounds := o.rounds
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if short { // explicit flags win over -short
+		explicit := o
 		o.shorten()
-		flag.Visit(func(f *flag.Flag) { // explicit flags win over -short
-			switch f.Name {
-			case "rounds":
-				o.rounds = rounds
+		keep := func(name string, dst *int, v int) {
+			if set[name] {
+				*dst = v
 			}
-		})
+		}
+		keep("rounds", &o.rounds, explicit.rounds)
+		keep("fanout-rate", &o.fanoutRate, explicit.fanoutRate)
+		keep("catchup-rate", &o.catchupRate, explicit.catchupRate)
+		keep("topics", &o.topics, explicit.topics)
+		keep("topics-rate", &o.topicsRate, explicit.topicsRate)
+		if set["catchup-limit"] {
+			o.catchupLimit = explicit.catchupLimit
+		}
 	}
 	var err error
-	if o.workloads, err = parseWorkloads(workloads); err == nil {
+	if !short || set["fanouts"] {
+		o.fanouts, err = parseInts(fanouts)
+	}
+	if err == nil && (!short || set["backlog"]) {
+		o.backlog, err = parseSize(backlog)
+	}
+	if err == nil {
+		o.workloads, err = parseWorkloads(workloads)
+	}
+	if err == nil {
 		o.systems, err = parseSystems(systems)
 	}
 	if err == nil {
@@ -144,15 +182,53 @@ func parseWorkloads(s string) (map[string]bool, error) {
 	out := map[string]bool{}
 	for _, f := range strings.Split(s, ",") {
 		switch w := strings.ToUpper(strings.TrimSpace(f)); w {
-		case "W1", "W2", "W3", "W7":
+		case "W1", "W2", "W3", "W4", "W5", "W6", "W7":
 			out[w] = true
-		case "W4", "W5", "W6":
-			return nil, fmt.Errorf("workload %s is not implemented yet (TODO)", w)
 		default:
 			return nil, fmt.Errorf("unknown workload %q", f)
 		}
 	}
 	return out, nil
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("bad count %q", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func joinInts(xs []int) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = strconv.Itoa(x)
+	}
+	return strings.Join(parts, ",")
+}
+
+// parseSize parses a byte count with an optional B, KiB, MiB or GiB suffix.
+func parseSize(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}} {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSuffix(s, u.suffix), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("bad size %q (e.g. 256MiB, 1GiB)", s)
+	}
+	return n * mult, nil
 }
 
 func parseSystems(s string) ([]string, error) {

@@ -20,6 +20,8 @@ func TestShortRun(t *testing.T) {
 	o.shorten()
 	o.duration, o.warmup, o.limitDuration = 200*time.Millisecond, 50*time.Millisecond, 50*time.Millisecond
 	o.w3Rates = []int{200, o.rate}
+	o.workloads = map[string]bool{"W1": true, "W2": true, "W3": true, "W4": true, "W5": true, "W6": true, "W7": true}
+	o.backlog, o.topics, o.fanouts = 512<<10, 20, []int{3}
 	o.dir = t.TempDir()
 	o.installRedis = false
 	o.command = "test"
@@ -42,7 +44,7 @@ func TestShortRun(t *testing.T) {
 		t.Errorf("%s failed: %v", name, err)
 	}
 	for _, sys := range o.systems {
-		for _, k := range []cellKey{{"W1", durFsync, o.rate, sys}, {"W1", durOS, o.rate, sys}, {"W1", durMemory, o.rate, sys}, {"W3", durFsync, 200, sys}} {
+		for _, k := range []cellKey{{"W1", durFsync, o.rate, sys, 0}, {"W1", durOS, o.rate, sys, 0}, {"W1", durMemory, o.rate, sys, 0}, {"W3", durFsync, 200, sys, 0}} {
 			rs := res.cells[k]
 			if len(rs) != 1 {
 				t.Errorf("%+v: %d results, want 1", k, len(rs))
@@ -52,7 +54,7 @@ func TestShortRun(t *testing.T) {
 				t.Errorf("%+v: sent %d acked %d received %d (histograms %d, %d)", k, r.sent, r.acked, r.received, r.pub.Count(), r.e2e.Count())
 			}
 		}
-		w2 := res.cells[cellKey{"W2", durFsync, 0, sys}]
+		w2 := res.cells[cellKey{"W2", durFsync, 0, sys, 0}]
 		// A system that fsyncs every message may ack none inside a 200 ms
 		// window on a loaded machine; the drain waits for every ack.
 		if len(w2) != 1 || w2[0].allAcked == 0 {
@@ -60,6 +62,33 @@ func TestShortRun(t *testing.T) {
 		} else if !w2[0].hasUsage || w2[0].usage.CPUSeconds <= 0 {
 			t.Errorf("%s W2: no server CPU accounted: %+v", sys, w2[0].usage)
 		}
+	}
+	for _, sys := range o.systems {
+		for _, f := range o.fanouts {
+			rs := res.cells[cellKey{"W4", durFsync, o.fanoutRate, sys, f}]
+			if len(rs) != 1 {
+				t.Errorf("%s W4 x%d: %d results, want 1", sys, f, len(rs))
+				continue
+			}
+			// Every subscription received messages of the window.
+			if r := rs[0]; r.acked == 0 || r.subs != f || r.received < uint64(f) || r.e2e.Count() != r.received {
+				t.Errorf("%s W4 x%d: acked %d subs %d received %d e2e samples %d", sys, f, r.acked, r.subs, r.received, r.e2e.Count())
+			}
+		}
+		cs := res.catchups[sys]
+		if len(cs) != 1 {
+			t.Errorf("%s W6: %d results, want 1", sys, len(cs))
+		} else if c := cs[0]; !c.caughtUp || c.backlogBytes < uint64(o.backlog) || c.readBytes < c.backlogBytes || c.base.pub.Count() == 0 {
+			t.Errorf("%s W6: %+v", sys, c)
+		}
+	}
+	if ms := res.manyTopics["magnetar"]; len(ms) != 1 {
+		t.Errorf("W5: %d results, want 1", len(ms))
+	} else if m := ms[0]; m.topics != o.topics || m.rssLoaded <= 0 || m.create <= 0 || m.attach <= 0 || m.rssIdle <= 0 || m.fdIdle <= 0 || m.run.acked == 0 || m.ready <= 0 {
+		t.Errorf("W5: %+v", m)
+	}
+	if len(res.manyTopics) != 1 {
+		t.Errorf("W5 ran on %d systems, want Magnetar only", len(res.manyTopics))
 	}
 	if len(res.loads) != len(o.systems) {
 		t.Errorf("%d load records, want %d", len(res.loads), len(o.systems))
@@ -79,7 +108,7 @@ func TestShortRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"Machine limits", "W1: one topic", "W1 ratios", "W3: p99", "W2: maximum", "W7: W1", "Load per round", "nats"} {
+	for _, want := range []string{"Machine limits", "W1: one topic", "W1 ratios", "W3: p99", "W2: maximum", "W7: W1", "W4: fan-out", "W5: many topics", "W6: catch-up", "Load per round", "nats"} {
 		if !strings.Contains(text.String(), want) || !strings.Contains(string(mdText), want) {
 			t.Errorf("report lacks %q:\n%s", want, text.String())
 		}
@@ -96,8 +125,27 @@ func TestShortRun(t *testing.T) {
 }
 
 func TestParseFlags(t *testing.T) {
-	if _, err := parseWorkloads("W1,W4"); err == nil {
-		t.Error("W4 accepted; it is a TODO")
+	if _, err := parseWorkloads("W1,W8"); err == nil {
+		t.Error("W8 accepted")
+	}
+	if w, err := parseWorkloads("W4,w5,W6"); err != nil || !w["W4"] || !w["W5"] || !w["W6"] || w["W1"] {
+		t.Errorf("parseWorkloads = %v, %v", w, err)
+	}
+	for in, want := range map[string]int64{"256MiB": 256 << 20, "1GiB": 1 << 30, "4096": 4096, "64KiB": 64 << 10} {
+		if n, err := parseSize(in); err != nil || n != want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", in, n, err, want)
+		}
+	}
+	for _, bad := range []string{"", "MiB", "-1GiB", "1TB"} {
+		if _, err := parseSize(bad); err == nil {
+			t.Errorf("parseSize(%q) accepted", bad)
+		}
+	}
+	if xs, err := parseInts("1, 4,16"); err != nil || joinInts(xs) != "1,4,16" {
+		t.Errorf("parseInts = %v, %v", xs, err)
+	}
+	if _, err := parseInts("1,0"); err == nil {
+		t.Error("fan-out 0 accepted")
 	}
 	w, err := parseWorkloads("w1, W7")
 	if err != nil || !w["W1"] || !w["W7"] || w["W2"] {
@@ -125,5 +173,19 @@ func TestPlan(t *testing.T) {
 	o.workloads = map[string]bool{"W7": true}
 	if n := len(plan(o, "nats", durMemory)); n != 0 {
 		t.Errorf("W7 alone plans %d memory runs", n)
+	}
+	// W4: one run per fan-out on a one-partition topic, in (a) only.
+	o.workloads = map[string]bool{"W4": true}
+	runs := plan(o, "redis", durFsync)
+	if len(runs) != len(o.fanouts) {
+		t.Fatalf("W4 plans %d runs, want %d", len(runs), len(o.fanouts))
+	}
+	for i, r := range runs {
+		if r.key.fanout != o.fanouts[i] || r.load.fanout != o.fanouts[i] || r.partitions != 1 || r.key.rate != o.fanoutRate {
+			t.Errorf("W4 run %d: %+v", i, r)
+		}
+	}
+	if n := len(plan(o, "redis", durOS)); n != 0 {
+		t.Errorf("W4 plans %d runs in (b)", n)
 	}
 }

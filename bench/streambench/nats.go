@@ -81,8 +81,9 @@ type natsServer struct {
 func (s *natsServer) newAdapter() adapter { return &natsAdapter{srv: s} }
 
 // natsAdapter: one stream with one subject per partition, async publish
-// with acks through the ack handler, an ephemeral pull consumer without
-// acks (AckNone) consuming every subject.
+// with acks through the ack handler, per subscription a pull consumer
+// without acks (AckNone) consuming every subject: ephemeral for the default
+// subscription, durable for a named one.
 type natsAdapter struct {
 	srv      *natsServer
 	nc       *nats.Conn
@@ -90,7 +91,7 @@ type natsAdapter struct {
 	stream   jetstream.Stream
 	subjects []string
 	next     atomic.Uint64
-	cc       jetstream.ConsumeContext
+	ccs      []jetstream.ConsumeContext
 }
 
 func (a *natsAdapter) setup(ctx context.Context, spec topicSpec, onAck func([]byte, error)) error {
@@ -132,18 +133,23 @@ func (a *natsAdapter) setup(ctx context.Context, spec topicSpec, onAck func([]by
 	return nil
 }
 
-func (a *natsAdapter) subscribe(ctx context.Context, onMsg func([]byte)) error {
-	c, err := a.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		AckPolicy:     jetstream.AckNonePolicy,
-		DeliverPolicy: jetstream.DeliverNewPolicy,
-	})
+func (a *natsAdapter) subscribe(ctx context.Context, sub subscription, onMsg func([]byte)) error {
+	cfg := jetstream.ConsumerConfig{AckPolicy: jetstream.AckNonePolicy, DeliverPolicy: jetstream.DeliverNewPolicy}
+	if sub.name != "" {
+		cfg.Durable = sub.name
+	}
+	if sub.fromStart {
+		cfg.DeliverPolicy = jetstream.DeliverAllPolicy
+	}
+	c, err := a.stream.CreateOrUpdateConsumer(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("streambench: nats consumer: %w", err)
 	}
-	a.cc, err = c.Consume(func(m jetstream.Msg) { onMsg(m.Data()) }, jetstream.PullMaxMessages(2000))
+	cc, err := c.Consume(func(m jetstream.Msg) { onMsg(m.Data()) }, jetstream.PullMaxMessages(2000))
 	if err != nil {
 		return fmt.Errorf("streambench: nats consume: %w", err)
 	}
+	a.ccs = append(a.ccs, cc)
 	return nil
 }
 
@@ -164,10 +170,12 @@ func (a *natsAdapter) publish(ctx context.Context, payload []byte) error {
 }
 
 func (a *natsAdapter) teardown(ctx context.Context) error {
-	if a.cc != nil {
-		a.cc.Stop()
+	for _, cc := range a.ccs {
+		cc.Stop()
+	}
+	for _, cc := range a.ccs {
 		select { // Stop is asynchronous; Closed reports the end of its goroutines
-		case <-a.cc.Closed():
+		case <-cc.Closed():
 		case <-ctx.Done():
 		}
 	}

@@ -99,25 +99,33 @@ const (
 
 // redisAdapter: one stream key per partition; publish queues the payload
 // for redisWriters goroutines that each send what is queued as one
-// pipeline of XADDs; one reader goroutine XREAD BLOCKs on every key.
+// pipeline of XADDs; one reader goroutine XREAD BLOCKs on every key (named
+// subscriptions: one XREADGROUP reader per consumer group).
 type redisAdapter struct {
-	srv   *redisServer
-	c     *redis.Client
-	keys  []string
-	onAck func([]byte, error)
-	queue chan []byte
-	stop  chan struct{}
-	wg    sync.WaitGroup // writers and the reader
-	next  int            // publish's round robin; publish has one caller
+	srv    *redisServer
+	c      *redis.Client
+	keys   []string
+	onAck  func([]byte, error)
+	queue  chan []byte
+	stop   chan struct{}
+	wg     sync.WaitGroup // writers and the reader
+	next   int            // publish's round robin; publish has one caller
+	maxLen int64          // approximate trim per key: redisMaxLen, or more for W6's backlog
 }
 
 func (a *redisAdapter) setup(ctx context.Context, spec topicSpec, onAck func([]byte, error)) error {
-	a.c = redis.NewClient(&redis.Options{Addr: a.srv.addr, PoolSize: redisWriters + 4})
+	// Every reader holds a connection in its BLOCKing read: the pool grows
+	// (lazily) to the writers plus W4's largest fan-out.
+	a.c = redis.NewClient(&redis.Options{Addr: a.srv.addr, PoolSize: redisWriters + 4 + 64})
 	if err := a.c.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("streambench: redis: %w", err)
 	}
 	for i := range spec.partitions {
 		a.keys = append(a.keys, spec.name+":"+strconv.Itoa(i))
+	}
+	a.maxLen = redisMaxLen
+	if n := int64(2 * spec.retain / max(1, spec.partitions)); n > a.maxLen {
+		a.maxLen = n
 	}
 	a.onAck = onAck
 	a.queue = make(chan []byte, 32768)
@@ -154,7 +162,7 @@ func (a *redisAdapter) writer() {
 		pipe := a.c.Pipeline()
 		for _, p := range batch {
 			key := a.keys[int(p[15])%len(a.keys)] // partition chosen by publish, stored in the payload
-			pipe.XAdd(ctx, &redis.XAddArgs{Stream: key, MaxLen: redisMaxLen, Approx: true, Values: []any{"d", p}})
+			pipe.XAdd(ctx, &redis.XAddArgs{Stream: key, MaxLen: a.maxLen, Approx: true, Values: []any{"d", p}})
 		}
 		cmds, err := pipe.Exec(ctx)
 		for i, p := range batch {
@@ -167,33 +175,23 @@ func (a *redisAdapter) writer() {
 	}
 }
 
-func (a *redisAdapter) subscribe(ctx context.Context, onMsg func([]byte)) error {
+func (a *redisAdapter) subscribe(ctx context.Context, sub subscription, onMsg func([]byte)) error {
+	if sub.name != "" {
+		return a.subscribeGroup(ctx, sub, onMsg)
+	}
 	streams := make([]string, 0, 2*len(a.keys))
 	streams = append(streams, a.keys...)
 	for range a.keys {
 		streams = append(streams, "0-0") // the keys are new: everything is new
 	}
-	rctx, cancel := context.WithCancel(context.Background())
-	a.wg.Add(1)
-	go func() { // owned by a: stopped by teardown (cancel on stop)
-		defer a.wg.Done()
-		<-a.stop
-		cancel()
-	}()
+	rctx := a.readerContext()
 	a.wg.Add(1)
 	go func() { // owned by a: stopped by teardown
 		defer a.wg.Done()
 		for rctx.Err() == nil {
 			res, err := a.c.XRead(rctx, &redis.XReadArgs{Streams: streams, Count: 1000, Block: 100e6}).Result()
 			if err != nil {
-				if !errors.Is(err, redis.Nil) { // back off a little; redis.Nil is the BLOCK timeout
-					t := time.NewTimer(10 * time.Millisecond)
-					select {
-					case <-rctx.Done():
-					case <-t.C:
-					}
-					t.Stop()
-				}
+				backoff(rctx, err)
 				continue
 			}
 			for _, st := range res {
@@ -202,6 +200,74 @@ func (a *redisAdapter) subscribe(ctx context.Context, onMsg func([]byte)) error 
 						streams[len(a.keys)+i] = st.Messages[len(st.Messages)-1].ID
 					}
 				}
+				for _, m := range st.Messages {
+					if s, ok := m.Values["d"].(string); ok {
+						onMsg([]byte(s))
+					}
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+// readerContext returns a context cancelled when teardown stops a.
+func (a *redisAdapter) readerContext() context.Context {
+	rctx, cancel := context.WithCancel(context.Background())
+	a.wg.Add(1)
+	go func() { // owned by a: stopped by teardown (cancel on stop)
+		defer a.wg.Done()
+		<-a.stop
+		cancel()
+	}()
+	return rctx
+}
+
+// backoff waits a little after a failed read; redis.Nil is the BLOCK
+// timeout and needs no wait.
+func backoff(ctx context.Context, err error) {
+	if errors.Is(err, redis.Nil) {
+		return
+	}
+	t := time.NewTimer(10 * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// subscribeGroup reads through a consumer group named sub.name on every
+// key (XGROUP CREATE ... MKSTREAM, then XREADGROUP ... NOACK: like the NATS
+// consumers, without per-message acknowledgements), one reader goroutine
+// and one connection per group.
+func (a *redisAdapter) subscribeGroup(ctx context.Context, sub subscription, onMsg func([]byte)) error {
+	start := "$"
+	if sub.fromStart {
+		start = "0"
+	}
+	for _, k := range a.keys {
+		if err := a.c.XGroupCreateMkStream(ctx, k, sub.name, start).Err(); err != nil {
+			return fmt.Errorf("streambench: redis xgroup create: %w", err)
+		}
+	}
+	streams := make([]string, 0, 2*len(a.keys))
+	streams = append(streams, a.keys...)
+	for range a.keys {
+		streams = append(streams, ">")
+	}
+	rctx := a.readerContext()
+	a.wg.Add(1)
+	go func() { // owned by a: stopped by teardown
+		defer a.wg.Done()
+		for rctx.Err() == nil {
+			res, err := a.c.XReadGroup(rctx, &redis.XReadGroupArgs{Group: sub.name, Consumer: "c",
+				Streams: streams, Count: 1000, Block: 100e6, NoAck: true}).Result()
+			if err != nil {
+				backoff(rctx, err)
+				continue
+			}
+			for _, st := range res {
 				for _, m := range st.Messages {
 					if s, ok := m.Values["d"].(string); ok {
 						onMsg([]byte(s))

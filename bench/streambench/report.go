@@ -38,8 +38,9 @@ func quantileOf(h *latency.Histogram, q float64) float64 {
 func pubQ(q float64) metric { return func(r runResult) float64 { return quantileOf(r.pub, q) } }
 func e2eQ(q float64) metric { return func(r runResult) float64 { return quantileOf(r.e2e, q) } }
 
-func ackedRate(r runResult) float64 { return r.ackedPerSec() }
-func mbRate(r runResult) float64    { return r.mbPerSec() }
+func ackedRate(r runResult) float64     { return r.ackedPerSec() }
+func deliveredRate(r runResult) float64 { return r.deliveredPerSec() }
+func mbRate(r runResult) float64        { return r.mbPerSec() }
 func ackedPct(r runResult) float64 {
 	if r.sent == 0 {
 		return 0
@@ -51,7 +52,7 @@ func recvPct(r runResult) float64 {
 	if r.sent == 0 {
 		return 0
 	}
-	return 100 * float64(r.received) / float64(r.sent)
+	return 100 * float64(r.received) / float64(r.sent*uint64(max(1, r.subs)))
 }
 
 // cpuPerGB is the server's CPU seconds per GB acknowledged.
@@ -80,6 +81,22 @@ func median(xs []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// medianBy is the median of f over rs.
+func medianBy[T any](rs []T, f func(T) float64) float64 {
+	xs := make([]float64, len(rs))
+	for i, r := range rs {
+		xs[i] = f(r)
+	}
+	return median(xs)
+}
+
+func fmtRatio(x float64) string {
+	if math.IsInf(x, 0) || math.IsNaN(x) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f", x)
 }
 
 func fmtDur(ns float64) string {
@@ -189,15 +206,15 @@ func buildReport(o options, res *results) *report {
 			t: table.Table{Header: []string{"durability", "peer", "pub p50", "pub p99", "pub p99.9", "e2e p99"}}}
 		for _, d := range allDurabilities {
 			for _, sys := range o.systems {
-				k := cellKey{"W1", d, o.rate, sys}
+				k := cellKey{"W1", d, o.rate, sys, 0}
 				s.t.Add(d.String(), sys, res.medianCell(k, ackedRate, fmtNum("%.0f")),
 					res.medianCell(k, pubQ(0.5), dur), res.medianCell(k, pubQ(0.99), dur), res.medianCell(k, pubQ(0.999), dur),
 					res.medianCell(k, e2eQ(0.5), dur), res.medianCell(k, e2eQ(0.99), dur), res.medianCell(k, e2eQ(0.999), dur),
 					res.medianCell(k, ackedPct, fmtNum("%.1f")), res.medianCell(k, recvPct, fmtNum("%.1f")))
 			}
-			ours := cellKey{"W1", d, o.rate, "magnetar"}
+			ours := cellKey{"W1", d, o.rate, "magnetar", 0}
 			for _, p := range peers {
-				k := cellKey{"W1", d, o.rate, p}
+				k := cellKey{"W1", d, o.rate, p, 0}
 				r.t.Add(d.String(), p, res.ratioCell(ours, k, pubQ(0.5)), res.ratioCell(ours, k, pubQ(0.99)),
 					res.ratioCell(ours, k, pubQ(0.999)), res.ratioCell(ours, k, e2eQ(0.99)))
 			}
@@ -212,9 +229,9 @@ func buildReport(o options, res *results) *report {
 			if rate == o.rate {
 				wl = "W1"
 			}
-			ours := cellKey{wl, durFsync, rate, "magnetar"}
+			ours := cellKey{wl, durFsync, rate, "magnetar", 0}
 			for _, sys := range o.systems {
-				k := cellKey{wl, durFsync, rate, sys}
+				k := cellKey{wl, durFsync, rate, sys, 0}
 				pr, er := "", ""
 				if sys != "magnetar" {
 					pr, er = res.ratioCell(ours, k, pubQ(0.99)), res.ratioCell(ours, k, e2eQ(0.99))
@@ -228,9 +245,9 @@ func buildReport(o options, res *results) *report {
 	if w["W2"] {
 		s := section{title: fmt.Sprintf("W2: maximum sustained publish throughput, closed loop with %d messages in flight, batching on, %s, durability %v; server CPU and disk writes from /proc/<pid>/{stat,io} (Magnetar: the standalone process, broker + bookie + etcd)", o.window, sizeName(o.size), durFsync),
 			t: table.Table{Header: []string{"system", "msg/s", "MB/s", "server CPU s/GB", "disk bytes written / byte produced", "msg/s ratio Magnetar / peer"}}}
-		ours := cellKey{"W2", durFsync, 0, "magnetar"}
+		ours := cellKey{"W2", durFsync, 0, "magnetar", 0}
 		for _, sys := range o.systems {
-			k := cellKey{"W2", durFsync, 0, sys}
+			k := cellKey{"W2", durFsync, 0, sys, 0}
 			ratio := ""
 			if sys != "magnetar" {
 				ratio = res.ratioCell(ours, k, ackedRate)
@@ -244,9 +261,92 @@ func buildReport(o options, res *results) *report {
 		s := section{title: fmt.Sprintf("W7: W1 (%d msg/s) with fsync on (a) and off (b), median over rounds; on/off is the median of per-round ratios", o.rate),
 			t: table.Table{Header: []string{"system", "pub p99 on", "pub p99 off", "pub p99 on/off", "e2e p99 on", "e2e p99 off", "e2e p99 on/off"}}}
 		for _, sys := range o.systems {
-			on, off := cellKey{"W1", durFsync, o.rate, sys}, cellKey{"W1", durOS, o.rate, sys}
+			on, off := cellKey{"W1", durFsync, o.rate, sys, 0}, cellKey{"W1", durOS, o.rate, sys, 0}
 			s.t.Add(sys, res.medianCell(on, pubQ(0.99), dur), res.medianCell(off, pubQ(0.99), dur), res.ratioCell(on, off, pubQ(0.99)),
 				res.medianCell(on, e2eQ(0.99), dur), res.medianCell(off, e2eQ(0.99), dur), res.ratioCell(on, off, e2eQ(0.99)))
+		}
+		rep.sections = append(rep.sections, s)
+	}
+	if w["W4"] {
+		s := section{title: fmt.Sprintf("W4: fan-out, one topic (1 partition) at a fixed %d msg/s of %s, durability %v, read by N subscriptions (Magnetar: exclusive subscriptions; NATS: durable AckNone consumers of one stream; Redis: consumer groups read with NOACK); e2e across all subscriptions (median over rounds; ratio Magnetar / peer [min–max])", o.fanoutRate, sizeName(o.size), durFsync),
+			t: table.Table{Header: []string{"subscriptions", "system", "delivered msg/s", "e2e p50", "e2e p99", "acked %", "received %", "delivered ratio", "e2e p99 ratio"}}}
+		for _, f := range o.fanouts {
+			ours := cellKey{"W4", durFsync, o.fanoutRate, "magnetar", f}
+			for _, sys := range o.systems {
+				k := cellKey{"W4", durFsync, o.fanoutRate, sys, f}
+				dr, er := "", ""
+				if sys != "magnetar" {
+					dr, er = res.ratioCell(ours, k, deliveredRate), res.ratioCell(ours, k, e2eQ(0.99))
+				}
+				s.t.Add(fmt.Sprint(f), sys, res.medianCell(k, deliveredRate, fmtNum("%.0f")),
+					res.medianCell(k, e2eQ(0.5), dur), res.medianCell(k, e2eQ(0.99), dur),
+					res.medianCell(k, ackedPct, fmtNum("%.1f")), res.medianCell(k, recvPct, fmtNum("%.1f")), dr, er)
+			}
+		}
+		rep.sections = append(rep.sections, s)
+	}
+	if w["W5"] {
+		s := section{title: fmt.Sprintf("W5: many topics, Magnetar only (NATS subjects and Redis keys cost next to nothing to create, so no comparable peer figure): %d topics created through the admin API (%d in flight), the standalone's VmRSS and open files per topic minus the baseline before creation, idle (no client) and with one producer attached to every topic, publish p99 at %d msg/s of %s round robin over every topic (one producer each, no batching, durability %v), restart = SIGTERM until exit + start until healthy and a produce to a random topic succeeded (median over rounds)", o.topics, manyTopicsWorkers, o.topicsRate, sizeName(o.size), durFsync),
+			t: table.Table{Header: []string{"system", "topics", "created/s", "producers/s", "idle RSS KiB/topic", "idle files/topic", "with producers RSS KiB/topic", "with producers files/topic", "acked msg/s", "acked %", "pub p50", "pub p99", "restart", "stop", "start to ready"}}}
+		for _, sys := range o.systems {
+			rs := res.manyTopics[sys]
+			if len(rs) == 0 {
+				why := "not comparable"
+				if sys == "magnetar" {
+					why = "-"
+				}
+				s.t.Add(sys, why, "", "", "", "", "", "", "", "", "", "", "", "", "")
+				continue
+			}
+			md := func(f func(manyTopicsResult) float64) float64 { return medianBy(rs, f) }
+			s.t.Add(sys, fmt.Sprint(rs[0].topics), fmt.Sprintf("%.0f", md(manyTopicsResult.createRate)), fmt.Sprintf("%.0f", md(manyTopicsResult.attachRate)),
+				fmt.Sprintf("%.1f", md(manyTopicsResult.rssPerTopic)/1024), fmt.Sprintf("%.2f", md(manyTopicsResult.fdPerTopic)),
+				fmt.Sprintf("%.1f", md(manyTopicsResult.rssPerLoaded)/1024), fmt.Sprintf("%.2f", md(manyTopicsResult.fdPerLoaded)),
+				fmt.Sprintf("%.0f", md(func(m manyTopicsResult) float64 { return m.run.ackedPerSec() })),
+				fmt.Sprintf("%.1f", md(func(m manyTopicsResult) float64 { return ackedPct(m.run) })),
+				dur(md(func(m manyTopicsResult) float64 { return quantileOf(m.run.pub, 0.5) })),
+				dur(md(func(m manyTopicsResult) float64 { return quantileOf(m.run.pub, 0.99) })),
+				dur(md(func(m manyTopicsResult) float64 { return float64(m.stop + m.ready) })),
+				dur(md(func(m manyTopicsResult) float64 { return float64(m.stop) })),
+				dur(md(func(m manyTopicsResult) float64 { return float64(m.ready) })))
+		}
+		rep.sections = append(rep.sections, s)
+	}
+	if w["W6"] {
+		s := section{title: fmt.Sprintf("W6: catch-up, a backlog of %s (%d partitions, durability %v) read from the start by a new subscription while a producer publishes %d msg/s of %s; the backlog is everything acknowledged before the reader subscribed (the built backlog and the producer's baseline run); read rate = bytes received (backlog and live) / time to receive the whole backlog; targets: read >= 2x the producer, producer pub p99 raised <= 2x (median over rounds)", sizeName(int(o.backlog)), o.partitions, durFsync, o.catchupRate, sizeName(o.size)),
+			t: table.Table{Header: []string{"system", "MB before subscribe", "built at MB/s", "caught up", "catch-up time", "read MB/s", "x producer", "pub p99 alone", "pub p99 during", "p99 raise", "targets"}}}
+		for _, sys := range o.systems {
+			rs := res.catchups[sys]
+			if len(rs) == 0 {
+				why := "-"
+				if err := res.failed[sys]; err != nil {
+					why = "failed"
+					if errors.Is(err, errUnavailable) {
+						why = "unavailable"
+					}
+				}
+				s.t.Add(sys, why, "", "", "", "", "", "", "", "", "")
+				continue
+			}
+			md := func(f func(catchupResult) float64) float64 { return medianBy(rs, f) }
+			caught := 0
+			for _, r := range rs {
+				if r.caughtUp {
+					caught++
+				}
+			}
+			mult, raise := md(catchupResult.multiple), md(catchupResult.p99Raise)
+			verdict := "met"
+			if caught < len(rs) || mult < 2 || raise > 2 {
+				verdict = "MISSED"
+			}
+			s.t.Add(sys, fmt.Sprintf("%.0f", md(func(c catchupResult) float64 { return float64(c.backlogBytes) / 1e6 })),
+				fmt.Sprintf("%.1f", md(func(c catchupResult) float64 { return float64(c.backlogBytes) / 1e6 / c.fill.Seconds() })),
+				fmt.Sprintf("%d/%d", caught, len(rs)), dur(md(func(c catchupResult) float64 { return float64(c.catchup) })),
+				fmt.Sprintf("%.1f", md(catchupResult.readBps)/1e6), fmt.Sprintf("%.1f", mult),
+				dur(md(func(c catchupResult) float64 { return quantileOf(c.base.pub, 0.99) })),
+				dur(md(func(c catchupResult) float64 { return quantileOf(c.during.pub, 0.99) })),
+				fmtRatio(raise), verdict)
 		}
 		rep.sections = append(rep.sections, s)
 	}

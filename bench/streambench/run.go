@@ -16,10 +16,11 @@ import (
 
 // cellKey names one series of per-round results.
 type cellKey struct {
-	workload string // "W1", "W2", "W3"
+	workload string // "W1", "W2", "W3", "W4"
 	dur      durability
 	rate     int // msg/s; 0 for W2
 	system   string
+	fanout   int // W4: subscriptions; 0 otherwise
 }
 
 // blockLoad is the machine's load around one system's block of one round.
@@ -48,6 +49,8 @@ type results struct {
 	unsupported    map[cellKey]bool
 	failed         map[string]error // system: why it is not (or no longer) measured
 	loads          []blockLoad
+	catchups       map[string][]catchupResult    // W6 by system, one per round
+	manyTopics     map[string][]manyTopicsResult // W5 by system (Magnetar only), one per round
 }
 
 // noisyOthers is the share of the CPUs used by other processes above which
@@ -58,6 +61,7 @@ const noisyOthers = 0.25
 func run(ctx context.Context, o options, systems []system, progress io.Writer) (*results, error) {
 	res := &results{started: time.Now(), cells: map[cellKey][]runResult{},
 		unsupported: map[cellKey]bool{}, failed: map[string]error{},
+		catchups: map[string][]catchupResult{}, manyTopics: map[string][]manyTopicsResult{},
 		limits: limits{fsyncBps: map[int]float64{}}}
 	tmp, err := os.MkdirTemp(o.dir, "streambench-")
 	if err != nil {
@@ -120,15 +124,16 @@ func run(ctx context.Context, o options, systems []system, progress io.Writer) (
 
 // plannedRun is one run within a server's lifetime.
 type plannedRun struct {
-	key  cellKey
-	load loadSpec
+	key        cellKey
+	load       loadSpec
+	partitions int // 0: o.partitions
 }
 
 // plan lists the runs for durability d.
 func plan(o options, system string, d durability) []plannedRun {
 	w := o.workloads
 	lat := func(workload string, rate int) plannedRun {
-		return plannedRun{cellKey{workload, d, rate, system}, loadSpec{rate: float64(rate), size: o.size,
+		return plannedRun{key: cellKey{workload, d, rate, system, 0}, load: loadSpec{rate: float64(rate), size: o.size,
 			warmup: o.warmup, duration: o.duration, drain: o.drain, subscribe: true}}
 	}
 	var runs []plannedRun
@@ -146,8 +151,15 @@ func plan(o options, system string, d durability) []plannedRun {
 		}
 	}
 	if w["W2"] && d == durFsync {
-		runs = append(runs, plannedRun{cellKey{"W2", d, 0, system}, loadSpec{window: o.window, size: o.size,
+		runs = append(runs, plannedRun{key: cellKey{"W2", d, 0, system, 0}, load: loadSpec{window: o.window, size: o.size,
 			warmup: o.warmup, duration: o.duration, drain: o.drain}})
+	}
+	if w["W4"] && d == durFsync {
+		for _, f := range o.fanouts {
+			r := lat("W4", o.fanoutRate)
+			r.key.fanout, r.load.fanout, r.partitions = f, f, 1
+			runs = append(runs, r)
+		}
 	}
 	return runs
 }
@@ -160,7 +172,8 @@ func runBlock(ctx context.Context, o options, s system, round int, tmp string, r
 	var serverCPU float64
 	for _, d := range allDurabilities {
 		runs := plan(o, s.name(), d)
-		if len(runs) == 0 {
+		catchup := o.workloads["W6"] && d == durFsync
+		if len(runs) == 0 && !catchup {
 			continue
 		}
 		dir := filepath.Join(tmp, fmt.Sprintf("r%d-%s-%d", round, s.name(), d))
@@ -172,7 +185,7 @@ func runBlock(ctx context.Context, o options, s system, round int, tmp string, r
 			for _, r := range runs {
 				res.unsupported[r.key] = true
 			}
-			continue
+			continue // (every system has (a): W6 is never unsupported)
 		}
 		if err != nil {
 			return fmt.Errorf("start %s %v: %w", s.name(), d, err)
@@ -181,6 +194,9 @@ func runBlock(ctx context.Context, o options, s system, round int, tmp string, r
 		for i, r := range runs {
 			spec := topicSpec{name: fmt.Sprintf("r%d-%s-%d-%d", round, r.key.workload, r.key.rate, i),
 				partitions: o.partitions, durability: d, throughput: r.key.workload == "W2"}
+			if r.partitions > 0 {
+				spec.partitions = r.partitions
+			}
 			r.load.pid = srv.pid()
 			rr, err := runLoad(ctx, srv.newAdapter(), spec, r.load)
 			if err != nil {
@@ -190,11 +206,32 @@ func runBlock(ctx context.Context, o options, s system, round int, tmp string, r
 			res.cells[r.key] = append(res.cells[r.key], rr)
 			fmt.Fprintf(progress, "round %d %-8s %s %-12v %s\n", round, s.name(), r.key.workload, d, describe(rr))
 		}
+		if catchup {
+			spec := topicSpec{name: fmt.Sprintf("r%d-W6", round), partitions: o.partitions, durability: d}
+			cr, err := runCatchup(ctx, srv.newAdapter(), spec, o)
+			if err != nil {
+				srv.stop()
+				return fmt.Errorf("%s W6: %w", s.name(), err)
+			}
+			res.catchups[s.name()] = append(res.catchups[s.name()], cr)
+			fmt.Fprintf(progress, "round %d %-8s W6 %-12v %s\n", round, s.name(), d, cr.describe())
+		}
 		u1, _ := machine.ReadProc(srv.pid())
 		serverCPU += u1.Sub(u0).CPUSeconds
 		if err := srv.stop(); err != nil {
 			return err
 		}
+		os.RemoveAll(dir)
+	}
+	if ms, ok := s.(*magnetarSystem); ok && o.workloads["W5"] {
+		dir := filepath.Join(tmp, fmt.Sprintf("r%d-%s-W5", round, s.name()))
+		mr, cpu, err := runManyTopics(ctx, ms, dir, o)
+		serverCPU += cpu
+		if err != nil {
+			return fmt.Errorf("%s W5: %w", s.name(), err)
+		}
+		res.manyTopics[s.name()] = append(res.manyTopics[s.name()], mr)
+		fmt.Fprintf(progress, "round %d %-8s W5 %s\n", round, s.name(), mr.describe())
 		os.RemoveAll(dir)
 	}
 	bl.after = machine.Snapshot()

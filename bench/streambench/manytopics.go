@@ -1,0 +1,328 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	plog "github.com/apache/pulsar-client-go/pulsar/log"
+
+	"github.com/magnetar-dev/magnetar/bench/internal/machine"
+)
+
+// manyTopicsWorkers is how many admin requests, and producer creations, W5
+// keeps in flight.
+const manyTopicsWorkers = 16
+
+// manyTopicsResult is one W5 run against one Magnetar standalone.
+type manyTopicsResult struct {
+	topics           int
+	create           time.Duration // creating every topic through the admin API
+	attach           time.Duration // one producer per topic
+	rssBase, rssIdle int64         // bytes, VmRSS before creation and with the topics created and idle
+	fdBase, fdIdle   int           // open files, likewise
+	rssLoaded        int64         // VmRSS with a producer attached to every topic (topics loaded)
+	fdLoaded         int
+	run              runResult     // the fixed total rate, round robin over the topics
+	stop             time.Duration // SIGTERM until the process exited
+	ready            time.Duration // start until the admin API answered healthy and a produce succeeded
+}
+
+func (m manyTopicsResult) createRate() float64 { return float64(m.topics) / m.create.Seconds() }
+func (m manyTopicsResult) attachRate() float64 { return float64(m.topics) / m.attach.Seconds() }
+func (m manyTopicsResult) rssPerTopic() float64 {
+	return float64(m.rssIdle-m.rssBase) / float64(m.topics)
+}
+func (m manyTopicsResult) fdPerTopic() float64 { return float64(m.fdIdle-m.fdBase) / float64(m.topics) }
+func (m manyTopicsResult) rssPerLoaded() float64 {
+	return float64(m.rssLoaded-m.rssBase) / float64(m.topics)
+}
+func (m manyTopicsResult) fdPerLoaded() float64 {
+	return float64(m.fdLoaded-m.fdBase) / float64(m.topics)
+}
+
+func (m manyTopicsResult) describe() string {
+	return fmt.Sprintf("%d topics created at %.0f/s, producers attached at %.0f/s; idle %.1f KiB RSS and %.2f files per topic, with producers %.1f KiB and %.2f; at %.0f msg/s: acked %d/%d pub p99 %v; restart %v (stop %v, ready %v)",
+		m.topics, m.createRate(), m.attachRate(), m.rssPerTopic()/1024, m.fdPerTopic(), m.rssPerLoaded()/1024, m.fdPerLoaded(), m.run.offered, m.run.acked, m.run.sent,
+		m.run.pub.Quantile(0.99), (m.stop + m.ready).Round(time.Millisecond), m.stop.Round(time.Millisecond), m.ready.Round(time.Millisecond))
+}
+
+// runManyTopics runs W5 on a fresh standalone in dir: o.topics topics
+// created through the admin API, memory and open files per idle topic,
+// the publish p99 at o.topicsRate spread round robin over every topic, and
+// the restart time. It returns the servers' CPU seconds for the load
+// record.
+func runManyTopics(ctx context.Context, m *magnetarSystem, dir string, o options) (res manyTopicsResult, cpu float64, err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return res, 0, fmt.Errorf("streambench: %w", err)
+	}
+	started, err := m.start(ctx, dir, durFsync)
+	if err != nil {
+		return res, 0, err
+	}
+	srv := started.(*magnetarServer)
+	defer func() {
+		if srv != nil {
+			if u, uerr := machine.ReadProc(srv.pid()); uerr == nil {
+				cpu += u.CPUSeconds
+			}
+			if serr := srv.stop(); err == nil {
+				err = serr
+			}
+		}
+	}()
+	res.topics = o.topics
+	if res.rssBase, res.fdBase, err = procFootprint(srv.pid()); err != nil {
+		return res, 0, err
+	}
+
+	names := make([]string, o.topics)
+	for i := range names {
+		names[i] = fmt.Sprintf("w5-%d", i)
+	}
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: manyTopicsWorkers}}
+	defer hc.CloseIdleConnections()
+	t0 := time.Now()
+	err = forEachParallel(ctx, names, func(ctx context.Context, name string) error {
+		return httpPut(ctx, hc, "http://"+srv.http+"/admin/v2/persistent/public/default/"+name)
+	})
+	res.create = time.Since(t0)
+	if err != nil {
+		return res, 0, fmt.Errorf("streambench: W5 create topics: %w", err)
+	}
+	// Idle: no client is connected; wait for the resident size to settle
+	// (two readings 200 ms apart within 1%), at most 5 s.
+	prev, prevAt := int64(-1), time.Time{}
+	waitFor(ctx, 5*time.Second, func() bool {
+		if time.Since(prevAt) < 200*time.Millisecond {
+			return false
+		}
+		rss, fds, ferr := procFootprint(srv.pid())
+		if ferr != nil {
+			return true
+		}
+		settled := prev > 0 && abs(rss-prev) <= prev/100
+		prev, prevAt, res.rssIdle, res.fdIdle = rss, time.Now(), rss, fds
+		return settled
+	})
+
+	a := &manyTopicsAdapter{srv: srv, names: names}
+	spec := topicSpec{name: "w5", durability: durFsync}
+	ls := loadSpec{rate: float64(o.topicsRate), size: o.size, warmup: o.warmup, duration: o.duration, drain: o.drain, pid: srv.pid()}
+	if res.run, err = runLoad(ctx, a, spec, ls); err != nil {
+		return res, 0, err
+	}
+	res.attach, res.rssLoaded, res.fdLoaded = a.attach, a.rss, a.fds
+
+	// Restart: SIGTERM, start on the same data directory, then the admin
+	// API and a produce to a random existing topic.
+	if u, uerr := machine.ReadProc(srv.pid()); uerr == nil {
+		cpu += u.CPUSeconds
+	}
+	t0 = time.Now()
+	old := srv
+	srv = nil
+	if err := old.stop(); err != nil {
+		return res, cpu, err
+	}
+	res.stop = time.Since(t0)
+	t0 = time.Now()
+	if srv, err = m.startAt(ctx, dir, durFsync, []string{old.broker, old.http, old.bookie}); err != nil {
+		return res, cpu, err
+	}
+	if err := produceOnce(ctx, srv, names[rand.IntN(len(names))]); err != nil {
+		return res, cpu, err
+	}
+	res.ready = time.Since(t0)
+	return res, cpu, nil
+}
+
+func abs(x int64) int64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// produceOnce creates a producer on topic and sends one message, waiting
+// for its receipt, within a minute.
+func produceOnce(ctx context.Context, srv *magnetarServer, topic string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	c, err := pulsar.NewClient(pulsar.ClientOptions{URL: "pulsar://" + srv.broker, OperationTimeout: time.Minute, Logger: plog.DefaultNopLogger()})
+	if err != nil {
+		return fmt.Errorf("streambench: pulsar client: %w", err)
+	}
+	defer c.Close()
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: "persistent://public/default/" + topic})
+	if err != nil {
+		return fmt.Errorf("streambench: W5 producer after restart: %w", err)
+	}
+	defer p.Close()
+	if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: make([]byte, payloadHeader)}); err != nil {
+		return fmt.Errorf("streambench: W5 produce after restart: %w", err)
+	}
+	return nil
+}
+
+// forEachParallel calls f for every item, manyTopicsWorkers at a time, and
+// returns the first error (after which the remaining items are skipped).
+func forEachParallel(ctx context.Context, items []string, f func(context.Context, string) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	work := make(chan string)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	for range manyTopicsWorkers {
+		wg.Add(1)
+		go func() { // owned by forEachParallel: ends when work is closed
+			defer wg.Done()
+			for it := range work {
+				if err := f(ctx, it); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+					cancel()
+				}
+			}
+		}()
+	}
+feed:
+	for _, it := range items {
+		select {
+		case work <- it:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(work)
+	wg.Wait()
+	if first == nil && ctx.Err() != nil {
+		first = ctx.Err()
+	}
+	return first
+}
+
+func httpPut(ctx context.Context, hc *http.Client, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("streambench: PUT %s: %s", url, resp.Status)
+	}
+	return nil
+}
+
+// procFootprint returns pid's resident set size (VmRSS of
+// /proc/<pid>/status) in bytes and its number of open files (entries of
+// /proc/<pid>/fd).
+func procFootprint(pid int) (rss int64, fds int, err error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, fmt.Errorf("streambench: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, perr := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if perr != nil {
+				return 0, 0, fmt.Errorf("streambench: VmRSS %q: %w", v, perr)
+			}
+			rss = kb << 10
+		}
+	}
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return 0, 0, fmt.Errorf("streambench: %w", err)
+	}
+	return rss, len(ents), nil
+}
+
+// manyTopicsAdapter publishes round robin over many existing topics, one
+// producer each, without batching (each topic sees a message now and then).
+// It has no subscriber: W5 measures the publish latency.
+type manyTopicsAdapter struct {
+	srv       *magnetarServer
+	names     []string
+	client    pulsar.Client
+	producers []pulsar.Producer
+	onAck     func([]byte, error)
+	next      int           // publish's round robin; publish has one caller
+	attach    time.Duration // time to create every producer
+	rss       int64         // the server's VmRSS and open files once every producer is attached
+	fds       int
+}
+
+var errNoSubscriber = errors.New("streambench: W5 has no subscriber")
+
+func (a *manyTopicsAdapter) setup(ctx context.Context, spec topicSpec, onAck func([]byte, error)) error {
+	a.onAck = onAck
+	var err error
+	a.client, err = pulsar.NewClient(pulsar.ClientOptions{URL: "pulsar://" + a.srv.broker, OperationTimeout: time.Minute,
+		Logger: plog.DefaultNopLogger()})
+	if err != nil {
+		return fmt.Errorf("streambench: pulsar client: %w", err)
+	}
+	index := make(map[string]int, len(a.names))
+	for i, n := range a.names {
+		index[n] = i
+	}
+	a.producers = make([]pulsar.Producer, len(a.names))
+	t0 := time.Now()
+	err = forEachParallel(ctx, a.names, func(ctx context.Context, name string) error {
+		p, err := a.client.CreateProducer(pulsar.ProducerOptions{Topic: "persistent://public/default/" + name,
+			DisableBatching: true, MaxPendingMessages: 64, SendTimeout: time.Minute})
+		if err != nil {
+			return fmt.Errorf("streambench: W5 producer %s: %w", name, err)
+		}
+		a.producers[index[name]] = p // distinct index per goroutine
+		return nil
+	})
+	a.attach = time.Since(t0)
+	if err != nil {
+		return err
+	}
+	a.rss, a.fds, err = procFootprint(a.srv.pid())
+	return err
+}
+
+func (a *manyTopicsAdapter) subscribe(context.Context, subscription, func([]byte)) error {
+	return errNoSubscriber
+}
+
+func (a *manyTopicsAdapter) publish(ctx context.Context, payload []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	p := a.producers[a.next%len(a.producers)]
+	a.next++
+	p.SendAsync(ctx, &pulsar.ProducerMessage{Payload: payload},
+		func(_ pulsar.MessageID, m *pulsar.ProducerMessage, err error) { a.onAck(m.Payload, err) })
+	return nil
+}
+
+func (a *manyTopicsAdapter) teardown(ctx context.Context) error {
+	if a.client != nil {
+		a.client.Close() // closes every producer
+	}
+	return nil
+}
