@@ -49,9 +49,18 @@ type conn struct {
 }
 
 type outFrame struct {
-	cmd     *pb.BaseCommand
-	payload []byte // headers and payload for MESSAGE
-	ackSet  []int64
+	cmd       *pb.BaseCommand
+	payload   []byte // headers and payload for MESSAGE
+	ackSet    []int64
+	isReceipt bool        // the frame is receipt, not cmd
+	receipt   sendReceipt // when isReceipt
+}
+
+// sendReceipt is a SEND_RECEIPT queued by value: the writer encodes it
+// straight into its buffer (protocol.WriteSendReceipt), so acknowledging a
+// message allocates nothing.
+type sendReceipt struct {
+	producerID, sequenceID, highestSequenceID, ledgerID, entryID uint64
 }
 
 func newConn(s *Service, nc net.Conn) *conn {
@@ -112,9 +121,13 @@ func (c *conn) writer() {
 		c.mu.Unlock()
 		for i, f := range batch {
 			var err error
-			if f.payload != nil {
+			switch {
+			case f.isReceipt:
+				r := &f.receipt
+				err = protocol.WriteSendReceipt(w, r.producerID, r.sequenceID, r.highestSequenceID, r.ledgerID, r.entryID)
+			case f.payload != nil:
 				err = protocol.WritePayloadCommand(w, f.cmd, nil, f.payload)
-			} else {
+			default:
 				err = protocol.WriteCommand(w, f.cmd)
 			}
 			batch[i] = outFrame{}

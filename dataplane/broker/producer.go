@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -168,38 +169,73 @@ func (c *conn) handleSend(s *pb.CommandSend, data []byte) error {
 	if dd != nil && !dd.admit(p.name, dedupSeq) {
 		// A duplicate of a message already accepted: acknowledge it
 		// without storing it again (Pulsar answers with position -1:-1).
-		c.send(protocol.NewSendReceipt(prodID, seq, highest, ^uint64(0), ^uint64(0)))
+		c.sendFrame(outFrame{isReceipt: true, receipt: sendReceipt{producerID: prodID, sequenceID: seq, highestSequenceID: highest,
+			ledgerID: ^uint64(0), entryID: ^uint64(0)}})
 		return nil
 	}
 	n := int64(len(data))
 	if !c.s.pending.acquire(n, c.closeCh) {
 		return errors.New("connection closed")
 	}
-	p.topic.publish(data, int(s.GetNumMessages()), func(pos ledger.Position, err error) {
-		c.s.pending.release(n)
-		if dd != nil && dd.done(p.name, dedupSeq, pos, err) {
-			go func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				if err := dd.snapshot(ctx, p.topic.ml); err != nil {
-					c.s.log.Warn("dedup snapshot failed", "topic", p.topic.name.String(), "err", err)
-				}
-			}()
-		}
-		if err != nil {
-			if errors.Is(err, ledger.ErrTerminated) {
-				p.closeByBroker()
-				return
+	op := publishOps.Get().(*publishOp)
+	*op = publishOp{c: c, p: p, dd: dd, prodID: prodID, seq: seq, highest: highest,
+		dedupSeq: dedupSeq, size: n, numMessages: s.GetNumMessages()}
+	// data is the reader's fresh buffer: the topic keeps it without a copy.
+	p.topic.publish(data, op)
+	return nil
+}
+
+// publishOp is one SEND on its way through the topic. It is the managed
+// ledger's add callback; ops are pooled, so the produce path allocates no
+// closure per message.
+type publishOp struct {
+	c           *conn
+	p           *Producer
+	dd          *dedupState
+	prodID      uint64
+	seq         uint64
+	highest     uint64
+	dedupSeq    int64
+	size        int64
+	numMessages int32
+}
+
+var publishOps = sync.Pool{New: func() any { return new(publishOp) }}
+
+// AddComplete answers the SEND once the entry is stored (or failed). It
+// runs exactly once per op; the op is recycled first.
+func (op *publishOp) AddComplete(pos ledger.Position, err error) {
+	c, p, dd := op.c, op.p, op.dd
+	prodID, seq, highest, dedupSeq, n, num := op.prodID, op.seq, op.highest, op.dedupSeq, op.size, op.numMessages
+	*op = publishOp{}
+	publishOps.Put(op)
+
+	if err == nil && p.topic.ml != nil {
+		p.topic.notifySubscriptions() // stored: wake the dispatchers
+	}
+	c.s.pending.release(n)
+	if dd != nil && dd.done(p.name, dedupSeq, pos, err) {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := dd.snapshot(ctx, p.topic.ml); err != nil {
+				c.s.log.Warn("dedup snapshot failed", "topic", p.topic.name.String(), "err", err)
 			}
-			code, msg := protocol.ServerErrorOf(mapLedgerError(err))
-			c.send(protocol.NewSendError(prodID, seq, code, msg))
+		}()
+	}
+	if err != nil {
+		if errors.Is(err, ledger.ErrTerminated) {
+			p.closeByBroker()
 			return
 		}
-		c.s.metrics.inMessages.Add(float64(max(s.GetNumMessages(), 1)))
-		c.s.metrics.inBytes.Add(float64(n))
-		c.send(protocol.NewSendReceipt(prodID, seq, highest, uint64(pos.LedgerID), uint64(pos.EntryID)))
-	})
-	return nil
+		code, msg := protocol.ServerErrorOf(mapLedgerError(err))
+		c.send(protocol.NewSendError(prodID, seq, code, msg))
+		return
+	}
+	c.s.metrics.inMessages.Add(float64(max(num, 1)))
+	c.s.metrics.inBytes.Add(float64(n))
+	c.sendFrame(outFrame{isReceipt: true, receipt: sendReceipt{producerID: prodID, sequenceID: seq, highestSequenceID: highest,
+		ledgerID: uint64(pos.LedgerID), entryID: uint64(pos.EntryID)}})
 }
 
 // mapLedgerError maps managed-ledger errors to Pulsar errors.

@@ -191,9 +191,11 @@ func (t *Topic) removeProducerLocked(p *Producer) {
 	}
 }
 
-// publish stores one entry (a message or a batch) and calls done with its
-// position. Entries of one topic are acknowledged in the order published.
-func (t *Topic) publish(data []byte, numMessages int, done func(ledger.Position, error)) {
+// publish stores one entry (a message or a batch) and answers it through
+// op (which, on success, wakes the topic's subscriptions first). Entries of
+// one topic are acknowledged in the order published. The topic keeps data:
+// the caller must not modify it afterwards.
+func (t *Topic) publish(data []byte, op *publishOp) {
 	if t.ml == nil {
 		t.mu.Lock()
 		t.npSeq++
@@ -206,15 +208,10 @@ func (t *Topic) publish(data []byte, numMessages int, done func(ledger.Position,
 		for _, s := range subs {
 			s.deliverNonPersistent(pos, data)
 		}
-		done(pos, nil)
+		op.AddComplete(pos, nil)
 		return
 	}
-	t.ml.AddEntry(data, func(pos ledger.Position, err error) {
-		if err == nil {
-			t.notifySubscriptions()
-		}
-		done(pos, err)
-	})
+	t.ml.AddEntryOwned(data, op)
 }
 
 // notifySubscriptions wakes every subscription's dispatcher.

@@ -47,7 +47,7 @@ type writer struct {
 // addOp is one AddEntry call, queued in call order until its callback ran.
 type addOp struct {
 	data    []byte
-	cb      func(Position, error)
+	cb      AddCallback
 	w       *writer // ledger it was sent to; nil while unsent
 	retryOf *writer // ledger whose failure put it back to unsent
 	lacSent int64
@@ -323,7 +323,32 @@ func (ml *ManagedLedger) addErrLocked() error {
 // method of the managed ledger or its cursors, except Close). AddEntry
 // copies data, so the caller may reuse it once AddEntry returns.
 func (ml *ManagedLedger) AddEntry(data []byte, cb func(Position, error)) {
-	op := &addOp{data: slices.Clone(data), cb: cb}
+	ml.addEntry(slices.Clone(data), addFunc(cb))
+}
+
+// AddCallback receives the outcome of one AddEntryOwned: AddComplete is
+// called exactly once, from the managed ledger's delivery goroutine (or, when
+// the ledger is already gone, from the caller's), in the order of the adds.
+type AddCallback interface {
+	AddComplete(pos Position, err error)
+}
+
+// addFunc adapts AddEntry's callback.
+type addFunc func(Position, error)
+
+func (f addFunc) AddComplete(pos Position, err error) { f(pos, err) }
+
+// AddEntryOwned is AddEntry without the copy, for a hot path that hands over
+// a buffer it allocated for the entry (the broker's SEND payload): the
+// managed ledger keeps data (cache, tail, bookie writes) and the caller must
+// never modify it afterwards. A callback object instead of a closure lets
+// the caller recycle it once AddComplete has run.
+func (ml *ManagedLedger) AddEntryOwned(data []byte, cb AddCallback) {
+	ml.addEntry(data, cb)
+}
+
+func (ml *ManagedLedger) addEntry(data []byte, cb AddCallback) {
+	op := &addOp{data: data, cb: cb}
 	if op.data == nil {
 		op.data = []byte{}
 	}
@@ -333,7 +358,7 @@ func (ml *ManagedLedger) AddEntry(data []byte, cb func(Position, error)) {
 		if ml.deliverGone {
 			ml.mu.Unlock()
 			ml.sendMu.Unlock()
-			cb(Position{}, err)
+			cb.AddComplete(Position{}, err)
 			return
 		}
 		op.done, op.err = true, err
@@ -509,7 +534,7 @@ func (ml *ManagedLedger) deliver() {
 		}
 		ml.mu.Unlock()
 		for i, op := range batch {
-			op.cb(op.pos, op.err)
+			op.cb.AddComplete(op.pos, op.err)
 			batch[i] = nil
 		}
 		batch = batch[:0]

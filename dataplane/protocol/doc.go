@@ -54,7 +54,11 @@
 // aliases it). HeadersAndPayload is always a fresh slice the caller owns: it
 // stays valid after later reads and can be kept as a ledger entry without a
 // copy. ReadFrame returns a fresh BaseCommand; ReadFrameInto reuses the
-// caller's (proto.Reset), which then must not be kept past the next call.
+// caller's (proto.Reset), which then must not be kept past the next call;
+// it decodes a SEND of the usual shape without allocating, into storage of
+// the Reader that is likewise valid only until the next call.
+// WriteSendReceipt encodes the broker's per-message answer straight into the
+// writer's buffer.
 // ParseHeadersAndPayload returns a payload that aliases its input. Neither
 // Reader nor the write helpers are safe for concurrent use; the error
 // sentinels and tables are read-only.

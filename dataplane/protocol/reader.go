@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -57,6 +58,20 @@ type Reader struct {
 	bufSize  int
 	scratch  []byte
 	unmarsh  proto.UnmarshalOptions
+	hdr      [8]byte  // frame sizes; a field so it does not escape per call
+	send     sendSlot // backing store of fast-decoded SENDs (ReadFrameInto)
+}
+
+// sendSlot holds a SEND decoded by decodeSendFast: the command's fields
+// point into it, so a broker's steady stream of SENDs decodes without
+// allocating.
+type sendSlot struct {
+	typ         pulsarwire.BaseCommand_Type
+	cmd         pulsarwire.CommandSend
+	producerID  uint64
+	sequenceID  uint64
+	highestSeq  uint64
+	numMessages int32
 }
 
 // ReaderOption configures a Reader.
@@ -90,7 +105,7 @@ func NewReader(r io.Reader, opts ...ReaderOption) *Reader {
 // io.EOF; any other error means the stream is unusable.
 func (r *Reader) ReadFrame() (Frame, error) {
 	f := Frame{Cmd: new(pulsarwire.BaseCommand)}
-	if err := r.ReadFrameInto(&f); err != nil {
+	if err := r.readFrame(&f, false); err != nil {
 		return Frame{}, err
 	}
 	return f, nil
@@ -101,8 +116,13 @@ func (r *Reader) ReadFrame() (Frame, error) {
 // allocates only what the command's fields need. The caller must not keep
 // f.Cmd or anything it points to past the next call that reuses it.
 // f.HeadersAndPayload is always a new slice (or nil) owned by the caller.
-// Errors are as for ReadFrame.
-func (r *Reader) ReadFrameInto(f *Frame) error {
+// A SEND of the usual shape (producer_id, sequence_id, num_messages,
+// highest_sequence_id and nothing else) is decoded without allocating: its
+// CommandSend and scalars then live in the Reader, valid until the next
+// call. Errors are as for ReadFrame.
+func (r *Reader) ReadFrameInto(f *Frame) error { return r.readFrame(f, true) }
+
+func (r *Reader) readFrame(f *Frame, reuse bool) error {
 	f.HeadersAndPayload = nil
 	if f.Cmd == nil {
 		f.Cmd = new(pulsarwire.BaseCommand)
@@ -110,7 +130,7 @@ func (r *Reader) ReadFrameInto(f *Frame) error {
 		proto.Reset(f.Cmd)
 	}
 
-	var hdr [8]byte
+	hdr := &r.hdr
 	if n, err := io.ReadFull(r.br, hdr[:4]); err != nil {
 		if n == 0 && errors.Is(err, io.EOF) {
 			return io.EOF
@@ -134,7 +154,7 @@ func (r *Reader) ReadFrameInto(f *Frame) error {
 	if cmdSize == 0 {
 		return fmt.Errorf("%w: empty command", ErrBadCommand)
 	}
-	if err := r.readCommand(int(cmdSize), f.Cmd); err != nil {
+	if err := r.readCommand(int(cmdSize), f.Cmd, reuse); err != nil {
 		return err
 	}
 
@@ -159,8 +179,9 @@ func (r *Reader) ReadFrameInto(f *Frame) error {
 	return nil
 }
 
-// readCommand decodes the next n bytes as a BaseCommand into cmd.
-func (r *Reader) readCommand(n int, cmd *pulsarwire.BaseCommand) error {
+// readCommand decodes the next n bytes as a BaseCommand into cmd (which is
+// empty). With fast, a SEND of the usual shape is decoded into r.send.
+func (r *Reader) readCommand(n int, cmd *pulsarwire.BaseCommand, fast bool) error {
 	var b []byte
 	if n <= r.br.Size() {
 		var err error
@@ -179,6 +200,9 @@ func (r *Reader) readCommand(n int, cmd *pulsarwire.BaseCommand) error {
 		if cap(r.scratch) > maxRetainedScratch {
 			defer func() { r.scratch = nil }()
 		}
+	}
+	if fast && r.decodeSendFast(b, cmd) {
+		return nil
 	}
 	if err := r.unmarsh.Unmarshal(b, cmd); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadCommand, err)
@@ -209,4 +233,96 @@ func typeMatchesBody(cmd *pulsarwire.BaseCommand) bool {
 		return true
 	}
 	return cmd.ProtoReflect().Has(fd)
+}
+
+// BaseCommand and CommandSend field numbers the fast SEND decoder knows.
+const (
+	fieldCommandType      = 1
+	fieldCommandSend      = 6
+	fieldSendProducerID   = 1
+	fieldSendSequenceID   = 2
+	fieldSendNumMessages  = 3
+	fieldSendHighestSeqID = 6
+)
+
+// decodeSendFast decodes b into cmd, pointing it at r.send, when b is a
+// SEND with only the fields a producer normally sets, each well-formed, and
+// both required ones present. It returns false, leaving cmd untouched, for
+// anything else (other commands, transactions, chunks, markers, unknown or
+// repeated message fields, malformed input); the caller then decodes b with
+// the protobuf runtime, which yields the same message or the error.
+func (r *Reader) decodeSendFast(b []byte, cmd *pulsarwire.BaseCommand) bool {
+	var typ uint64
+	var body []byte
+	haveType := false
+	for len(b) > 0 {
+		num, wt, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return false
+		}
+		b = b[n:]
+		switch {
+		case num == fieldCommandType && wt == protowire.VarintType:
+			typ, n = protowire.ConsumeVarint(b)
+			haveType = true
+		case num == fieldCommandSend && wt == protowire.BytesType && body == nil:
+			body, n = protowire.ConsumeBytes(b)
+			if body == nil {
+				body = []byte{}
+			}
+		default:
+			return false
+		}
+		if n < 0 {
+			return false
+		}
+		b = b[n:]
+	}
+	if !haveType || typ != uint64(pulsarwire.BaseCommand_SEND) || body == nil {
+		return false
+	}
+	var prod, seq, highest, num uint64
+	var haveProd, haveSeq, haveHighest, haveNum bool
+	for len(body) > 0 {
+		f, wt, n := protowire.ConsumeTag(body)
+		if n < 0 || wt != protowire.VarintType {
+			return false
+		}
+		body = body[n:]
+		v, n := protowire.ConsumeVarint(body)
+		if n < 0 {
+			return false
+		}
+		body = body[n:]
+		switch f {
+		case fieldSendProducerID:
+			prod, haveProd = v, true
+		case fieldSendSequenceID:
+			seq, haveSeq = v, true
+		case fieldSendNumMessages:
+			num, haveNum = v, true
+		case fieldSendHighestSeqID:
+			highest, haveHighest = v, true
+		default:
+			return false
+		}
+	}
+	if !haveProd || !haveSeq {
+		return false
+	}
+	sl := &r.send
+	sl.cmd.Reset()
+	sl.typ = pulsarwire.BaseCommand_SEND
+	sl.producerID, sl.sequenceID = prod, seq
+	sl.cmd.ProducerId, sl.cmd.SequenceId = &sl.producerID, &sl.sequenceID
+	if haveNum {
+		sl.numMessages = int32(num)
+		sl.cmd.NumMessages = &sl.numMessages
+	}
+	if haveHighest {
+		sl.highestSeq = highest
+		sl.cmd.HighestSequenceId = &sl.highestSeq
+	}
+	cmd.Type, cmd.Send = &sl.typ, &sl.cmd
+	return true
 }

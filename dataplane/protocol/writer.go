@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/magnetar-dev/magnetar/api/pulsarwire"
@@ -97,4 +98,52 @@ type sliceWriter struct{ b []byte }
 func (s *sliceWriter) Write(p []byte) (int, error) {
 	s.b = append(s.b, p...)
 	return len(p), nil
+}
+
+// WriteSendReceipt writes the SEND_RECEIPT frame of NewSendReceipt with the
+// same arguments, byte for byte, without building the command: the broker
+// answers every stored message with one, so this path allocates nothing.
+// It does not flush.
+func WriteSendReceipt(w *bufio.Writer, producerID, sequenceID, highestSequenceID, ledgerID, entryID uint64) error {
+	_, err := w.Write(AppendSendReceipt(w.AvailableBuffer(), producerID, sequenceID, highestSequenceID, ledgerID, entryID))
+	return err
+}
+
+// AppendSendReceipt appends the frame WriteSendReceipt writes to dst. Fields
+// are encoded in field-number order, as the protobuf runtime marshals them.
+func AppendSendReceipt(dst []byte, producerID, sequenceID, highestSequenceID, ledgerID, entryID uint64) []byte {
+	// MessageIdData{ledgerId: 1, entryId: 2}
+	idSize := 1 + protowire.SizeVarint(ledgerID) + 1 + protowire.SizeVarint(entryID)
+	// CommandSendReceipt{producer_id: 1, sequence_id: 2, message_id: 3,
+	// highest_sequence_id: 4 (only when not 0)}
+	rSize := 1 + protowire.SizeVarint(producerID) + 1 + protowire.SizeVarint(sequenceID) +
+		1 + protowire.SizeVarint(uint64(idSize)) + idSize
+	if highestSequenceID != 0 {
+		rSize += 1 + protowire.SizeVarint(highestSequenceID)
+	}
+	// BaseCommand{type: 1, send_receipt: 7}
+	typ := uint64(pulsarwire.BaseCommand_SEND_RECEIPT)
+	cmdSize := 1 + protowire.SizeVarint(typ) + 1 + protowire.SizeVarint(uint64(rSize)) + rSize
+
+	dst = binary.BigEndian.AppendUint32(dst, uint32(4+cmdSize))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(cmdSize))
+	dst = protowire.AppendTag(dst, 1, protowire.VarintType)
+	dst = protowire.AppendVarint(dst, typ)
+	dst = protowire.AppendTag(dst, 7, protowire.BytesType)
+	dst = protowire.AppendVarint(dst, uint64(rSize))
+	dst = protowire.AppendTag(dst, 1, protowire.VarintType)
+	dst = protowire.AppendVarint(dst, producerID)
+	dst = protowire.AppendTag(dst, 2, protowire.VarintType)
+	dst = protowire.AppendVarint(dst, sequenceID)
+	dst = protowire.AppendTag(dst, 3, protowire.BytesType)
+	dst = protowire.AppendVarint(dst, uint64(idSize))
+	dst = protowire.AppendTag(dst, 1, protowire.VarintType)
+	dst = protowire.AppendVarint(dst, ledgerID)
+	dst = protowire.AppendTag(dst, 2, protowire.VarintType)
+	dst = protowire.AppendVarint(dst, entryID)
+	if highestSequenceID != 0 {
+		dst = protowire.AppendTag(dst, 4, protowire.VarintType)
+		dst = protowire.AppendVarint(dst, highestSequenceID)
+	}
+	return dst
 }
