@@ -16,6 +16,11 @@ import (
 
 // lookupsServed sums pulsar_lookup_answers_total over every live broker.
 func (c *dataCluster) lookupsServed(t *testing.T, skip ...int) float64 {
+	return c.metricSum(t, "pulsar_lookup_answers_total{", skip...)
+}
+
+// metricSum sums the series starting with prefix over every live broker.
+func (c *dataCluster) metricSum(t *testing.T, prefix string, skip ...int) float64 {
 	t.Helper()
 	total := 0.0
 	for i, b := range c.brokers {
@@ -29,7 +34,7 @@ func (c *dataCluster) lookupsServed(t *testing.T, skip ...int) float64 {
 		sc := bufio.NewScanner(resp.Body)
 		for sc.Scan() {
 			line := sc.Text()
-			if !strings.HasPrefix(line, "pulsar_lookup_answers_total{") {
+			if !strings.HasPrefix(line, prefix) {
 				continue
 			}
 			f := strings.Fields(line)
@@ -256,4 +261,60 @@ func TestBrokerMetadataCut(t *testing.T) {
 	waitFor(t, "more writes", 60*time.Second, func() bool { return sp.count() >= before+100 })
 	acked := sp.finish()
 	checkConsumed(t, cl, topic, acked, "http://"+c.brokers[survivor].httpAddr)
+}
+
+// TestLoadManagerShedsBundle gathers every bundle of a namespace with open
+// topics on one broker; the elected load manager then moves a bundle to the
+// idle broker, and the producers keep working.
+func TestLoadManagerShedsBundle(t *testing.T) {
+	c := newDataClusterFlags(t, 3, 2, nil, []string{"--load-shedding=true",
+		"--load-report-interval", "500ms", "--load-manager-interval", "1s"})
+	cl := newClusterClient(t, c.serviceURL())
+	var producers []pulsar.Producer
+	for i := range 40 {
+		p, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: fmt.Sprintf("persistent://public/default/shed-%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		producers = append(producers, p)
+	}
+	// Move every bundle broker 1 owns to broker 0.
+	var bundles struct {
+		Boundaries []string `json:"boundaries"`
+	}
+	if err := getJSON("http://"+c.brokers[0].httpAddr+"/admin/v2/namespaces/public/default/bundles", &bundles); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(bundles.Boundaries); i++ {
+		rng := bundles.Boundaries[i] + "_" + bundles.Boundaries[i+1]
+		if c.ownedBy(1, "public/default/"+rng) {
+			put(t, "http://"+c.brokers[1].httpAddr+"/admin/v2/namespaces/public/default/"+rng+"/unload?destinationBroker="+c.brokers[0].brokerAddr)
+		}
+	}
+	sendAll := func() {
+		for _, p := range producers {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			_, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("x")})
+			cancel()
+			if err != nil {
+				t.Fatalf("send to %s: %v", p.Topic(), err)
+			}
+		}
+	}
+	sendAll() // reconnects every producer to broker 0 (the bundles' owner now)
+	owned := func(i int) int {
+		b := c.brokers[i]
+		var m map[string]any
+		if getJSON("http://"+b.httpAddr+"/admin/v2/brokers/standalone/"+b.httpAddr+"/ownedNamespaces", &m) != nil {
+			return -1
+		}
+		return len(m)
+	}
+	waitFor(t, "the load manager to move a bundle to the idle broker", 60*time.Second, func() bool { return owned(1) > 0 })
+	if n := c.metricSum(t, `magnetar_load_manager_actions_total{action="unload"}`); n < 1 {
+		t.Fatalf("broker 1 owns a bundle but no load-manager unload was counted (%v)", n)
+	}
+	sendAll()
+	fmt.Printf("e2e TestLoadManagerShedsBundle: bundles owned after shedding: broker0=%d broker1=%d\n", owned(0), owned(1))
 }

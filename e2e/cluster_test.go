@@ -34,9 +34,17 @@ func newDataCluster(t *testing.T, bookies, brokers int) *dataCluster {
 	return newDataClusterWith(t, bookies, brokers, nil)
 }
 
+// brokerFlags are the brokers' extra flags; tests that exercise the load
+// manager replace them.
+var defaultBrokerFlags = []string{"--load-shedding=false"}
+
 // newDataClusterWith lets metadataURL choose each broker's metadata endpoint
 // (e.g. through a Proxy); nil means the store itself.
 func newDataClusterWith(t *testing.T, bookies, brokers int, metadataURL func(c *dataCluster, i int) string) *dataCluster {
+	return newDataClusterFlags(t, bookies, brokers, metadataURL, defaultBrokerFlags)
+}
+
+func newDataClusterFlags(t *testing.T, bookies, brokers int, metadataURL func(c *dataCluster, i int) string, flags []string) *dataCluster {
 	// A real three-member etcd cluster of `magnetar metadata` processes.
 	c := &dataCluster{storageCluster: newStorageClusterOnEtcdCluster(t, bookies)}
 	for i := range brokers {
@@ -45,8 +53,8 @@ func newDataClusterWith(t *testing.T, bookies, brokers int, metadataURL func(c *
 			md = metadataURL(c, i)
 		}
 		b := &brokerProc{brokerAddr: FreeAddr(t), httpAddr: FreeAddr(t)}
-		b.Process = Start(t, fmt.Sprintf("broker-%d", i), "broker", "--metadata", md,
-			"--broker-addr", b.brokerAddr, "--http-addr", b.httpAddr, "--load-shedding=false")
+		args := append([]string{"broker", "--metadata", md, "--broker-addr", b.brokerAddr, "--http-addr", b.httpAddr}, flags...)
+		b.Process = Start(t, fmt.Sprintf("broker-%d", i), args...)
 		c.brokers = append(c.brokers, b)
 	}
 	for _, b := range c.brokers {

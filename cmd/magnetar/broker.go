@@ -49,6 +49,8 @@ func newBrokerCommand() *cobra.Command {
 	f.DurationVar(&cfg.Broker.SessionTTL, "session-ttl", 3*time.Second, "metadata session lease: a dead broker's bundles move after this long")
 	f.IntVar(&cfg.Broker.DefaultBundles, "default-bundles", 4, "bundles of a namespace created without explicit bundles")
 	f.BoolVar(&cfg.Broker.LoadShedding, "load-shedding", true, "let the elected load manager unload and split bundles")
+	f.DurationVar(&cfg.Broker.LoadReportInterval, "load-report-interval", 5*time.Second, "how often the broker publishes its load report")
+	f.DurationVar(&cfg.Broker.LoadManagerInterval, "load-manager-interval", 15*time.Second, "how often the elected load manager decides")
 	f.IntVar(&cfg.Ensemble, "ensemble", 3, "default ensemble size of new ledgers")
 	f.IntVar(&cfg.WriteQuorum, "write-quorum", 3, "default write quorum of new ledgers")
 	f.IntVar(&cfg.AckQuorum, "ack-quorum", 2, "default ack quorum of new ledgers")

@@ -54,6 +54,12 @@ type Config struct {
 	// overloaded brokers and splitting of hot bundles (on the leader).
 	// Default off in a standalone, on in `magnetar broker`.
 	LoadShedding bool
+	// LoadReportInterval is how often the broker publishes its load report.
+	// Default 5s.
+	LoadReportInterval time.Duration
+	// LoadManagerInterval is how often the elected load manager decides.
+	// Default 15s.
+	LoadManagerInterval time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -86,6 +92,12 @@ func (cfg Config) WithDefaults() Config {
 	}
 	if cfg.DefaultBundles == 0 {
 		cfg.DefaultBundles = 4
+	}
+	if cfg.LoadReportInterval <= 0 {
+		cfg.LoadReportInterval = 5 * time.Second
+	}
+	if cfg.LoadManagerInterval <= 0 {
+		cfg.LoadManagerInterval = 15 * time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

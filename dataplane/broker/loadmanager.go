@@ -32,7 +32,6 @@ import (
 //     broker; its busiest bundle that is not its only one is unloaded to the
 //     least loaded broker. One move per period, so the cluster settles.
 const (
-	loadManagerPeriod  = 15 * time.Second
 	MaxTopicsPerBundle = 1000
 	ShedMinTopics      = 10
 )
@@ -114,7 +113,7 @@ func (lm *loadManager) run(ctx context.Context, lost <-chan struct{}) {
 		}
 		return
 	}
-	tick := time.NewTicker(loadManagerPeriod)
+	tick := time.NewTicker(lm.o.s.cfg.LoadManagerInterval)
 	defer tick.Stop()
 	for {
 		select {

@@ -31,10 +31,9 @@ import (
 // ledger, which recovers (fences) the last ledger on the bookies, so the
 // old owner can never append again even if it comes back.
 const (
-	brokersPath  = "/loadbalance/brokers"
-	leaderPath   = "/loadbalance/leader"
-	bundlesPath  = "/namespace"
-	reportPeriod = 5 * time.Second
+	brokersPath = "/loadbalance/brokers"
+	leaderPath  = "/loadbalance/leader"
+	bundlesPath = "/namespace"
 )
 
 // BrokerInfo is a broker's registration.
@@ -246,7 +245,7 @@ func (o *ownership) run() {
 			defer lwg.Done()
 			o.campaign(lctx, sess)
 		}()
-		tick := time.NewTicker(reportPeriod)
+		tick := time.NewTicker(o.s.cfg.LoadReportInterval)
 		lost := false
 		for !lost {
 			select {
