@@ -270,6 +270,15 @@ func TestSchemaRoutes(t *testing.T) {
 		{"compat", "POST", p + "compatibility", `{"type":"STRING","schema":""}`, "", 200, `"compatibility":false`},
 		{"delete", "DELETE", p + "schema", "", "", 200, ""},
 		{"gone", "GET", p + "schema", "", "", 404, ""},
+		// Deleting a topic deletes its schema (Pulsar 3.x).
+		{"topic", "PUT", "/admin/v2/persistent/public/default/sch2", "null", "", 204, ""},
+		{"topic schema", "POST", "/admin/v2/schemas/public/default/sch2/schema", string(body), "", 200, ""},
+		{"delete topic", "DELETE", "/admin/v2/persistent/public/default/sch2", "", "", 204, ""},
+		{"schema gone with topic", "GET", "/admin/v2/schemas/public/default/sch2/schema", "", "", 404, ""},
+		{"partitioned", "PUT", "/admin/v2/persistent/public/default/sch3/partitions", "2", "", 204, ""},
+		{"partitioned schema", "POST", "/admin/v2/schemas/public/default/sch3/schema", string(body), "", 200, ""},
+		{"delete partitioned", "DELETE", "/admin/v2/persistent/public/default/sch3/partitions", "", "", 204, ""},
+		{"schema gone with partitioned", "GET", "/admin/v2/schemas/public/default/sch3/schema", "", "", 404, ""},
 	})
 }
 

@@ -182,6 +182,11 @@ func (s *Service) DeleteTopic(ctx context.Context, t TopicName, force bool) erro
 		return fmt.Errorf("%w: topic %s", ErrNotFound, t)
 	}
 	s.md.Delete(ctx, topicCreatedKey(t), metadata.AnyVersion)
+	if t.PartitionIndex() < 0 {
+		// As in Pulsar 3.x, deleting a topic deletes its schema; a
+		// partitioned topic's schema goes with the partitioned topic.
+		s.md.Delete(ctx, schemaKey(t), metadata.AnyVersion)
+	}
 	return nil
 }
 
@@ -210,6 +215,7 @@ func (s *Service) DeletePartitionedTopic(ctx context.Context, t TopicName, force
 		return err
 	}
 	s.md.Delete(ctx, topicCreatedKey(t), metadata.AnyVersion)
+	s.md.Delete(ctx, schemaKey(t), metadata.AnyVersion)
 	return nil
 }
 
