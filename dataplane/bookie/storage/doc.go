@@ -11,7 +11,8 @@
 // AddEntry copies the entry into the in-memory write cache (readable at
 // once), then queues a journal record; done fires from the journal writer
 // goroutine after the record's group is fsynced (or written, with
-// JournalNoSync). Fence sets the in-memory fenced flag (non-recovery adds
+// JournalNoSync: then the journal starts writeback every few MiB and fsyncs
+// only at file rotation, see package journal). Fence sets the in-memory fenced flag (non-recovery adds
 // fail with ErrFenced from then on) and journals a fence record. DeleteLedger
 // journals a delete record, waits for it, then removes the ledger from the
 // caches and, in one synced Pebble batch, from the index and metadata; GC

@@ -9,7 +9,12 @@
 // queued while the previous one was written and synced; with a positive
 // MaxGroupWait it first waits up to that long for more unless MaxGroupBytes
 // are pending), writes it with one Write, fsyncs once
-// (fdatasync), and then calls the group's done callbacks in order. A write
+// (fdatasync), and then calls the group's done callbacks in order. With
+// NoSync it does not sync a group; instead it starts the OS writeback of the
+// file every WritebackBytes (4 MiB) and fsyncs the file at rotation, before
+// creating the next one, so the records replayed after a crash are always a
+// prefix of those appended and the rotation fsync has little left to write
+// (a whole 256 MiB dirty file used to stall the writer for a second). A write
 // or sync error is sticky: it fails that group and every later append, and
 // OnError is called once. Close drains the pending group.
 //

@@ -55,6 +55,17 @@ type Options struct {
 	MaxFileBytes int64
 	// NoSync acknowledges records once written to the OS, without fsync.
 	NoSync bool
+	// WritebackBytes (NoSync only) starts the OS writeback of the current
+	// file every time this many bytes were written since the last start
+	// (vfs.File.SyncTo: on Linux, sync_file_range, which queues the dirty
+	// pages for writing and waits only for writeback already in flight, so
+	// the file's dirty tail stays near this size; it promises no
+	// durability). Without it
+	// the file's whole dirty tail, up to MaxFileBytes, waits for the fsync
+	// at rotation, which stalls the writer (and every add queued behind
+	// it) for as long as the disk takes to write it. Default 4 MiB;
+	// negative disables it.
+	WritebackBytes int64
 	// OnError, if set, is called once (from the writer goroutine) when a
 	// write or sync fails; the journal rejects every later append.
 	OnError func(error)
@@ -72,6 +83,9 @@ func (o *Options) fill() {
 	}
 	if o.MaxFileBytes <= 0 {
 		o.MaxFileBytes = 256 << 20
+	}
+	if o.WritebackBytes == 0 {
+		o.WritebackBytes = 4 << 20
 	}
 }
 
@@ -115,6 +129,7 @@ type Journal struct {
 	f        vfs.File
 	fileID   uint64
 	fileSize int64
+	written  int64 // fileSize when writeback was last started (NoSync)
 	spare    []byte
 	spareCbs []func(error)
 
@@ -238,7 +253,7 @@ func (j *Journal) createFile(id, start uint64) error {
 	if j.f != nil {
 		j.f.Close()
 	}
-	j.f, j.fileID, j.fileSize = f, id, fileHeaderLen
+	j.f, j.fileID, j.fileSize, j.written = f, id, fileHeaderLen, fileHeaderLen
 	j.filesMu.Lock()
 	j.files = append(j.files, fileMeta{id: id, start: start, valid: true})
 	j.filesMu.Unlock()
@@ -421,8 +436,21 @@ func (j *Journal) writeGroup(buf []byte) error {
 		}
 	}
 	j.fileSize += int64(n)
+	if j.opts.NoSync && j.opts.WritebackBytes > 0 && j.fileSize-j.written >= j.opts.WritebackBytes &&
+		j.fileSize < j.opts.MaxFileBytes {
+		// Start writing the dirty pages back now, a few MiB at a time, so
+		// the fsync at rotation finds little left to do. No durability is
+		// promised here (NoSync promises none).
+		if _, err := j.f.SyncTo(j.fileSize); err != nil {
+			return j.fail(fmt.Errorf("journal: start writeback: %w", err))
+		}
+		j.written = j.fileSize
+	}
 	if j.fileSize >= j.opts.MaxFileBytes {
 		if j.opts.NoSync {
+			// A new file's records must never outlive an older file's, so
+			// replay stays a prefix of what was appended: make the old file
+			// durable before the new one exists (cheap with writeback).
 			if err := j.f.Sync(); err != nil {
 				return j.fail(fmt.Errorf("journal: sync: %w", err))
 			}

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"go.uber.org/goleak"
 )
 
@@ -170,5 +173,108 @@ func TestDecodeRejectsZeros(t *testing.T) {
 		if _, _, err := DecodeRecord(bad); err == nil {
 			t.Fatal(fmt.Sprintf("bit flip at %d not detected", i))
 		}
+	}
+}
+
+// TestNoSyncWritebackCrashReplaysPrefix appends records without fsync
+// across many rotations, with writeback started every few KiB, then
+// simulates crashes that keep a random part of the unsynced data: replay
+// must return exactly a prefix of what was appended (never a later record
+// without an earlier one), and at least every record of the rotated files.
+func TestNoSyncWritebackCrashReplaysPrefix(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	var syncTos atomic.Int64
+	fs := errorfs.Wrap(mem, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if op.Kind == errorfs.OpFileSyncTo {
+			syncTos.Add(1)
+		}
+		return nil
+	}))
+	if err := fs.MkdirAll("/j", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syncDir(fs, "/"); err != nil {
+		t.Fatal(err)
+	}
+	j, err := Open(Options{FS: fs, Dir: "/j", NoSync: true, MaxFileBytes: 16 << 10, WritebackBytes: 2 << 10}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	const n = 2000
+	ends := make([]uint64, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		ends[i] = j.AppendEntry(1, int64(i), int64(i)-1, bytes.Repeat([]byte{byte(i)}, i%200), func(err error) {
+			if err != nil {
+				t.Errorf("append %d: %v", i, err)
+			}
+			wg.Done()
+		})
+		if i%10 == 9 {
+			wg.Wait() // many small groups, so many rotations and writebacks
+		}
+	}
+	wg.Wait()
+	if syncTos.Load() == 0 {
+		t.Fatal("writeback never started")
+	}
+	j.filesMu.Lock()
+	rotated := len(j.files) - 1
+	lastStart := j.files[len(j.files)-1].start
+	j.filesMu.Unlock()
+	if rotated < 10 {
+		t.Fatalf("only %d rotations", rotated)
+	}
+	durable := 0 // records wholly in rotated (synced) files
+	for durable < n && ends[durable] <= lastStart {
+		durable++
+	}
+	for seed := range uint64(20) {
+		clone := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: int(seed * 5), RNG: rand.New(rand.NewPCG(seed, 1))})
+		got := 0
+		_, _, err := Replay(clone, "/j", 0, func(_ uint64, r Record) error {
+			if r.Entry != int64(got) || !bytes.Equal(r.Data, bytes.Repeat([]byte{byte(got)}, got%200)) {
+				return fmt.Errorf("record %d: entry %d, %d bytes", got, r.Entry, len(r.Data))
+			}
+			got++
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("seed %d: replay: %v", seed, err)
+		}
+		if got < durable {
+			t.Fatalf("seed %d: replayed %d records, want at least the %d of rotated files", seed, got, durable)
+		}
+	}
+}
+
+// TestNoSyncWritebackErrorFailsEverything: a failure to start writeback is
+// an I/O error like any other: sticky, reported once.
+func TestNoSyncWritebackErrorFailsEverything(t *testing.T) {
+	fs := errorfs.Wrap(vfs.NewMem(), errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if op.Kind == errorfs.OpFileSyncTo {
+			return errorfs.ErrInjected
+		}
+		return nil
+	}))
+	if err := fs.MkdirAll("/j", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var hooks atomic.Int64
+	j, err := Open(Options{FS: fs, Dir: "/j", NoSync: true, WritebackBytes: 1 << 10, OnError: func(error) { hooks.Add(1) }}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	errc := make(chan error, 1)
+	j.AppendEntry(1, 0, -1, make([]byte, 2<<10), func(err error) { errc <- err })
+	if err := <-errc; !errors.Is(err, errorfs.ErrInjected) {
+		t.Fatalf("append: %v, want the injected error", err)
+	}
+	j.AppendEntry(1, 1, 0, []byte("x"), func(err error) { errc <- err })
+	if err := <-errc; !errors.Is(err, errorfs.ErrInjected) || hooks.Load() != 1 {
+		t.Fatalf("append after failure: %v (OnError calls %d)", err, hooks.Load())
 	}
 }
