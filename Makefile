@@ -11,9 +11,14 @@ build:
 vet:
 	$(GO) vet $(PKGS)
 
-# vet, then every test with the race detector.
+# vet, then every test with the race detector, except e2e: its servers are
+# separate `magnetar` processes (not instrumented anyway), and the Apache
+# Pulsar Go client it drives (v0.19.0) has a known data race on producer
+# reconnect that the failover scenarios trigger in the test process.
+RACE_PKGS = $(shell $(GO) list $(PKGS) | grep -v '/e2e$$')
 test: vet
-	$(GO) test $(TESTFLAGS) $(PKGS)
+	$(GO) test $(TESTFLAGS) $(RACE_PKGS)
+	$(GO) test -timeout 15m ./e2e/
 
 # All generated code: go generate runs api/generate.sh (protoc + pinned protoc-gen-go,
 # protoc-gen-go-grpc, protoc-gen-grpc-gateway and protoc-gen-openapiv2, built into

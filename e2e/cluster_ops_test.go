@@ -112,16 +112,10 @@ func TestBundleUnloadAndSplitUnderLoad(t *testing.T) {
 	c := newDataCluster(t, 3, 2)
 	cl := newClusterClient(t, c.serviceURL())
 	topic := "persistent://public/default/busy-unload"
-	precreateSubscription(t, cl, topic)
-	p, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: topic, SendTimeout: 60 * time.Second, DisableBatching: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	sp := busyTopic(t, cl, topic, 200)
 	received, stopConsumer := liveConsumer(t, cl, topic, "live")
 	defer stopConsumer()
-	sp := produceSequence(t, p)
-	waitFor(t, "first acknowledgements", 30*time.Second, func() bool { return sp.count() >= 200 && received.Load() >= 100 })
+	waitFor(t, "the live consumer's first messages", 30*time.Second, func() bool { return received.Load() >= 100 })
 
 	owner := c.owner(t, topic, 0)
 	dest := 1 - owner
@@ -171,14 +165,7 @@ func TestBrokerRollingRestart(t *testing.T) {
 	c := newDataCluster(t, 3, 2)
 	cl := newClusterClient(t, c.serviceURL())
 	topic := "persistent://public/default/busy-rolling"
-	precreateSubscription(t, cl, topic)
-	p, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: topic, SendTimeout: 60 * time.Second, DisableBatching: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	sp := produceSequence(t, p)
-	waitFor(t, "first acknowledgements", 30*time.Second, func() bool { return sp.count() >= 100 })
+	sp := busyTopic(t, cl, topic, 100)
 	for i, b := range c.brokers {
 		b.Terminate()
 		before := sp.count()
@@ -198,14 +185,7 @@ func TestClusterBookieKill9(t *testing.T) {
 	c := newDataCluster(t, 3, 1)
 	cl := newClusterClient(t, c.serviceURL())
 	topic := "persistent://public/default/busy-bookie"
-	precreateSubscription(t, cl, topic)
-	p, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: topic, SendTimeout: 60 * time.Second, DisableBatching: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	sp := produceSequence(t, p)
-	waitFor(t, "first acknowledgements", 30*time.Second, func() bool { return sp.count() >= 200 })
+	sp := busyTopic(t, cl, topic, 200)
 	c.bookies[1].Kill()
 	before := sp.count()
 	waitFor(t, "writes with a bookie down", 60*time.Second, func() bool { return sp.count() >= before+300 })
@@ -228,14 +208,7 @@ func TestBrokerMetadataCut(t *testing.T) {
 	})
 	cl := newClusterClient(t, c.serviceURL())
 	topic := "persistent://public/default/busy-cut"
-	precreateSubscription(t, cl, topic)
-	p, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: topic, SendTimeout: 60 * time.Second, DisableBatching: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	sp := produceSequence(t, p)
-	waitFor(t, "first acknowledgements", 30*time.Second, func() bool { return sp.count() >= 200 })
+	sp := busyTopic(t, cl, topic, 200)
 	victim := c.owner(t, topic, 0)
 	survivor := 1 - victim
 	cut := time.Now()

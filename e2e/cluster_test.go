@@ -138,6 +138,7 @@ type sequencedProducer struct {
 	ackTime []time.Time
 	errs    int
 	stop    chan struct{}
+	once    sync.Once
 	done    chan struct{}
 }
 
@@ -174,9 +175,14 @@ func (sp *sequencedProducer) count() int {
 }
 
 func (sp *sequencedProducer) finish() []int {
-	close(sp.stop)
-	<-sp.done
+	sp.halt()
 	return sp.acked
+}
+
+// halt stops sending (idempotent).
+func (sp *sequencedProducer) halt() {
+	sp.once.Do(func() { close(sp.stop) })
+	<-sp.done
 }
 
 // firstAckAfter returns the first acknowledgement time after t0.
@@ -238,6 +244,26 @@ func checkConsumed(t *testing.T, cl pulsar.Client, topic string, acked []int, ad
 	}
 }
 
+// busyTopic creates the "verify" subscription (so the topic keeps what is
+// produced), then a producer sending "seq-N" messages one after the other,
+// and waits for its first n acknowledgements. The producer closes when the
+// test ends.
+func busyTopic(t *testing.T, cl pulsar.Client, topic string, n int) *sequencedProducer {
+	t.Helper()
+	precreateSubscription(t, cl, topic)
+	p, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: topic, SendTimeout: 60 * time.Second, DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := produceSequence(t, p)
+	t.Cleanup(func() {
+		sp.halt()
+		p.Close()
+	})
+	waitFor(t, "first acknowledgements", 30*time.Second, func() bool { return sp.count() >= n })
+	return sp
+}
+
 func precreateSubscription(t *testing.T, cl pulsar.Client, topic string) {
 	t.Helper()
 	cons, err := cl.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "verify",
@@ -266,14 +292,7 @@ func TestBrokerKill9(t *testing.T) {
 	topic := "persistent://public/default/busy-kill"
 	// Without a subscription (or retention) Pulsar keeps nothing: create
 	// the one that verifies everything before producing.
-	precreateSubscription(t, cl, topic)
-	p, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: topic, SendTimeout: 60 * time.Second, DisableBatching: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	sp := produceSequence(t, p)
-	waitFor(t, "first acknowledgements", 30*time.Second, func() bool { return sp.count() >= 200 })
+	sp := busyTopic(t, cl, topic, 200)
 	victim := c.owner(t, topic, 0)
 	survivor := 1 - victim
 	killed := time.Now()
@@ -300,14 +319,7 @@ func TestBrokerPausedIsFenced(t *testing.T) {
 	topic := "persistent://public/default/busy-pause"
 	// Without a subscription (or retention) Pulsar keeps nothing: create
 	// the one that verifies everything before producing.
-	precreateSubscription(t, cl, topic)
-	p, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: topic, SendTimeout: 60 * time.Second, DisableBatching: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	sp := produceSequence(t, p)
-	waitFor(t, "first acknowledgements", 30*time.Second, func() bool { return sp.count() >= 200 })
+	sp := busyTopic(t, cl, topic, 200)
 	victim := c.owner(t, topic, 0)
 	survivor := 1 - victim
 	c.brokers[victim].Stop()

@@ -136,10 +136,14 @@ func (c *conn) handleSend(s *pb.CommandSend, data []byte) error {
 		return fmt.Errorf("SEND for unknown producer %d", prodID)
 	}
 	if p.closed.Load() {
-		// Sent before the client saw CLOSE_PRODUCER. Like Pulsar, close
-		// the connection: the client reconnects and re-sends every
-		// unreceipted message on the re-created producer.
-		return fmt.Errorf("SEND for producer %d closed by the broker", prodID)
+		// Sent before the client saw CLOSE_PRODUCER. Drop it without an
+		// answer: the client re-creates the producer (at the broker the
+		// close named, if any) and re-sends every unreceipted message
+		// there. Closing the whole connection, as Pulsar does, would also
+		// disconnect the connection's other producers and consumers and
+		// make them look the topic up again, defeating an unload's
+		// assigned broker URL.
+		return nil
 	}
 	highest := s.GetHighestSequenceId()
 	if data == nil {
