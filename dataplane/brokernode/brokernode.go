@@ -32,8 +32,16 @@ import (
 
 // Config configures a broker node.
 type Config struct {
-	// MetadataEndpoints are the etcd client URLs. Required.
+	// MetadataEndpoints are the etcd client URLs. Required unless Metadata
+	// is set.
 	MetadataEndpoints []string
+	// Metadata, when set, is used instead of connecting to
+	// MetadataEndpoints; the node does not close it (the standalone passes
+	// its embedded store).
+	Metadata metadata.Store
+	// NoAuditor leaves re-replication out (a standalone has one bookie:
+	// there is nothing to re-replicate to).
+	NoAuditor bool
 	// HTTPAddr serves the admin REST API and HTTP lookups. Default 127.0.0.1:8080.
 	HTTPAddr string
 	// AdvertisedHTTPURL is the web service URL other brokers and clients use
@@ -53,6 +61,7 @@ type Config struct {
 type Node struct {
 	cfg    Config
 	md     metadata.Store
+	ownMD  bool // md was opened here and is closed by Shutdown
 	pool   *wire.Pool
 	client *client.Client
 	mlf    *ledger.Factory
@@ -67,8 +76,8 @@ type Node struct {
 
 // Start connects to the metadata store and starts serving.
 func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
-	if len(cfg.MetadataEndpoints) == 0 {
-		return nil, errors.New("brokernode: MetadataEndpoints is required")
+	if len(cfg.MetadataEndpoints) == 0 && cfg.Metadata == nil {
+		return nil, errors.New("brokernode: MetadataEndpoints or Metadata is required")
 	}
 	if cfg.HTTPAddr == "" {
 		cfg.HTTPAddr = "127.0.0.1:8080"
@@ -90,8 +99,11 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 			cancel()
 		}
 	}()
-	if n.md, err = etcdstore.New(ctx, etcdstore.Config{Endpoints: cfg.MetadataEndpoints}); err != nil {
-		return nil, fmt.Errorf("brokernode: metadata store: %w", err)
+	if n.md = cfg.Metadata; n.md == nil {
+		if n.md, err = etcdstore.New(ctx, etcdstore.Config{Endpoints: cfg.MetadataEndpoints}); err != nil {
+			return nil, fmt.Errorf("brokernode: metadata store: %w", err)
+		}
+		n.ownMD = true
 	}
 	n.pool = wire.NewPool(wire.ClientConfig{})
 	if n.client, err = client.New(client.Config{Metadata: n.md, Dialer: client.PoolDialer{Pool: n.pool}, Logger: cfg.Logger}); err != nil {
@@ -121,19 +133,21 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err = n.broker.Start(ctx); err != nil {
 		return nil, err
 	}
-	aud, err := n.client.NewAuditor(client.AuditorConfig{ID: n.broker.BrokerID()})
-	if err != nil {
-		return nil, err
-	}
-	actx, cancel := context.WithCancel(context.Background())
-	n.stopAudit = cancel
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		if err := aud.Run(actx); err != nil && actx.Err() == nil {
-			cfg.Logger.Error("auditor stopped", "err", err)
+	if !cfg.NoAuditor {
+		aud, err := n.client.NewAuditor(client.AuditorConfig{ID: n.broker.BrokerID()})
+		if err != nil {
+			return nil, err
 		}
-	}()
+		actx, cancel := context.WithCancel(context.Background())
+		n.stopAudit = cancel
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			if err := aud.Run(actx); err != nil && actx.Err() == nil {
+				cfg.Logger.Error("auditor stopped", "err", err)
+			}
+		}()
+	}
 	n.http = &http.Server{
 		Handler:           admin.NewHandler(admin.Config{WebServiceURL: bcfg.WebServiceURL, Logger: cfg.Logger}, n.broker),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -178,7 +192,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	if n.pool != nil {
 		n.pool.Close()
 	}
-	if n.md != nil {
+	if n.md != nil && n.ownMD {
 		errs = append(errs, n.md.Close())
 	}
 	return errors.Join(errs...)

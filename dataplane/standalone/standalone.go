@@ -1,6 +1,8 @@
 // Package standalone assembles a whole Magnetar data plane in one process:
-// an embedded etcd metadata store, one bookie, the ledger client, the
-// managed-ledger factory and one broker, with data under one directory.
+// an embedded etcd metadata store and one bookie, plus the broker half that
+// `magnetar broker` runs (package brokernode: ledger client, managed-ledger
+// factory, broker, admin HTTP; ledgers E=Qw=Qa=1, no auditor), with data
+// under one directory.
 // `magnetar standalone` runs it; tests start it in-process.
 //
 // Layout of DataDir: metadata/ (etcd), bookie/ (cookie and ledger storage).
@@ -13,19 +15,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"path/filepath"
-	"sync"
 	"time"
 
-	"github.com/magnetar-dev/magnetar/dataplane/admin"
 	"github.com/magnetar-dev/magnetar/dataplane/bookie"
-	"github.com/magnetar-dev/magnetar/dataplane/bookie/client"
 	"github.com/magnetar-dev/magnetar/dataplane/bookie/storage"
-	"github.com/magnetar-dev/magnetar/dataplane/bookie/wire"
 	"github.com/magnetar-dev/magnetar/dataplane/broker"
-	"github.com/magnetar-dev/magnetar/dataplane/ledger"
+	"github.com/magnetar-dev/magnetar/dataplane/brokernode"
 	"github.com/magnetar-dev/magnetar/dataplane/metadata/etcdstore"
 )
 
@@ -51,17 +47,11 @@ type Config struct {
 
 // Standalone is a running data plane.
 type Standalone struct {
-	cfg    Config
-	md     *etcdstore.Embedded
-	st     *storage.DiskStorage
-	bk     *bookie.Server
-	pool   *wire.Pool
-	client *client.Client
-	mlf    *ledger.Factory
-	broker *broker.Service
-	http   *http.Server
-	httpLn net.Listener
-	wg     sync.WaitGroup
+	cfg  Config
+	md   *etcdstore.Embedded
+	st   *storage.DiskStorage
+	bk   *bookie.Server
+	node *brokernode.Node // the broker, its ledger client and admin HTTP
 }
 
 // Start brings every component up; on error what was started is stopped.
@@ -101,72 +91,32 @@ func Start(ctx context.Context, cfg Config) (_ *Standalone, err error) {
 	if err = s.bk.Start(ctx); err != nil {
 		return nil, fmt.Errorf("standalone: bookie: %w", err)
 	}
-	s.pool = wire.NewPool(wire.ClientConfig{})
-	if s.client, err = client.New(client.Config{Metadata: s.md, Dialer: client.PoolDialer{Pool: s.pool}, Logger: cfg.Logger}); err != nil {
-		return nil, err
-	}
-	if s.mlf, err = ledger.NewFactory(ledger.FactoryConfig{Client: s.client, Metadata: s.md,
-		Defaults: ledger.Config{Ensemble: 1, WriteQuorum: 1, AckQuorum: 1}, Logger: cfg.Logger}); err != nil {
-		return nil, err
-	}
 	bcfg := cfg.Broker
 	bcfg.BinaryAddr = cfg.BrokerAddr
-	if bcfg.Logger == nil {
-		bcfg.Logger = cfg.Logger
+	if s.node, err = brokernode.Start(ctx, brokernode.Config{
+		Metadata: s.md, NoAuditor: true, HTTPAddr: cfg.HTTPAddr,
+		Ensemble: 1, WriteQuorum: 1, AckQuorum: 1,
+		Broker: bcfg, Logger: cfg.Logger,
+	}); err != nil {
+		return nil, fmt.Errorf("standalone: %w", err)
 	}
-	if err = broker.Bootstrap(ctx, broker.NewResources(s.md), bcfg.WithDefaults().ClusterName, "", ""); err != nil {
-		return nil, fmt.Errorf("standalone: bootstrap: %w", err)
-	}
-	if s.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
-		return nil, fmt.Errorf("standalone: http listen: %w", err)
-	}
-	bcfg.WebServiceURL = "http://" + s.httpLn.Addr().String()
-	if s.broker, err = broker.New(bcfg, s.md, s.mlf); err != nil {
-		return nil, err
-	}
-	if err = s.broker.Start(ctx); err != nil {
-		return nil, err
-	}
-	s.http = &http.Server{
-		Handler:           admin.NewHandler(admin.Config{WebServiceURL: bcfg.WebServiceURL, Logger: cfg.Logger}, s.broker),
-		ReadHeaderTimeout: 10 * time.Second,
-	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		if err := s.http.Serve(s.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			cfg.Logger.Error("standalone http server failed", "err", err)
-		}
-	}()
 	return s, nil
 }
 
 // Broker returns the broker.
-func (s *Standalone) Broker() *broker.Service { return s.broker }
+func (s *Standalone) Broker() *broker.Service { return s.node.Broker() }
 
 // ServiceURL is the pulsar:// URL of the broker.
-func (s *Standalone) ServiceURL() string { return s.broker.ServiceURL() }
+func (s *Standalone) ServiceURL() string { return s.node.ServiceURL() }
 
 // WebServiceURL is the http:// URL of the admin API.
-func (s *Standalone) WebServiceURL() string { return "http://" + s.httpLn.Addr().String() }
+func (s *Standalone) WebServiceURL() string { return s.node.WebServiceURL() }
 
 // Shutdown stops the broker, then storage and metadata, in that order.
 func (s *Standalone) Shutdown(ctx context.Context) error {
 	var errs []error
-	if s.http != nil {
-		errs = append(errs, s.http.Shutdown(ctx))
-		s.wg.Wait()
-	} else if s.httpLn != nil {
-		s.httpLn.Close()
-	}
-	if s.broker != nil {
-		errs = append(errs, s.broker.Shutdown(ctx))
-	}
-	if s.mlf != nil {
-		errs = append(errs, s.mlf.Close())
-	}
-	if s.pool != nil {
-		s.pool.Close()
+	if s.node != nil {
+		errs = append(errs, s.node.Shutdown(ctx))
 	}
 	if s.bk != nil {
 		errs = append(errs, s.bk.Shutdown(ctx))
