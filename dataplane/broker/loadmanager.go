@@ -175,11 +175,22 @@ func (lm *loadManager) apply(ctx context.Context, d loadDecision) error {
 func (s *Service) loadReport() LoadReport {
 	r := LoadReport{Timestamp: time.Now().UnixMilli()}
 	s.rates.fill(&r, s.metrics)
-	per := map[string]int{}
+	// The owned bundles, parsed once and grouped by namespace ("t/ns").
+	type ownedRange struct {
+		key    string
+		r      bundle.Range
+		topics int
+	}
+	byNS := map[string][]*ownedRange{}
+	var all []*ownedRange
 	s.own.mu.Lock()
-	owned := make([]string, 0, len(s.own.owned))
 	for k := range s.own.owned {
-		owned = append(owned, k)
+		i := strings.LastIndexByte(k, '/')
+		if rg, err := bundle.ParseRange(k[i+1:]); err == nil {
+			o := &ownedRange{key: k, r: rg}
+			byNS[k[:i]] = append(byNS[k[:i]], o)
+			all = append(all, o)
+		}
 	}
 	s.own.mu.Unlock()
 	for _, t := range s.openTopics() {
@@ -193,19 +204,15 @@ func (s *Service) loadReport() LoadReport {
 		}
 		t.mu.Unlock()
 		h := bundle.Hash(t.name.String())
-		prefix := t.name.Tenant + "/" + t.name.Namespace + "/"
-		for _, k := range owned {
-			if !strings.HasPrefix(k, prefix) {
-				continue
-			}
-			if rg, err := bundle.ParseRange(k[len(prefix):]); err == nil && rg.Contains(h) {
-				per[k]++
+		for _, o := range byNS[t.name.Tenant+"/"+t.name.Namespace] {
+			if o.r.Contains(h) {
+				o.topics++
 				break
 			}
 		}
 	}
-	for _, k := range owned {
-		r.BundleTopics = append(r.BundleTopics, bundleLoad{Bundle: k, Topics: per[k]})
+	for _, o := range all {
+		r.BundleTopics = append(r.BundleTopics, bundleLoad{Bundle: o.key, Topics: o.topics})
 	}
 	slices.SortFunc(r.BundleTopics, func(a, b bundleLoad) int { return strings.Compare(a.Bundle, b.Bundle) })
 	return r
