@@ -290,4 +290,15 @@ func TestLoadManagerShedsBundle(t *testing.T) {
 	}
 	sendAll()
 	fmt.Printf("e2e TestLoadManagerShedsBundle: bundles owned after shedding: broker0=%d broker1=%d\n", owned(0), owned(1))
+
+	// A namespace unload asked of one broker reaches the other's bundles
+	// too (forwarded to their owner); the producers then come back.
+	// (The producers reconnect at once, so count releases, not owners.)
+	unloads := `magnetar_broker_bundles_released_total{reason="unload"}`
+	before, n0, n1 := c.metricSum(t, unloads), owned(0), owned(1)
+	put(t, "http://"+c.brokers[0].httpAddr+"/admin/v2/namespaces/public/default/unload")
+	if released := c.metricSum(t, unloads) - before; released != float64(n0+n1) {
+		t.Fatalf("namespace unload released %v bundles; broker 0 owned %d and broker 1 %d", released, n0, n1)
+	}
+	sendAll()
 }
