@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/magnetar-dev/magnetar/bench/internal/machine"
 	"github.com/magnetar-dev/magnetar/dataplane/bookie"
 	"github.com/magnetar-dev/magnetar/dataplane/bookie/client"
 	"github.com/magnetar-dev/magnetar/dataplane/bookie/storage"
@@ -107,4 +108,17 @@ func (c *cluster) close() error {
 	errs = append(errs, c.md.Close())
 	errs = append(errs, os.RemoveAll(c.dir))
 	return errors.Join(errs...)
+}
+
+// quiesce flushes every bookie's write cache to its entry logs and then
+// waits for the machine's dirty pages to reach the disk, so the next
+// measurement does not pay for the previous one's writeback.
+func (c *cluster) quiesce() error {
+	for _, st := range c.stores {
+		if err := st.Flush(); err != nil {
+			return err
+		}
+	}
+	machine.Quiesce()
+	return nil
 }

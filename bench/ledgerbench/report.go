@@ -81,7 +81,8 @@ func buildReport(o options, res *results) *report {
 	rep := &report{
 		plain: table.Table{Header: []string{"entry", "grouped MB/s", "grouped entries/s", "1-entry fsync entries/s", "fsync p50", "fsync p99", "fsync p99.9"}},
 		ours: table.Table{Header: []string{"config", "entry", "in flight", "MB/s", "entries/s", "/ plain grouped",
-			"offered entries/s", "add p50", "add p99", "add p99.9", "p99 / plain p99"}},
+			"offered entries/s", "add p50", "add p99", "add p99.9", "p99 / plain p99",
+			"plain at rate p50", "plain at rate p99", "p99 / plain at rate p99"}},
 	}
 	p50, p99, p999 := quantileOf(0.5), quantileOf(0.99), quantileOf(0.999)
 	for _, size := range o.sizes {
@@ -97,10 +98,13 @@ func buildReport(o options, res *results) *report {
 			t, l := res.tput[k], res.lat[k]
 			tr := medianRatio(t, res.plainGrouped[size], entriesPerSec, entriesPerSec)
 			lr := medianRatio(l, res.plainSingle[size], p99, p99)
+			pl := res.plainLat[k]
+			rr := medianRatio(l, pl, p99, p99)
 			rep.ours.Add(q.name, sizeName(size), fmt.Sprint(o.inflightFor(size)),
 				fmt.Sprintf("%.1f", medianOf(t, mbPerSec)), fmt.Sprintf("%.0f", medianOf(t, entriesPerSec)), fmtRatio(tr),
 				fmt.Sprintf("%.0f", medianOf(l, func(r result) float64 { return r.rate })),
-				fmtDur(medianOf(l, p50)), fmtDur(medianOf(l, p99)), fmtDur(medianOf(l, p999)), fmtRatio(lr))
+				fmtDur(medianOf(l, p50)), fmtDur(medianOf(l, p99)), fmtDur(medianOf(l, p999)), fmtRatio(lr),
+				fmtDur(medianOf(pl, p50)), fmtDur(medianOf(pl, p99)), fmtRatio(rr))
 			if q.ensemble != 1 {
 				continue
 			}
@@ -108,7 +112,9 @@ func buildReport(o options, res *results) *report {
 				target{fmt.Sprintf("%s %s: throughput %.0f%% of the grouped plain fsync'd-append throughput (target >= 80%%)",
 					q.name, sizeName(size), 100*tr), tr >= 0.8},
 				target{fmt.Sprintf("%s %s: p99 add latency at %.0f%% load %.2fx the plain 1-entry fsync p99 (target <= 2x)",
-					q.name, sizeName(size), 100*o.loadFraction, lr), lr <= 2})
+					q.name, sizeName(size), 100*o.loadFraction, lr), lr <= 2},
+				target{fmt.Sprintf("%s %s (not an issue target; the disk's own floor): p99 add latency %.2fx that of a bare write+fdatasync group-commit loop on a plain file at the same offered rate",
+					q.name, sizeName(size), rr), rr <= 2})
 		}
 	}
 	return rep

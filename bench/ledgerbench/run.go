@@ -23,6 +23,7 @@ type results struct {
 	plainSingle  map[int][]result
 	tput         map[cellKey][]result
 	lat          map[cellKey][]result
+	plainLat     map[cellKey][]result // plainAtRate at the same offered rate as lat
 	before       machine.Load
 	after        machine.Load
 	started      time.Time
@@ -39,6 +40,7 @@ func run(ctx context.Context, o options, out, progress io.Writer) error {
 		plainSingle:  map[int][]result{},
 		tput:         map[cellKey][]result{},
 		lat:          map[cellKey][]result{},
+		plainLat:     map[cellKey][]result{},
 		before:       machine.Snapshot(),
 		started:      time.Now(),
 	}
@@ -74,7 +76,18 @@ func runRound(ctx context.Context, o options, round int, res *results, progress 
 			return fmt.Errorf("start %d bookies: %w", q.bookies, err)
 		}
 	}
+	quiesce := func() error {
+		for _, c := range clusters {
+			if err := c.quiesce(); err != nil {
+				return fmt.Errorf("quiesce: %w", err)
+			}
+		}
+		return nil
+	}
 	for _, size := range o.sizes {
+		if err := quiesce(); err != nil {
+			return err
+		}
 		g, err := plainGrouped(o.dir, size, o.groupBytes, o.warmup, o.plainDuration)
 		if err != nil {
 			return fmt.Errorf("plain grouped: %w", err)
@@ -90,20 +103,35 @@ func runRound(ctx context.Context, o options, round int, res *results, progress 
 
 		for i, q := range o.configs {
 			k := cellKey{i, size}
+			if err := quiesce(); err != nil {
+				return err
+			}
 			t, err := closedLoop(ctx, clusters[i].client, q, size, o.inflightFor(size), o.warmup, o.duration)
 			if err != nil {
 				return fmt.Errorf("%s %s max throughput: %w", q.name, sizeName(size), err)
 			}
 			res.tput[k] = append(res.tput[k], t)
 			rate := o.loadFraction * t.entriesPerSec()
+			if err := quiesce(); err != nil {
+				return err
+			}
 			l, err := openLoop(ctx, clusters[i].client, q, size, rate, o.warmup, o.latDuration)
 			if err != nil {
 				return fmt.Errorf("%s %s latency at %.0f/s: %w", q.name, sizeName(size), rate, err)
 			}
 			res.lat[k] = append(res.lat[k], l)
-			fmt.Fprintf(progress, "round %d  %s %6s  max %8.1f MB/s %9.0f e/s | at %7.0f e/s p50 %v p99 %v p99.9 %v\n",
+			if err := quiesce(); err != nil {
+				return err
+			}
+			pl, err := plainAtRate(o.dir, size, rate, o.warmup, o.latDuration)
+			if err != nil {
+				return fmt.Errorf("plain at %.0f/s: %w", rate, err)
+			}
+			res.plainLat[k] = append(res.plainLat[k], pl)
+			fmt.Fprintf(progress, "round %d  %s %6s  max %8.1f MB/s %9.0f e/s | at %7.0f e/s p50 %v p99 %v p99.9 %v | plain at that rate p50 %v p99 %v\n",
 				round+1, q.name, sizeName(size), t.mbPerSec(), t.entriesPerSec(), rate,
-				l.hist.Quantile(0.5), l.hist.Quantile(0.99), l.hist.Quantile(0.999))
+				l.hist.Quantile(0.5), l.hist.Quantile(0.99), l.hist.Quantile(0.999),
+				pl.hist.Quantile(0.5), pl.hist.Quantile(0.99))
 		}
 	}
 	return nil

@@ -18,3 +18,8 @@ func Fdatasync(f *os.File) error {
 	}
 	return serr
 }
+
+// Quiesce writes every dirty page of the machine back to disk and waits
+// for it (sync(2)), so that a measurement does not start on a disk still
+// busy with what the previous one left in the page cache.
+func Quiesce() { syscall.Sync() }
