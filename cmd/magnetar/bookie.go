@@ -29,6 +29,7 @@ func newBookieCommand() *cobra.Command {
 		cfg         bookie.Config
 		metadataURL string
 		journalSync bool
+		journalDir  string
 	)
 	cmd := &cobra.Command{
 		Use:   "bookie",
@@ -37,7 +38,7 @@ func newBookieCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signalContext()
 			defer stop()
-			return runBookie(ctx, cfg, metadataURL, journalSync)
+			return runBookie(ctx, cfg, metadataURL, storage.Config{JournalNoSync: !journalSync, JournalDir: journalDir})
 		},
 	}
 	f := cmd.Flags()
@@ -50,6 +51,7 @@ func newBookieCommand() *cobra.Command {
 	f.StringVar(&metadataURL, "metadata", "", "comma-separated etcd endpoints (default: an embedded etcd under <data-dir>/metadata)")
 	f.DurationVar(&cfg.SessionTTL, "session-ttl", bookie.DefaultSessionTTL, "metadata session TTL: how long after a crash the bookie's registration vanishes")
 	f.BoolVar(&journalSync, "journal-sync", true, "fsync the journal before acknowledging adds")
+	f.StringVar(&journalDir, "journal-dir", "", "journal directory, ideally on a device of its own (default: <data-dir>/ledgers/journal)")
 	cmd.AddCommand(newBookieDecommissionCommand())
 	return cmd
 }
@@ -100,7 +102,9 @@ func newBookieDecommissionCommand() *cobra.Command {
 	return cmd
 }
 
-func runBookie(ctx context.Context, cfg bookie.Config, metadataURL string, journalSync bool) (err error) {
+// runBookie runs a bookie until ctx ends. sc carries the storage options
+// the flags set; its Dir is derived from cfg.DataDir.
+func runBookie(ctx context.Context, cfg bookie.Config, metadataURL string, sc storage.Config) (err error) {
 	var md metadata.Store
 	if metadataURL == "" {
 		emb, err := etcdstore.StartEmbedded(ctx, etcdstore.EmbeddedConfig{Dir: filepath.Join(cfg.DataDir, "metadata")})
@@ -117,7 +121,8 @@ func runBookie(ctx context.Context, cfg bookie.Config, metadataURL string, journ
 	}
 	defer func() { err = errors.Join(err, md.Close()) }()
 
-	st, err := storage.Open(storage.Config{Dir: filepath.Join(cfg.DataDir, "ledgers"), JournalNoSync: !journalSync})
+	sc.Dir = filepath.Join(cfg.DataDir, "ledgers")
+	st, err := storage.Open(sc)
 	if err != nil {
 		return fmt.Errorf("open ledger storage: %w", err)
 	}

@@ -16,6 +16,17 @@ type Config struct {
 	// Dir is the storage root; required. Open creates journal/, entrylogs/
 	// and index/ below it.
 	Dir string
+	// JournalDir is the journal's directory. Default <Dir>/journal. Put it on
+	// a device of its own (BookKeeper's journal/ledger directory split):
+	// every entry is written twice, once to the journal with an fsync per
+	// commit group and once to the entry logs, so on one disk the entry
+	// logs' writeback competes with the journal's fsyncs for the same
+	// bandwidth and sustained throughput tops out near half of what the
+	// disk takes in fsync'd appends. Both directories hold the same
+	// instance id (file STORAGE_ID), so a wiped or foreign journal device is
+	// refused at Open instead of silently losing the acknowledged entries
+	// that only it held.
+	JournalDir string
 	// FS is the filesystem all I/O goes through. Default vfs.Default (the
 	// OS); tests pass vfs.NewCrashableMem() or an errorfs wrapper.
 	FS vfs.FS
@@ -96,6 +107,9 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	if c.FS == nil {
 		c.FS = vfs.Default
+	}
+	if c.JournalDir == "" && c.Dir != "" {
+		c.JournalDir = c.FS.PathJoin(c.Dir, journalDir)
 	}
 	if c.JournalMaxGroupBytes == 0 {
 		c.JournalMaxGroupBytes = 512 << 10

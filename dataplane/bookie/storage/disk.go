@@ -32,13 +32,14 @@ var _ Storage = (*DiskStorage)(nil)
 // DiskStorage is the on-disk Storage: journal + write cache + entry logs +
 // Pebble index. See doc.go for the format and the concurrency contract.
 type DiskStorage struct {
-	cfg  Config
-	fs   vfs.FS
-	db   *pebble.DB
-	jnl  *journal.Journal
-	logs *entrylog.Manager
-	lock io.Closer
-	rc   *readCache
+	cfg   Config
+	fs    vfs.FS
+	db    *pebble.DB
+	jnl   *journal.Journal
+	logs  *entrylog.Manager
+	lock  io.Closer
+	jlock io.Closer // lock of a JournalDir outside Dir, else nil
+	rc    *readCache
 
 	// closeMu is held shared by every public call and exclusively by Close.
 	closeMu sync.RWMutex
@@ -76,28 +77,38 @@ func Open(cfg Config) (*DiskStorage, error) {
 	}
 	cfg = cfg.withDefaults()
 	fs := cfg.FS
-	for _, d := range []string{cfg.Dir, fs.PathJoin(cfg.Dir, journalDir), fs.PathJoin(cfg.Dir, entryLogDir), fs.PathJoin(cfg.Dir, indexDir)} {
+	for _, d := range []string{cfg.Dir, cfg.JournalDir, fs.PathJoin(cfg.Dir, entryLogDir), fs.PathJoin(cfg.Dir, indexDir)} {
 		if err := fs.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("storage: mkdir %s: %w", d, err)
 		}
 	}
 	// Make the directory entries durable, up to the root.
-	for d := cfg.Dir; ; d = fs.PathDir(d) {
-		if err := syncDir(fs, d); err != nil {
-			return nil, err
-		}
-		if p := fs.PathDir(d); p == d || p == "." || p == "" {
-			break
+	for _, root := range []string{cfg.Dir, cfg.JournalDir} {
+		for d := root; ; d = fs.PathDir(d) {
+			if err := syncDir(fs, d); err != nil {
+				return nil, err
+			}
+			if p := fs.PathDir(d); p == d || p == "." || p == "" {
+				break
+			}
 		}
 	}
 	lock, err := fs.Lock(fs.PathJoin(cfg.Dir, lockFile))
 	if err != nil {
 		return nil, fmt.Errorf("storage: lock %s: %w", cfg.Dir, err)
 	}
+	var jlock io.Closer
+	if cfg.JournalDir != fs.PathJoin(cfg.Dir, journalDir) {
+		if jlock, err = fs.Lock(fs.PathJoin(cfg.JournalDir, lockFile)); err != nil {
+			lock.Close()
+			return nil, fmt.Errorf("storage: lock %s: %w", cfg.JournalDir, err)
+		}
+	}
 	s := &DiskStorage{
 		cfg:      cfg,
 		fs:       fs,
 		lock:     lock,
+		jlock:    jlock,
 		rc:       newReadCache(cfg.ReadCacheMaxBytes),
 		active:   newWriteCache(),
 		ledgers:  make(map[int64]*ledgerMeta),
@@ -135,10 +146,13 @@ func (s *DiskStorage) open() error {
 		return err
 	}
 	s.lastMark = mark
+	if err := s.checkInstance(mark == 0 && len(s.ledgers) == 0 && len(s.dead) == 0); err != nil {
+		return err
+	}
 	if s.logs, err = entrylog.Open(s.fs, s.fs.PathJoin(s.cfg.Dir, entryLogDir), s.cfg.EntryLogMaxBytes); err != nil {
 		return err
 	}
-	jdir := s.fs.PathJoin(s.cfg.Dir, journalDir)
+	jdir := s.cfg.JournalDir
 	end, st, err := journal.Replay(s.fs, jdir, mark, s.replayRecord)
 	if err != nil {
 		return fmt.Errorf("storage: replay: %w", err)
@@ -844,6 +858,9 @@ func (s *DiskStorage) release() error {
 		errs = append(errs, s.db.Close())
 	}
 	errs = append(errs, s.lock.Close())
+	if s.jlock != nil {
+		errs = append(errs, s.jlock.Close())
+	}
 	return errors.Join(errs...)
 }
 

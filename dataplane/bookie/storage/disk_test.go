@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -168,13 +169,22 @@ func (a *ackLog) snapshot() (map[[2]int64]int, map[int64]bool) {
 // image and checks that every acknowledged entry and fence survived.
 func TestCrashRecovery(t *testing.T) {
 	for seed := uint64(1); seed <= 4; seed++ {
-		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { crashOnce(t, seed) })
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { crashOnce(t, seed, "") })
+	}
+	// The journal in a directory of its own (its own device in production).
+	for seed := uint64(5); seed <= 6; seed++ {
+		t.Run(fmt.Sprint("journaldir/seed", seed), func(t *testing.T) { crashOnce(t, seed, "/j") })
 	}
 }
 
-func crashOnce(t *testing.T, seed uint64) {
+func crashOnce(t *testing.T, seed uint64, journalDir string) {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	fs := vfs.NewCrashableMem()
+	testConfig := func(fs vfs.FS, dir string) storage.Config {
+		c := testConfig(fs, dir)
+		c.JournalDir = journalDir
+		return c
+	}
 	cfg := testConfig(fs, "/b")
 	cfg.JournalMaxFileBytes = 64 << 10
 	cfg.WriteCacheMaxBytes = 128 << 10
@@ -533,5 +543,58 @@ func TestUnsyncedCheckpointReplays(t *testing.T) {
 	}
 	if last, _, err := s2.LastEntry(1); err != nil || last != 199 {
 		t.Fatalf("LastEntry = %d, %v; want 199", last, err)
+	}
+}
+
+// TestSeparateJournalDir: a journal directory outside Dir is used for the
+// journal (and only for it), and a wiped or foreign journal directory is
+// refused at Open rather than replayed as empty.
+func TestSeparateJournalDir(t *testing.T) {
+	fs := vfs.NewMem()
+	cfg := testConfig(fs, "/b")
+	cfg.JournalDir = "/j"
+	cfg.FlushInterval = -1 // keep the entries in the journal only
+	s := mustOpen(t, cfg)
+	add(t, s, 1, 0, storagetest.Payload(1, 0, 100))
+	if names := listDir(t, fs, "/j"); !slices.ContainsFunc(names, func(n string) bool { return strings.HasSuffix(n, ".jnl") }) {
+		t.Fatalf("no journal file in /j: %v", names)
+	}
+	if names, err := fs.List("/b/journal"); err == nil && len(names) > 0 {
+		t.Fatalf("journal written below Dir as well: %v", names)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = mustOpen(t, cfg)
+	checkEntry(t, s, 1, 0, 100)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A journal directory of another storage.
+	other := testConfig(fs, "/b2")
+	other.JournalDir = "/j2"
+	s2 := mustOpen(t, other)
+	if err := s2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	swapped := cfg
+	swapped.JournalDir = "/j2"
+	if _, err := storage.Open(swapped); !errors.Is(err, storage.ErrInstanceMismatch) {
+		t.Fatalf("Open with another storage's journal dir: %v, want ErrInstanceMismatch", err)
+	}
+
+	// The journal device wiped (or replaced by an empty one).
+	for _, n := range listDir(t, fs, "/j") {
+		if err := fs.Remove(fs.PathJoin("/j", n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := storage.Open(cfg); !errors.Is(err, storage.ErrInstanceMismatch) {
+		t.Fatalf("Open with a wiped journal dir: %v, want ErrInstanceMismatch", err)
+	}
+	// Dir itself is untouched by the refusal.
+	if _, err := fs.Stat("/b/STORAGE_ID"); err != nil {
+		t.Fatalf("instance id of Dir: %v", err)
 	}
 }

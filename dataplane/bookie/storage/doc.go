@@ -89,9 +89,17 @@
 // # Files
 //
 //	<Dir>/LOCK                      advisory lock
-//	<Dir>/journal/%016x.jnl         journal files, hex id, increasing
+//	<Dir>/STORAGE_ID                instance id (random hex), same as the journal's
+//	<JournalDir>/%016x.jnl          journal files, hex id, increasing (JournalDir
+//	                                defaults to <Dir>/journal)
+//	<JournalDir>/STORAGE_ID         instance id; a JournalDir outside Dir has its own LOCK
 //	<Dir>/entrylogs/%016x.log       entry logs, hex id, increasing
 //	<Dir>/index/                    Pebble database
+//
+// The instance ids are written at first Open (the journal's first) and
+// compared at every Open: a journal directory that is empty or belongs to
+// another storage is refused (ErrInstanceMismatch), since replaying it as
+// empty would silently drop acknowledged entries not yet checkpointed.
 //
 // Journal file: a 24-byte header, magic "MGJ1", id uint64 LE, start uint64
 // LE (logical position of its first record), CRC32C of the previous 20
