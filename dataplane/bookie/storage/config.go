@@ -74,6 +74,13 @@ type Config struct {
 	// GCInterval is the period of garbage collection. Default 1 min;
 	// negative disables the goroutine (RunGC still works).
 	GCInterval time.Duration
+	// TombstoneTTL is how long a deleted ledger's tombstone (which makes a
+	// late add to the ledger fail instead of re-creating it) is kept; GC
+	// drops older ones, so tombstones do not accumulate forever. A late add
+	// can only come from a writer that still had the ledger open when it
+	// was deleted, which does not outlive days. Default 7 days; negative:
+	// keep them forever.
+	TombstoneTTL time.Duration
 	// CompactionThreshold compacts an entry log whose live bytes are below
 	// this fraction of its size. Default 0.5; must be in [0, 1).
 	CompactionThreshold float64
@@ -141,6 +148,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.GCInterval == 0 {
 		c.GCInterval = time.Minute
+	}
+	if c.TombstoneTTL == 0 {
+		c.TombstoneTTL = 7 * 24 * time.Hour
 	}
 	if c.CompactionThreshold == 0 {
 		c.CompactionThreshold = 0.5

@@ -58,7 +58,7 @@ type DiskStorage struct {
 	active   *writeCache
 	flushing *writeCache // being flushed, nil otherwise
 	ledgers  map[int64]*ledgerMeta
-	dead     map[int64]struct{} // deleted ledger ids (tombstones 'd'); guarded by mu
+	dead     map[int64]int64 // deleted ledger id -> deletion time, unix s (tombstones 'd'); guarded by mu
 
 	ioErr    atomic.Pointer[error] // sticky
 	diskFull atomic.Pointer[error] // cleared when space returns
@@ -112,7 +112,7 @@ func Open(cfg Config) (*DiskStorage, error) {
 		rc:       newReadCache(cfg.ReadCacheMaxBytes),
 		active:   newWriteCache(),
 		ledgers:  make(map[int64]*ledgerMeta),
-		dead:     make(map[int64]struct{}),
+		dead:     make(map[int64]int64),
 		flushReq: make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 	}
@@ -203,12 +203,34 @@ func (s *DiskStorage) loadMeta() error {
 		return fmt.Errorf("storage: index: %w", err)
 	}
 	defer dit.Close()
+	now := time.Now().Unix()
+	var undated []int64
 	for dit.First(); dit.Valid(); dit.Next() {
 		if l, ok := decodeDeadKey(dit.Key()); ok {
-			s.dead[l] = struct{}{}
+			at, dated := decodeDeadValue(dit.Value())
+			if !dated {
+				at = now
+				undated = append(undated, l)
+			}
+			s.dead[l] = at
 		}
 	}
-	return dit.Error()
+	if err := dit.Error(); err != nil {
+		return err
+	}
+	// Tombstones written before they carried a time get one now, so they
+	// expire TombstoneTTL from here rather than never.
+	if len(undated) > 0 {
+		b := s.db.NewBatch()
+		defer b.Close()
+		for _, l := range undated {
+			if err := b.Set(deadKey(l), deadValue(now), nil); err != nil {
+				return err
+			}
+		}
+		return b.Commit(pebble.NoSync)
+	}
+	return nil
 }
 
 func (s *DiskStorage) loadMark() (uint64, error) {
@@ -275,7 +297,8 @@ func (s *DiskStorage) applyDelete(ledger int64) error {
 	defer s.flushMu.Unlock()
 	s.mu.Lock()
 	delete(s.ledgers, ledger)
-	s.dead[ledger] = struct{}{}
+	now := time.Now().Unix()
+	s.dead[ledger] = now
 	s.active.deleteLedger(ledger)
 	if s.flushing != nil {
 		s.flushing.deleteLedger(ledger)
@@ -291,7 +314,7 @@ func (s *DiskStorage) applyDelete(ledger int64) error {
 	if err := b.Delete(metaKey(ledger), nil); err != nil {
 		return err
 	}
-	if err := b.Set(deadKey(ledger), nil, nil); err != nil {
+	if err := b.Set(deadKey(ledger), deadValue(now), nil); err != nil {
 		return err
 	}
 	if err := b.Commit(pebble.Sync); err != nil {

@@ -598,3 +598,52 @@ func TestSeparateJournalDir(t *testing.T) {
 		t.Fatalf("instance id of Dir: %v", err)
 	}
 }
+
+// TestTombstoneTTL: a deleted ledger's tombstone refuses late adds, survives
+// a restart, and is dropped by GC once older than TombstoneTTL.
+func TestTombstoneTTL(t *testing.T) {
+	fs := vfs.NewMem()
+	cfg := testConfig(fs, "/b")
+	s := mustOpen(t, cfg)
+	add(t, s, 5, 0, storagetest.Payload(5, 0, 10))
+	if err := s.DeleteLedger(5); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := s.RunGC(); err != nil || st.TombstonesDropped != 0 {
+		t.Fatalf("RunGC with a fresh tombstone: %+v, %v", st, err)
+	}
+	if err := storagetest.Add(t, s, 5, 1, 0, []byte("late"), false); !errors.Is(err, storage.ErrFenced) {
+		t.Fatalf("late add to a deleted ledger: %v, want ErrFenced", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	cfg.TombstoneTTL = time.Nanosecond // deletion times have 1 s resolution
+	s = mustOpen(t, cfg)
+	defer func() { s.Close() }()
+	if err := storagetest.Add(t, s, 5, 1, 0, []byte("late"), false); !errors.Is(err, storage.ErrFenced) {
+		t.Fatalf("late add after restart: %v, want ErrFenced", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, err := s.RunGC()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.TombstonesDropped == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tombstone not dropped: %+v", st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = mustOpen(t, cfg)
+	if err := storagetest.Add(t, s, 5, 1, 0, []byte("late"), false); err != nil {
+		t.Fatalf("add after the tombstone expired (and a restart): %v", err)
+	}
+}

@@ -125,8 +125,9 @@
 //
 //	'e' ledger entry  -> location: log id uint64 | record offset uint64 | data length uint32 (BE)
 //	'm' ledger        -> metadata: flags uint8 (bit 0 fenced) | last entry int64 | max LAC int64 (BE)
-//	'd' ledger        -> tombstone of a deleted ledger (empty): later adds to it fail with
-//	                     ErrFenced, so a writer fenced and then deleted cannot re-create it.
-//	                     Tombstones are kept (9 bytes of key each) and loaded at Open.
+//	'd' ledger        -> tombstone of a deleted ledger: deletion time, unix seconds uint64
+//	                     (empty in older indexes); later adds to it fail with ErrFenced, so a
+//	                     writer fenced and then deleted cannot re-create it. Tombstones are
+//	                     loaded at Open and dropped by GC after TombstoneTTL (default 7 days).
 //	"c"               -> checkpoint: journal logical position uint64 BE
 package storage

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -12,10 +13,11 @@ import (
 
 // GCStats describes one garbage-collection pass.
 type GCStats struct {
-	LogsDeleted    int   // entry logs with no live entry, removed
-	LogsCompacted  int   // entry logs whose live entries were copied, then removed
-	EntriesMoved   int   // live entries copied by compaction
-	BytesReclaimed int64 // size of the removed logs minus the bytes copied
+	LogsDeleted       int   // entry logs with no live entry, removed
+	LogsCompacted     int   // entry logs whose live entries were copied, then removed
+	EntriesMoved      int   // live entries copied by compaction
+	BytesReclaimed    int64 // size of the removed logs minus the bytes copied
+	TombstonesDropped int   // tombstones of ledgers deleted more than TombstoneTTL ago
 }
 
 // RunGC runs one garbage-collection pass synchronously (the background loop
@@ -43,6 +45,11 @@ func (s *DiskStorage) RunGC() (GCStats, error) {
 		s.setIOError(err)
 		return st, err
 	}
+	dropped, err := s.expireTombstones(time.Now())
+	if err != nil {
+		return st, err
+	}
+	st.TombstonesDropped = dropped
 	live, err := s.liveBytes()
 	if err != nil {
 		return st, err
@@ -81,6 +88,47 @@ func (s *DiskStorage) RunGC() (GCStats, error) {
 		}
 	}
 	return st, nil
+}
+
+// expireTombstones drops the tombstones of ledgers deleted before now minus
+// TombstoneTTL, from memory and the index. The batch is not synced: a
+// tombstone that comes back after a crash is dropped again by the next
+// pass. flushMu must be held.
+func (s *DiskStorage) expireTombstones(now time.Time) (int, error) {
+	if s.cfg.TombstoneTTL < 0 {
+		return 0, nil
+	}
+	cutoff := now.Add(-s.cfg.TombstoneTTL).Unix()
+	var old []int64
+	s.mu.Lock()
+	for l, at := range s.dead {
+		if at < cutoff {
+			old = append(old, l)
+		}
+	}
+	s.mu.Unlock()
+	if len(old) == 0 {
+		return 0, nil
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	for _, l := range old {
+		if err := b.Delete(deadKey(l), nil); err != nil {
+			return 0, err
+		}
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		err = fmt.Errorf("storage: gc: %w", err)
+		s.setIOError(err)
+		return 0, err
+	}
+	s.mu.Lock()
+	for _, l := range old {
+		delete(s.dead, l)
+	}
+	s.mu.Unlock()
+	s.indexUnsynced = true
+	return len(old), nil
 }
 
 // liveBytes sums, per entry log, the on-disk size of the records the index

@@ -10,7 +10,7 @@ import (
 //
 //	'e' ledger(8) entry(8) -> entry location (entrylog.Location, 20 bytes)
 //	'm' ledger(8)          -> ledger metadata (17 bytes)
-//	'd' ledger(8)          -> tombstone of a deleted ledger (empty value)
+//	'd' ledger(8)          -> tombstone of a deleted ledger: deletion time, unix s uint64 (empty before)
 //	"c"                    -> checkpoint: journal log mark (8 bytes)
 //
 // Integers are big-endian with the sign bit flipped so that keys sort in
@@ -95,6 +95,18 @@ func decodeLedgerMeta(b []byte) (*ledgerMeta, error) {
 func deadKey(ledger int64) []byte {
 	k := []byte{prefixDead}
 	return binary.BigEndian.AppendUint64(k, ord(ledger))
+}
+
+// deadValue is a tombstone's value: the deletion time, unix seconds, BE.
+func deadValue(unix int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(unix)) }
+
+// decodeDeadValue returns the deletion time of a tombstone; dated is false
+// for the empty value of tombstones written before they carried one.
+func decodeDeadValue(v []byte) (unix int64, dated bool) {
+	if len(v) != 8 {
+		return 0, false
+	}
+	return int64(binary.BigEndian.Uint64(v)), true
 }
 
 func decodeDeadKey(k []byte) (int64, bool) {
