@@ -4,11 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
 	"github.com/magnetar-dev/magnetar/dataplane/bookie"
@@ -30,6 +35,7 @@ func newBookieCommand() *cobra.Command {
 		metadataURL string
 		journalSync bool
 		journalDir  string
+		httpAddr    string
 	)
 	cmd := &cobra.Command{
 		Use:   "bookie",
@@ -38,7 +44,7 @@ func newBookieCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signalContext()
 			defer stop()
-			return runBookie(ctx, cfg, metadataURL, storage.Config{JournalNoSync: !journalSync, JournalDir: journalDir})
+			return runBookie(ctx, cfg, metadataURL, httpAddr, storage.Config{JournalNoSync: !journalSync, JournalDir: journalDir})
 		},
 	}
 	f := cmd.Flags()
@@ -51,6 +57,7 @@ func newBookieCommand() *cobra.Command {
 	f.StringVar(&metadataURL, "metadata", "", "comma-separated etcd endpoints (default: an embedded etcd under <data-dir>/metadata)")
 	f.DurationVar(&cfg.SessionTTL, "session-ttl", bookie.DefaultSessionTTL, "metadata session TTL: how long after a crash the bookie's registration vanishes")
 	f.BoolVar(&journalSync, "journal-sync", true, "fsync the journal before acknowledging adds")
+	f.StringVar(&httpAddr, "http-addr", "", "serve Prometheus metrics on http://<addr>/metrics (e.g. 127.0.0.1:8000; default: off)")
 	f.StringVar(&journalDir, "journal-dir", "", "journal directory, ideally on a device of its own (default: <data-dir>/ledgers/journal)")
 	cmd.AddCommand(newBookieDecommissionCommand())
 	return cmd
@@ -104,7 +111,7 @@ func newBookieDecommissionCommand() *cobra.Command {
 
 // runBookie runs a bookie until ctx ends. sc carries the storage options
 // the flags set; its Dir is derived from cfg.DataDir.
-func runBookie(ctx context.Context, cfg bookie.Config, metadataURL string, sc storage.Config) (err error) {
+func runBookie(ctx context.Context, cfg bookie.Config, metadataURL, httpAddr string, sc storage.Config) (err error) {
 	var md metadata.Store
 	if metadataURL == "" {
 		emb, err := etcdstore.StartEmbedded(ctx, etcdstore.EmbeddedConfig{Dir: filepath.Join(cfg.DataDir, "metadata")})
@@ -135,8 +142,43 @@ func runBookie(ctx context.Context, cfg bookie.Config, metadataURL string, sc st
 	if err := srv.Start(ctx); err != nil {
 		return err
 	}
+	if httpAddr != "" {
+		stopHTTP, err := serveBookieMetrics(httpAddr, srv, st)
+		if err != nil {
+			sctx, cancel := context.WithTimeout(context.Background(), bookieShutdownTimeout)
+			defer cancel()
+			return errors.Join(err, srv.Shutdown(sctx))
+		}
+		defer stopHTTP()
+	}
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), bookieShutdownTimeout)
 	defer cancel()
 	return srv.Shutdown(sctx)
+}
+
+// serveBookieMetrics serves the bookie's and its storage's Prometheus series,
+// with the Go runtime's and the process's, on http://addr/metrics.
+func serveBookieMetrics(addr string, srv *bookie.Server, st *storage.DiskStorage) (stop func(), err error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := srv.RegisterMetrics(reg); err != nil {
+		return nil, err
+	}
+	if err := st.RegisterMetrics(reg); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics listener: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go hs.Serve(ln)
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		hs.Shutdown(ctx)
+	}, nil
 }

@@ -257,7 +257,9 @@ func (c *serverConn) handle(req *wire.Request) {
 		if cap(c.entryBuf) > entryBufKeep {
 			c.entryBuf = nil // one large entry does not pin its buffer
 		}
+		start, n, m := time.Now(), len(req.Payload), c.s.metrics
 		st.AddEntry(ledgerID, entryID, req.LAC, data, req.Recovery, func(err error) {
+			m.added(start, n, err)
 			if err != nil {
 				c.replyErr(wire.OpAdd, id, mapStorageErr(err))
 				return
@@ -266,6 +268,7 @@ func (c *serverConn) handle(req *wire.Request) {
 		})
 
 	case wire.OpRead:
+		start := time.Now()
 		if req.ReadFlags&wire.ReadFenceLedger != 0 {
 			if err := c.fence(req.LedgerID); err != nil {
 				c.replyErr(wire.OpRead, id, err)
@@ -279,6 +282,7 @@ func (c *serverConn) handle(req *wire.Request) {
 		if err == nil {
 			lac, sum, payload, err = decodeEntryData(data)
 		}
+		c.s.metrics.read(start, err)
 		if err != nil {
 			c.replyErr(wire.OpRead, id, mapStorageErr(err))
 			return

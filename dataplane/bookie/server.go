@@ -18,10 +18,11 @@ import (
 // into a storage.Storage, and (with a metadata store) checks its instance
 // cookie and registers itself as available.
 type Server struct {
-	cfg Config
-	st  storage.Storage
-	md  metadata.Store
-	log *slog.Logger
+	cfg     Config
+	metrics *serverMetrics
+	st      storage.Storage
+	md      metadata.Store
+	log     *slog.Logger
 
 	ln net.Listener
 
@@ -65,6 +66,7 @@ func New(cfg Config, st storage.Storage, md metadata.Store) (*Server, error) {
 		log:        cfg.Logger,
 		conns:      make(map[*serverConn]struct{}),
 		stopping:   make(chan struct{}),
+		metrics:    newServerMetrics(),
 	}, nil
 }
 

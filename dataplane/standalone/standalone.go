@@ -103,6 +103,11 @@ func Start(ctx context.Context, cfg Config) (_ *Standalone, err error) {
 	}); err != nil {
 		return nil, fmt.Errorf("standalone: %w", err)
 	}
+	// One scrape of the admin listener's /metrics covers the bookie too.
+	reg := s.node.Broker().Metrics()
+	if err = errors.Join(s.bk.RegisterMetrics(reg), s.st.RegisterMetrics(reg)); err != nil {
+		return nil, fmt.Errorf("standalone: metrics: %w", err)
+	}
 	return s, nil
 }
 

@@ -3,6 +3,10 @@ package standalone_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,6 +59,14 @@ func TestProduceConsumeWithRealClient(t *testing.T) {
 			}
 		}
 	}
+	// The admin listener's /metrics holds the bookie's series next to the
+	// broker's: every message was one add.
+	if adds := scrape(t, s.WebServiceURL()+"/metrics", `magnetar_bookie_requests_total{op="add",result="ok"}`); adds < n {
+		t.Errorf("bookie adds in /metrics = %v, want >= %d", adds, n)
+	}
+	if syncs := scrape(t, s.WebServiceURL()+"/metrics", "magnetar_bookie_journal_sync_seconds_count"); syncs < 1 {
+		t.Errorf("journal syncs in /metrics = %v", syncs)
+	}
 	prod.Close()
 	cons.Close()
 	c.Close()
@@ -79,4 +91,29 @@ func TestProduceConsumeWithRealClient(t *testing.T) {
 		}
 		cons.Ack(m)
 	}
+}
+
+// scrape fetches a Prometheus text page and returns the value of series.
+func scrape(t *testing.T, url, series string) float64 {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("%s not in %s", series, url)
+	return 0
 }

@@ -73,11 +73,14 @@ type WriteHandle struct {
 	casInFlight bool
 	drained     chan struct{} // closed and replaced when pending becomes empty
 
-	done     []completion
-	doneCond *sync.Cond
-	stopped  bool
-	wg       sync.WaitGroup
-	stopCh   chan struct{}
+	// done are the callbacks to run, in order; a delivery goroutine runs
+	// only while there are some (an idle handle owns no goroutine).
+	done       []completion
+	spare      []completion // the last delivery's batch, reused
+	delivering bool         // a delivery goroutine runs
+	stopped    bool
+	wg         sync.WaitGroup
+	stopCh     chan struct{}
 }
 
 func newWriteHandle(ctx context.Context, c *Client, m *LedgerMetadata) (*WriteHandle, error) {
@@ -92,7 +95,6 @@ func newWriteHandle(ctx context.Context, c *Client, m *LedgerMetadata) (*WriteHa
 		stopCh:   make(chan struct{}),
 		closeCh:  make(chan struct{}),
 	}
-	h.doneCond = sync.NewCond(&h.mu)
 	var dialErr bool
 	for i, addr := range h.ensemble {
 		conn, err := c.cfg.Dialer.Get(ctx, addr)
@@ -104,8 +106,6 @@ func newWriteHandle(ctx context.Context, c *Client, m *LedgerMetadata) (*WriteHa
 		}
 		h.conns[i] = conn
 	}
-	h.wg.Add(1)
-	go h.deliver()
 	if dialErr {
 		h.mu.Lock()
 		h.startEnsembleChangeLocked()
@@ -158,7 +158,7 @@ func (h *WriteHandle) AppendAsync(payload []byte, cb AddCallback) {
 		if err == nil {
 			err = ErrLedgerClosed
 		}
-		if h.stopped {
+		if h.stopped && !h.delivering {
 			// No delivery goroutine any more, and nothing left to order after.
 			h.mu.Unlock()
 			cb(-1, err)
@@ -294,31 +294,36 @@ func (h *WriteHandle) failLocked(err error) {
 	}
 }
 
+// completeLocked queues a user callback and starts the delivery goroutine
+// unless it runs (it then picks the callback up) or the handle stopped.
 func (h *WriteHandle) completeLocked(cb AddCallback, id int64, err error) {
 	h.done = append(h.done, completion{cb, id, err})
-	h.doneCond.Signal()
+	if h.delivering || h.stopped {
+		return
+	}
+	h.delivering = true
+	h.wg.Add(1)
+	go h.deliver()
 }
 
-// deliver runs user callbacks in order, outside mu.
+// deliver runs user callbacks in order, outside mu, until none is left.
 func (h *WriteHandle) deliver() {
 	defer h.wg.Done()
-	var batch []completion
-	for {
-		h.mu.Lock()
-		for len(h.done) == 0 && !h.stopped {
-			h.doneCond.Wait()
-		}
-		if len(h.done) == 0 && h.stopped {
-			h.mu.Unlock()
-			return
-		}
+	h.mu.Lock()
+	batch := h.spare
+	h.spare = nil
+	for len(h.done) > 0 {
 		batch, h.done = h.done, batch[:0]
 		h.mu.Unlock()
 		for i, c := range batch {
 			c.cb(c.entryID, c.err)
 			batch[i] = completion{}
 		}
+		h.mu.Lock()
 	}
+	h.delivering = false
+	h.spare = batch[:0]
+	h.mu.Unlock()
 }
 
 // startEnsembleChangeLocked starts the goroutine replacing failed bookies
@@ -571,7 +576,6 @@ func (h *WriteHandle) stop() {
 	if !h.stopped {
 		h.stopped = true
 		close(h.stopCh)
-		h.doneCond.Broadcast()
 	}
 	h.mu.Unlock()
 	h.wg.Wait()

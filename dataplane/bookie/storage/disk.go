@@ -41,6 +41,8 @@ type DiskStorage struct {
 	jlock io.Closer // lock of a JournalDir outside Dir, else nil
 	rc    *readCache
 
+	metrics *storageMetrics
+
 	// closeMu is held shared by every public call and exclusively by Close.
 	closeMu sync.RWMutex
 	closed  bool
@@ -110,6 +112,7 @@ func Open(cfg Config) (*DiskStorage, error) {
 		lock:     lock,
 		jlock:    jlock,
 		rc:       newReadCache(cfg.ReadCacheMaxBytes),
+		metrics:  newStorageMetrics(),
 		active:   newWriteCache(),
 		ledgers:  make(map[int64]*ledgerMeta),
 		dead:     make(map[int64]int64),
@@ -167,6 +170,7 @@ func (s *DiskStorage) open() error {
 		MaxGroupBytes: s.cfg.JournalMaxGroupBytes,
 		MaxFileBytes:  s.cfg.JournalMaxFileBytes,
 		NoSync:        s.cfg.JournalNoSync,
+		OnGroup:       s.metrics.onJournalGroup,
 		OnError:       s.setIOError,
 	}, max(end, mark))
 	if err != nil {
@@ -448,12 +452,15 @@ func (s *DiskStorage) flush(force bool) error {
 	s.mu.Unlock()
 
 	sync := force || s.jnl.Releasable(mark)
+	started := time.Now()
 	err := s.writeSnapshot(snap, metas, mark, sync)
 	if err != nil {
 		err = fmt.Errorf("storage: flush: %w", err)
 		s.setIOError(err)
 		return err // snap stays readable in s.flushing
 	}
+	s.metrics.flushSeconds.Observe(time.Since(started).Seconds())
+	s.metrics.flushBytes.Add(float64(snap.bytes))
 	s.mu.Lock()
 	s.flushing = nil
 	s.space.Broadcast()

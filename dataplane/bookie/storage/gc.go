@@ -27,6 +27,12 @@ type GCStats struct {
 // the current log, the index is repointed (synced), then the old log is
 // removed. It holds the flush lock for the whole pass.
 func (s *DiskStorage) RunGC() (GCStats, error) {
+	st, err := s.runGC()
+	s.metrics.onGC(st)
+	return st, err
+}
+
+func (s *DiskStorage) runGC() (GCStats, error) {
 	s.closeMu.RLock()
 	defer s.closeMu.RUnlock()
 	if s.closed {

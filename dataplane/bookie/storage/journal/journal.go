@@ -66,6 +66,10 @@ type Options struct {
 	// it) for as long as the disk takes to write it. Default 4 MiB;
 	// negative disables it.
 	WritebackBytes int64
+	// OnGroup, if set, is called from the writer goroutine after each
+	// group is written (and synced): its size in bytes and how long the
+	// fdatasync took (zero with NoSync). For metrics; it must be quick.
+	OnGroup func(bytes int, sync time.Duration)
 	// OnError, if set, is called once (from the writer goroutine) when a
 	// write or sync fails; the journal rejects every later append.
 	OnError func(error)
@@ -430,10 +434,16 @@ func (j *Journal) writeGroup(buf []byte) error {
 	if _, err := j.f.Write(buf); err != nil {
 		return j.fail(fmt.Errorf("journal: write: %w", err))
 	}
+	var synced time.Duration
 	if !j.opts.NoSync {
+		t := time.Now()
 		if err := j.f.SyncData(); err != nil {
 			return j.fail(fmt.Errorf("journal: sync: %w", err))
 		}
+		synced = time.Since(t)
+	}
+	if j.opts.OnGroup != nil {
+		j.opts.OnGroup(n, synced)
 	}
 	j.fileSize += int64(n)
 	if j.opts.NoSync && j.opts.WritebackBytes > 0 && j.fileSize-j.written >= j.opts.WritebackBytes &&
