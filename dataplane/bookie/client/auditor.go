@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/magnetar-dev/magnetar/dataplane/bookie"
@@ -21,8 +22,13 @@ type AuditorConfig struct {
 	Interval time.Duration
 	// SessionTTL of the leadership session. Default 10s.
 	SessionTTL time.Duration
-	// CopyWindow is how many entries are copied concurrently. Default 64.
+	// CopyWindow is how many entries of one fragment are copied concurrently
+	// (each a read from a surviving replica, then an add to the target).
+	// Default 64.
 	CopyWindow int
+	// Parallelism is how many ledgers are examined (and repaired)
+	// concurrently in a check. Default 8.
+	Parallelism int
 }
 
 // Auditor restores the write quorum of closed ledgers (BookKeeper's
@@ -61,6 +67,9 @@ func (c *Client) NewAuditor(cfg AuditorConfig) (*Auditor, error) {
 	}
 	if cfg.CopyWindow == 0 {
 		cfg.CopyWindow = 64
+	}
+	if cfg.Parallelism == 0 {
+		cfg.Parallelism = 8
 	}
 	return &Auditor{c: c, cfg: cfg, log: c.log.With("auditor", cfg.ID)}, nil
 }
@@ -139,23 +148,67 @@ func (a *Auditor) CheckOnce(ctx context.Context) (AuditReport, error) {
 	for _, b := range avail {
 		live[b.Addr] = true
 	}
+	// Ledgers are examined by Parallelism workers: each check costs a
+	// metadata read and, for every live replica, a read of the last entry
+	// it should hold, so a serial pass over many ledgers is bound by round
+	// trips rather than by any resource.
+	var (
+		mu       sync.Mutex
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	next := make(chan int64)
+	for range min(a.cfg.Parallelism, max(len(ids), 1)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for id := range next {
+				var r AuditReport
+				m, err := a.c.meta.read(ctx, id)
+				if errors.Is(err, ErrNoSuchLedger) {
+					continue // deleted meanwhile
+				}
+				if err == nil && (m.State != StateClosed || m.LastEntry < 0) {
+					continue
+				}
+				if err == nil {
+					r.Ledgers++
+					if cerr := a.checkLedger(ctx, m, live, avail, &r); cerr != nil {
+						a.log.Warn("ledger audit failed", "ledger", id, "err", cerr)
+					}
+				}
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				rep.Ledgers += r.Ledgers
+				rep.FragmentsRepaired += r.FragmentsRepaired
+				rep.EntriesCopied += r.EntriesCopied
+				rep.UnderReplicatedNow += r.UnderReplicatedNow
+				mu.Unlock()
+			}
+		}()
+	}
+feed:
 	for _, id := range ids {
-		m, err := a.c.meta.read(ctx, id)
-		if errors.Is(err, ErrNoSuchLedger) {
-			continue // deleted meanwhile
+		mu.Lock()
+		stop := firstErr != nil
+		mu.Unlock()
+		if stop {
+			break
 		}
-		if err != nil {
-			return rep, err
-		}
-		if m.State != StateClosed || m.LastEntry < 0 {
-			continue
-		}
-		rep.Ledgers++
-		if err := a.checkLedger(ctx, m, live, avail, &rep); err != nil {
-			a.log.Warn("ledger audit failed", "ledger", id, "err", err)
+		select {
+		case next <- id:
+		case <-ctx.Done():
+			break feed
 		}
 	}
-	return rep, nil
+	close(next)
+	wg.Wait()
+	if firstErr == nil {
+		firstErr = ctx.Err()
+	}
+	return rep, firstErr
 }
 
 // lastHeldBy returns the last entry in [first, end] that ensemble index idx
@@ -231,43 +284,75 @@ func (a *Auditor) holds(ctx context.Context, addr string, ledgerID, entryID int6
 }
 
 // copyFragment copies every entry of fragment fi that ensemble index idx
-// stores to target, reading each from the other replicas.
+// stores to target, reading each from the other replicas. CopyWindow
+// workers each read an entry and then add it to the target, so reads (which
+// used to be one at a time) and adds are both pipelined. The bookie accepts
+// recovery adds in any order.
 func (a *Auditor) copyFragment(ctx context.Context, m *LedgerMetadata, fi, idx int, target string) (int, error) {
 	conn, err := a.c.cfg.Dialer.Get(ctx, target)
 	if err != nil {
 		return 0, err
 	}
 	first, end := m.Fragments[fi].FirstEntry, m.fragmentEnd(fi, m.LastEntry)
-	errCh := make(chan error, a.cfg.CopyWindow)
-	inflight, copied := 0, 0
-	var firstErr error
-	wait := func() {
-		if err := <-errCh; err != nil && firstErr == nil {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu       sync.Mutex
+		copied   int
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	fail := func(err error) {
+		mu.Lock()
+		if firstErr == nil {
 			firstErr = err
+			cancel()
 		}
-		inflight--
+		mu.Unlock()
 	}
-	for e := first; e <= end && firstErr == nil; e++ {
+	entries := make(chan int64)
+	for range a.cfg.CopyWindow {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for e := range entries {
+				ent, err := a.c.readEntry(ctx, m, e, 0)
+				if err != nil {
+					fail(err)
+					continue
+				}
+				done := make(chan error, 1)
+				conn.Add(&wire.AddRequest{
+					LedgerID: ent.LedgerID, EntryID: ent.EntryID, LAC: ent.LAC,
+					Payload: ent.Payload, Checksum: ent.Checksum, Recovery: true,
+				}, func(err error) { done <- err })
+				select {
+				case err = <-done:
+				case <-ctx.Done():
+					err = ctx.Err()
+				}
+				if err != nil {
+					fail(err)
+					continue
+				}
+				mu.Lock()
+				copied++
+				mu.Unlock()
+			}
+		}()
+	}
+feed:
+	for e := first; e <= end; e++ {
 		if !inWriteSet(idx, e, m.Ensemble, m.WriteQuorum) {
 			continue
 		}
-		ent, err := a.c.readEntry(ctx, m, e, 0)
-		if err != nil {
-			firstErr = err
-			break
+		select {
+		case entries <- e:
+		case <-ctx.Done():
+			break feed
 		}
-		for inflight >= a.cfg.CopyWindow {
-			wait()
-		}
-		inflight++
-		copied++
-		conn.Add(&wire.AddRequest{
-			LedgerID: ent.LedgerID, EntryID: ent.EntryID, LAC: ent.LAC,
-			Payload: ent.Payload, Checksum: ent.Checksum, Recovery: true,
-		}, func(err error) { errCh <- err })
 	}
-	for inflight > 0 {
-		wait()
-	}
+	close(entries)
+	wg.Wait()
 	return copied, firstErr
 }
