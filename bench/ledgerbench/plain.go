@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/magnetar-dev/magnetar/bench/internal/latency"
@@ -88,103 +87,14 @@ func appendLoop(dir string, warmup, dur time.Duration, step func(f *os.File, mea
 	return time.Since(start), nil
 }
 
-// plainAtRate is the machine's own latency at a given load: entries of size
-// bytes are offered at rate per second, open loop (paced like openLoop), to
-// a bare group-commit loop on a plain file (one goroutine writes everything
-// pending with one write and then fdatasyncs, as the journal does, and
-// nothing else touches the disk). Latency runs from an entry's scheduled
-// time to the end of its group's fdatasync. It is the floor any journal
-// doing one fsync per group can reach at that rate on this disk, which the
-// 1-entry fsync baseline (one writer, queue depth 1, an idle disk) is not.
+// plainAtRate is the machine's own latency at the offered rate: see
+// machine.GroupCommitAtRate, the floor any journal doing one fsync per
+// group can reach at that rate on this disk (which the 1-entry fsync
+// baseline, one writer at queue depth 1 on an idle disk, is not).
 func plainAtRate(dir string, size int, rate float64, warmup, dur time.Duration) (result, error) {
-	name := filepath.Join(dir, fmt.Sprintf("plain-rate-%d.dat", time.Now().UnixNano()))
-	f, err := os.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	h, n, err := machine.GroupCommitAtRate(dir, size, rate, warmup, dur)
 	if err != nil {
 		return result{}, err
 	}
-	defer os.Remove(name)
-	defer f.Close()
-
-	rate = max(rate, 1)
-	interval := time.Duration(float64(time.Second) / rate)
-	first := int64(warmup / interval)
-	total := int64((warmup + dur) / interval)
-	payload := randomPayload(size)
-	h := latency.NewHistogram()
-
-	var (
-		mu      sync.Mutex
-		cond    = sync.NewCond(&mu)
-		pending []int64 // indexes of entries offered and not yet written
-		closed  bool
-		werr    error
-		start   time.Time
-	)
-	writerDone := make(chan struct{})
-	go func() {
-		defer close(writerDone)
-		var group []int64
-		var buf []byte
-		for {
-			mu.Lock()
-			for len(pending) == 0 && !closed {
-				cond.Wait()
-			}
-			if len(pending) == 0 {
-				mu.Unlock()
-				return
-			}
-			group, pending = pending, group[:0]
-			mu.Unlock()
-			buf = buf[:0]
-			for range group {
-				buf = append(buf, payload...)
-			}
-			_, err := f.Write(buf)
-			if err == nil {
-				err = machine.Fdatasync(f)
-			}
-			if err != nil {
-				mu.Lock()
-				werr = err
-				mu.Unlock()
-				return
-			}
-			now := time.Now()
-			for _, i := range group {
-				if i >= first {
-					h.Record(now.Sub(start.Add(time.Duration(i) * interval)))
-				}
-			}
-		}
-	}()
-
-	tick := min(max(interval, 250*time.Microsecond), time.Millisecond)
-	t := time.NewTicker(tick)
-	start = time.Now()
-	for sent := int64(0); sent < total; {
-		<-t.C
-		due := min(int64(time.Since(start)/interval)+1, total)
-		mu.Lock()
-		for ; sent < due; sent++ {
-			pending = append(pending, sent)
-		}
-		failed := werr != nil
-		cond.Signal()
-		mu.Unlock()
-		if failed {
-			break
-		}
-	}
-	t.Stop()
-	mu.Lock()
-	closed = true
-	cond.Signal()
-	mu.Unlock()
-	<-writerDone
-	if werr != nil {
-		return result{}, werr
-	}
-	n := uint64(total - first)
-	return result{entries: n, bytes: n * uint64(size), elapsed: time.Duration(n) * interval, hist: h, rate: rate}, nil
+	return result{entries: n, bytes: n * uint64(size), elapsed: time.Duration(float64(n) / max(rate, 1) * float64(time.Second)), hist: h, rate: rate}, nil
 }

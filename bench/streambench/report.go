@@ -185,7 +185,7 @@ func (res *results) ratioCell(ours, peer cellKey, m metric) string {
 
 func buildReport(o options, res *results) *report {
 	rep := &report{}
-	lim := section{title: "Machine limits (same run): fsync'd sequential appends to a plain file in the data directory's file system; loopback TCP round trip of 64 B",
+	lim := section{title: "Machine limits (same run): fsync'd sequential appends to a plain file in the data directory's file system; loopback TCP round trip of 64 B; a bare write+fdatasync group-commit loop on a plain file offered W1's rate open loop (the latency floor of durability column (a) on this disk: nothing that acknowledges after an fsync per group can do better at that rate)",
 		t: table.Table{Header: []string{"measure", "value"}}}
 	for _, size := range []int{4 << 10, 64 << 10, 1 << 20} {
 		lim.t.Add(fmt.Sprintf("fsync'd append %s (MB/s)", sizeName(size)), fmt.Sprintf("%.1f", res.limits.fsyncBps[size]/1e6))
@@ -193,6 +193,11 @@ func buildReport(o options, res *results) *report {
 	if res.limits.rtt != nil {
 		lim.t.Add("loopback TCP RTT p50", fmtDur(float64(res.limits.rtt.Quantile(0.5))))
 		lim.t.Add("loopback TCP RTT p99", fmtDur(float64(res.limits.rtt.Quantile(0.99))))
+	}
+	if h := res.limits.groupCommit; h != nil {
+		for _, q := range []float64{0.5, 0.99, 0.999} {
+			lim.t.Add(fmt.Sprintf("group commit at %d msg/s of %s, p%v", o.rate, sizeName(o.size), q*100), fmtDur(float64(h.Quantile(q))))
+		}
 	}
 	rep.sections = append(rep.sections, lim)
 	peers := o.systems[1:]

@@ -39,6 +39,10 @@ type blockLoad struct {
 type limits struct {
 	fsyncBps map[int]float64 // by block size
 	rtt      *latency.Histogram
+	// groupCommit: a bare write+fdatasync group-commit loop offered W1's
+	// rate and message size (machine.GroupCommitAtRate): the latency floor
+	// of durability column (a) on this disk.
+	groupCommit *latency.Histogram
 }
 
 // results holds every measurement of a harness run.
@@ -100,9 +104,13 @@ func run(ctx context.Context, o options, systems []system, progress io.Writer) (
 	if res.limits.rtt, err = machine.LoopbackRTT(ctx, o.limitDuration); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(progress, "limits: fsync'd appends 4KiB %.1f MB/s, 64KiB %.1f MB/s, 1MiB %.1f MB/s; loopback RTT p50 %v p99 %v\n",
+	if res.limits.groupCommit, _, err = machine.GroupCommitAtRate(tmp, o.size, float64(o.rate), time.Second, max(o.limitDuration, 2*time.Second)); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(progress, "limits: fsync'd appends 4KiB %.1f MB/s, 64KiB %.1f MB/s, 1MiB %.1f MB/s; loopback RTT p50 %v p99 %v; group commit at %d msg/s p50 %v p99 %v\n",
 		res.limits.fsyncBps[4<<10]/1e6, res.limits.fsyncBps[64<<10]/1e6, res.limits.fsyncBps[1<<20]/1e6,
-		res.limits.rtt.Quantile(0.5), res.limits.rtt.Quantile(0.99))
+		res.limits.rtt.Quantile(0.5), res.limits.rtt.Quantile(0.99),
+		o.rate, res.limits.groupCommit.Quantile(0.5), res.limits.groupCommit.Quantile(0.99))
 
 	for round := 1; round <= o.rounds; round++ {
 		for _, s := range systems {

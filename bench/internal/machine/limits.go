@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/magnetar-dev/magnetar/bench/internal/latency"
@@ -82,4 +84,108 @@ func LoopbackRTT(ctx context.Context, dur time.Duration) (*latency.Histogram, er
 		return nil, fmt.Errorf("machine: round trip: %w", err)
 	}
 	return h, nil
+}
+
+// GroupCommitAtRate is the machine's own append latency at a given load:
+// entries of size bytes are offered at rate per second, open loop (a ticker
+// of at most 1 ms that offers every entry due by now), to a bare
+// group-commit loop on a new plain file in dir (one goroutine writes
+// everything pending with one write and then fdatasyncs, as a journal
+// does, and nothing else of ours touches the disk). Latency runs from an
+// entry's scheduled time to the end of its group's fdatasync; entries
+// scheduled after warmup are recorded (measured of them). It is the floor
+// any system acknowledging after an fsync per group can reach at that rate
+// on this disk, which a one-writer, queue-depth-1 fsync probe on an idle
+// disk is not. The file is removed.
+func GroupCommitAtRate(dir string, size int, rate float64, warmup, dur time.Duration) (_ *latency.Histogram, measured uint64, _ error) {
+	name := filepath.Join(dir, fmt.Sprintf("group-commit-%d.dat", time.Now().UnixNano()))
+	f, err := os.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, 0, fmt.Errorf("machine: %w", err)
+	}
+	defer os.Remove(name)
+	defer f.Close()
+
+	rate = max(rate, 1)
+	interval := time.Duration(float64(time.Second) / rate)
+	first := int64(warmup / interval)
+	total := int64((warmup + dur) / interval)
+	payload := make([]byte, size)
+	rand.Read(payload)
+	h := latency.NewHistogram()
+
+	var (
+		mu      sync.Mutex
+		cond    = sync.NewCond(&mu)
+		pending []int64 // indexes of entries offered and not yet written
+		closed  bool
+		werr    error
+		start   time.Time
+	)
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		var group []int64
+		var buf []byte
+		for {
+			mu.Lock()
+			for len(pending) == 0 && !closed {
+				cond.Wait()
+			}
+			if len(pending) == 0 {
+				mu.Unlock()
+				return
+			}
+			group, pending = pending, group[:0]
+			mu.Unlock()
+			buf = buf[:0]
+			for range group {
+				buf = append(buf, payload...)
+			}
+			_, err := f.Write(buf)
+			if err == nil {
+				err = Fdatasync(f)
+			}
+			if err != nil {
+				mu.Lock()
+				werr = err
+				mu.Unlock()
+				return
+			}
+			now := time.Now()
+			for _, i := range group {
+				if i >= first {
+					h.Record(now.Sub(start.Add(time.Duration(i) * interval)))
+				}
+			}
+		}
+	}()
+
+	tick := min(max(interval, 250*time.Microsecond), time.Millisecond)
+	t := time.NewTicker(tick)
+	start = time.Now()
+	for sent := int64(0); sent < total; {
+		<-t.C
+		due := min(int64(time.Since(start)/interval)+1, total)
+		mu.Lock()
+		for ; sent < due; sent++ {
+			pending = append(pending, sent)
+		}
+		failed := werr != nil
+		cond.Signal()
+		mu.Unlock()
+		if failed {
+			break
+		}
+	}
+	t.Stop()
+	mu.Lock()
+	closed = true
+	cond.Signal()
+	mu.Unlock()
+	<-writerDone
+	if werr != nil {
+		return nil, 0, fmt.Errorf("machine: group commit: %w", werr)
+	}
+	return h, uint64(total - first), nil
 }

@@ -77,3 +77,16 @@ func TestSnapshot(t *testing.T) {
 		time.Sleep(20 * time.Millisecond) // waiting for the kernel's tick, not for another goroutine
 	}
 }
+
+func TestGroupCommitAtRate(t *testing.T) {
+	h, n, err := GroupCommitAtRate(t.TempDir(), 1024, 2000, 50*time.Millisecond, 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 300 || h.Count() != n {
+		t.Fatalf("measured %d entries, histogram holds %d; want about 400 and equal", n, h.Count())
+	}
+	if p := h.Quantile(0.5); p <= 0 {
+		t.Fatalf("p50 %v", p)
+	}
+}
