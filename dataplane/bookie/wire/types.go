@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
+
+	"github.com/magnetar-dev/magnetar/dataplane/bookie/internal/crc32c"
 )
 
 // Sentinel errors carried by response status codes. The client returns them
@@ -71,6 +73,5 @@ func Checksum(ledgerID, entryID, lac int64, payload []byte) uint32 {
 	binary.BigEndian.PutUint64(hdr[0:], uint64(ledgerID))
 	binary.BigEndian.PutUint64(hdr[8:], uint64(entryID))
 	binary.BigEndian.PutUint64(hdr[16:], uint64(lac))
-	c := crc32.Update(0, castagnoli, hdr[:])
-	return crc32.Update(c, castagnoli, payload)
+	return crc32c.Update(crc32c.Small(0, hdr[:]), payload)
 }

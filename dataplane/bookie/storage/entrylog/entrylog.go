@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/magnetar-dev/magnetar/dataplane/bookie/internal/crc32c"
 )
 
 // Errors returned by the entry log manager.
@@ -205,7 +207,7 @@ func (m *Manager) Append(ledger, entry int64, data []byte) (Location, error) {
 	binary.LittleEndian.PutUint32(h[4:8], uint32(len(data)))
 	binary.LittleEndian.PutUint64(h[8:16], uint64(ledger))
 	binary.LittleEndian.PutUint64(h[16:24], uint64(entry))
-	crc := crc32.Update(crc32.Checksum(h[4:], castagnoli), castagnoli, data)
+	crc := crc32c.Update(crc32c.Small(0, h[4:]), data)
 	binary.LittleEndian.PutUint32(h[0:4], crc)
 	loc := Location{Log: m.curID, Offset: uint64(m.curSize), Length: uint32(len(data))}
 	if len(m.wbuf)+RecordHeaderLen+len(data) > cap(m.wbuf) {

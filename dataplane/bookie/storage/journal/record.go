@@ -3,6 +3,8 @@ package journal
 import (
 	"encoding/binary"
 	"hash/crc32"
+
+	"github.com/magnetar-dev/magnetar/dataplane/bookie/internal/crc32c"
 )
 
 // RecordType identifies what a journal record describes.
@@ -68,8 +70,7 @@ func fillEntryHeader(h *[recordHeaderLen + entryPayloadFixed]byte, ledger, entry
 func entryCRC(ledger, entry, lac int64, data []byte) uint32 {
 	var h [recordHeaderLen + entryPayloadFixed]byte
 	fillEntryHeader(&h, ledger, entry, lac, len(data))
-	c := crc32.Update(0, castagnoli, h[4:])
-	return crc32.Update(c, castagnoli, data)
+	return crc32c.Update(crc32c.Small(0, h[4:]), data)
 }
 
 // appendLedgerRecord appends a fence or delete record.
