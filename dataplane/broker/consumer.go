@@ -83,8 +83,11 @@ func (c *conn) handleSubscribe(cs *pb.CommandSubscribe) {
 		sub: sub, conn: c, id: consID, name: cs.GetConsumerName(), priority: cs.GetPriorityLevel(),
 		metadata: kvMap(cs.GetMetadata()),
 	}
-	if ks := cs.GetKeySharedMeta(); ks != nil && ks.GetKeySharedMode() == pb.KeySharedMode_STICKY {
-		cons.sticky = ks.GetHashRanges()
+	if ks := cs.GetKeySharedMeta(); ks != nil {
+		if ks.GetKeySharedMode() == pb.KeySharedMode_STICKY {
+			cons.sticky = ks.GetHashRanges()
+		}
+		cons.outOfOrder = ks.GetAllowOutOfOrderDelivery()
 	}
 	if err := sub.addConsumer(cons, cs.GetSubType()); err != nil {
 		c.sendError(reqID, err)
@@ -122,9 +125,16 @@ func (c *conn) handleAck(a *pb.CommandAck) {
 	}
 }
 
-// ack applies an ACK to the cursor and the consumers' pending sets.
+// ack applies an ACK to the cursor and the consumers' pending sets. When
+// that releases a Key_Shared hash whose entries wait, the dispatcher runs.
 func (s *Subscription) ack(cons *Consumer, a *pb.CommandAck) error {
 	var firstErr error
+	wake := false
+	defer func() {
+		if wake {
+			s.wake()
+		}
+	}()
 	for _, id := range a.GetMessageId() {
 		pos := posOf(id)
 		var err error
@@ -150,7 +160,8 @@ func (s *Subscription) ack(cons *Consumer, a *pb.CommandAck) error {
 			for _, c := range s.consumers {
 				for p := range c.pending {
 					if p.Compare(pos) < 0 || (p == pos && !partial) {
-						delete(c.pending, p)
+						_, _, unblocked := s.forgetPendingLocked(c, p)
+						wake = wake || unblocked
 					}
 				}
 			}
@@ -161,7 +172,8 @@ func (s *Subscription) ack(cons *Consumer, a *pb.CommandAck) error {
 		default:
 			err = s.cursor.Ack(pos)
 			s.mu.Lock()
-			delete(cons.pending, pos)
+			_, _, unblocked := s.forgetPendingLocked(s.pendingOwnerLocked(cons, pos), pos)
+			wake = wake || unblocked
 			delete(s.redeliveries, pos)
 			s.mu.Unlock()
 		}
@@ -222,18 +234,13 @@ func (c *conn) handleRedeliver(r *pb.CommandRedeliverUnacknowledgedMessages) {
 	ids := r.GetMessageIds()
 	if len(ids) > 0 && (s.subType == pb.CommandSubscribe_Shared || s.subType == pb.CommandSubscribe_Key_Shared) {
 		for _, id := range ids {
-			pos := posOf(id)
-			if _, ok := cons.pending[pos]; ok {
-				delete(cons.pending, pos)
-				s.addReplayLocked(pos, true)
-			}
+			s.redeliverPendingLocked(cons, posOf(id))
 		}
 	} else {
 		// Exclusive and Failover redeliver everything unacknowledged.
 		for pos := range cons.pending {
-			s.addReplayLocked(pos, true)
+			s.redeliverPendingLocked(cons, pos)
 		}
-		clear(cons.pending)
 	}
 	s.mu.Unlock()
 	s.wake()
@@ -340,11 +347,13 @@ func (s *Subscription) seek(target ledger.Position) error {
 		return err
 	}
 	s.replay = nil
+	clear(s.replayHashes)
 	s.delayed = nil
 	clear(s.redeliveries)
 	for _, c := range s.consumers {
 		clear(c.pending)
 	}
+	s.held.reset()
 	return nil
 }
 
@@ -355,6 +364,7 @@ func (s *Subscription) removeConsumerQuiet(c *Consumer) {
 	if i := slices.Index(s.consumers, c); i >= 0 {
 		s.consumers = slices.Delete(s.consumers, i, i+1)
 		s.splitRemoveLocked(c)
+		s.forgetAllPendingLocked(c)
 	}
 	s.mu.Unlock()
 }

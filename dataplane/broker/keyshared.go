@@ -14,6 +14,68 @@ import (
 // whole range; each new consumer takes the lower half of the largest range
 // (the earliest such range on ties); a leaving consumer's ranges go to the
 // owner of the adjacent range above (or below, for the top range).
+//
+// Key_Shared ordering per key across consumer changes.
+//
+// The guarantee: the messages of one key are first delivered in the order
+// they were published, even while consumers join and leave, and a key is
+// never outstanding (delivered, not yet acknowledged) on two consumers at
+// once. Moving a hash range between consumers must therefore wait for the
+// old owner.
+//
+// Choice: Pulsar 4's "draining hashes" (PIP-379) rather than the older
+// "recently joined consumers" rule, because it stalls only the hashes that
+// actually moved while their old owner still holds messages of them, not
+// every key of the newcomer until the mark-delete position catches up. We
+// state it as one invariant instead of as an event on range changes:
+//
+//	an entry of hash h may go to consumer c only if no other consumer
+//	holds a pending entry of h.
+//
+// heldHashes counts, per hash, the pending entries and the consumer that
+// holds them. A hash that moved (a join split a range, a leave merged one,
+// a STICKY consumer closed) while its old owner still holds entries is the
+// "draining" hash of PIP-379: its entries wait in the replay set until the
+// old owner acknowledges them, asks for their redelivery or closes (all of
+// which release them), then go to the new owner. No event is needed when
+// ranges change, so auto-split and STICKY ranges are covered alike, and a
+// hash that moves back to its old owner flows again at once.
+//
+// Two more rules keep per-key order:
+//
+//   - An entry read from the cursor whose hash has entries waiting in the
+//     replay set is itself parked in the replay set: those are older
+//     (redelivered, or parked earlier) and go first.
+//   - The replay set is scanned in position order; once an entry of hash h
+//     cannot go, no later entry of h goes in that scan.
+//
+// Blocked entries never block other keys: the dispatcher picks from the
+// replay set only what can go now and keeps reading new entries while
+// some consumer has permits, parking entries it cannot deliver. What bounds
+// this is keySharedMaxReplay: once that many entries are parked, no new
+// entries are read until some drain (Pulsar has the same look-ahead limit),
+// so a consumer that never acknowledges nor reads can stall the
+// subscription once it holds back that many entries. A single stuck key
+// (its old owner never acknowledges) stalls only that key until the client
+// releases it (ack timeout, negative ack, close).
+//
+// Limits and choices where Pulsar was ambiguous or we differ:
+//   - The rule works on hashes, not keys: two keys with the same hash wait
+//     for each other, as in Pulsar.
+//   - Counted in entries, not messages: a batch entry carries one key
+//     (producers must use key-based batching, as Pulsar requires).
+//   - Delayed messages (deliver_at_time) are not ordered against their key:
+//     they are delayed on purpose.
+//   - Consumers may declare allowOutOfOrderDelivery; then only the owner
+//     and permits count. As in Pulsar, all consumers of a subscription
+//     must agree on it (and on AUTO_SPLIT versus STICKY); one that differs
+//     is refused with ConsumerBusy.
+//   - Non-persistent topics keep no pending entries and are not ordered
+//     across consumer changes (their messages are dropped without permits
+//     anyway).
+//   - The scan of the replay set is linear in its size (at most
+//     keySharedMaxReplay plus redeliveries) under s.mu, once per dispatch
+//     round.
 
 const keyHashRange = 65536
 

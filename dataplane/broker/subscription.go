@@ -23,6 +23,9 @@ type Consumer struct {
 	priority int32
 	metadata map[string]string
 	sticky   []*pb.IntRange // Key_Shared STICKY ranges
+	// outOfOrder is Key_Shared's allowOutOfOrderDelivery; every consumer
+	// of a subscription must declare the same.
+	outOfOrder bool
 
 	// closed is set when the broker closes the consumer; the client
 	// re-subscribes with the same consumer id.
@@ -66,11 +69,14 @@ func (c *conn) consumer(id uint64) (*Consumer, bool) {
 //     level (lowest number) first.
 //   - Key_Shared: the consumer owning the hash range of the message key
 //     (auto-split: the 0..65535 hash space divided evenly over consumers in
-//     arrival order; sticky: the ranges the consumers declared).
+//     arrival order; sticky: the ranges the consumers declared), with the
+//     per-key ordering rules of keyshared_order.go.
 //
 // Entries that cannot be dispatched now (no permits on the consumer that
-// must get them, or delivery delayed) wait in the replay set, which is
-// always dispatched before new entries.
+// must get them, a Key_Shared hash still held by its previous owner, or
+// delivery delayed) wait in the replay set, which is dispatched before new
+// entries. Key_Shared takes from it only what can go now, so a blocked
+// entry does not hold up other keys.
 type Subscription struct {
 	topic   *Topic
 	name    string
@@ -80,10 +86,13 @@ type Subscription struct {
 	mu           sync.Mutex
 	subType      pb.CommandSubscribe_SubType // -1 until the first consumer
 	consumers    []*Consumer
-	replay       []ledger.Position // sorted, unique
+	replay       []replayEntry // sorted by position, unique
+	replayHashes map[int32]int // Key_Shared: replay entries per hash
 	redeliveries map[ledger.Position]uint32
 	delayed      []delayedEntry // sorted by time
 	ranges       []keyRange     // Key_Shared auto-split ownership, by start
+	held         heldHashes     // Key_Shared: pending entries per hash
+	outOfOrder   bool           // Key_Shared allowOutOfOrderDelivery
 	rr           int
 	closed       bool
 
@@ -94,8 +103,8 @@ type Subscription struct {
 }
 
 type delayedEntry struct {
-	at  time.Time
-	pos ledger.Position
+	at time.Time
+	replayEntry
 }
 
 func newSubscription(t *Topic, name string, cur *ledger.Cursor, subType pb.CommandSubscribe_SubType) *Subscription {
@@ -103,6 +112,7 @@ func newSubscription(t *Topic, name string, cur *ledger.Cursor, subType pb.Comma
 		topic: t, name: name, cursor: cur, durable: cur != nil && cur.IsDurable(),
 		subType:      subType,
 		redeliveries: map[ledger.Position]uint32{},
+		replayHashes: map[int32]int{},
 		wakeCh:       make(chan struct{}, 1),
 		stopCh:       make(chan struct{}),
 		done:         make(chan struct{}),
@@ -131,6 +141,20 @@ func (s *Subscription) addConsumer(c *Consumer, subType pb.CommandSubscribe_SubT
 	}
 	if subType == pb.CommandSubscribe_Exclusive && len(s.consumers) > 0 {
 		return protocol.ErrConsumerBusy.WithMessage("Exclusive consumer is already connected")
+	}
+	if subType == pb.CommandSubscribe_Key_Shared && len(s.consumers) > 0 {
+		// As in Pulsar, a Key_Shared subscription's consumers agree on the
+		// mode and on out-of-order delivery: mixing them would leave the
+		// ordering rules of keyshared.go undefined.
+		if (len(s.consumers[0].sticky) > 0) != (len(c.sticky) > 0) {
+			return protocol.ErrConsumerBusy.WithMessage("Subscription is of different type: its Key_Shared mode differs from the consumer's")
+		}
+		if s.outOfOrder != c.outOfOrder {
+			return protocol.ErrConsumerBusy.WithMessage("Subscription is of different type: its allowOutOfOrderDelivery differs from the consumer's")
+		}
+	}
+	if len(s.consumers) == 0 {
+		s.outOfOrder = c.outOfOrder
 	}
 	s.subType = subType
 	c.pending = map[ledger.Position]int{}
@@ -179,7 +203,7 @@ func (s *Subscription) removeConsumer(c *Consumer) {
 	s.consumers = slices.Delete(s.consumers, i, i+1)
 	s.splitRemoveLocked(c)
 	for pos := range c.pending {
-		s.addReplayLocked(pos, true)
+		s.redeliverPendingLocked(c, pos)
 	}
 	c.pending = nil
 	empty := len(s.consumers) == 0
@@ -249,18 +273,22 @@ func (s *Subscription) activeChangedLocked() {
 	}
 }
 
-// addReplayLocked schedules pos for (re)delivery.
-func (s *Subscription) addReplayLocked(pos ledger.Position, redelivery bool) {
+// addReplayLocked schedules an entry for (re)delivery.
+func (s *Subscription) addReplayLocked(r replayEntry, redelivery bool) {
 	if redelivery {
-		s.redeliveries[pos]++
+		s.redeliveries[r.pos]++
 	}
-	i, found := slices.BinarySearchFunc(s.replay, pos, comparePos)
-	if !found {
-		s.replay = slices.Insert(s.replay, i, pos)
+	i, found := slices.BinarySearchFunc(s.replay, r.pos, compareReplayPos)
+	if found {
+		return
+	}
+	s.replay = slices.Insert(s.replay, i, r)
+	if r.hash != noHash {
+		s.replayHashes[r.hash]++
 	}
 }
 
-func comparePos(a, b ledger.Position) int { return a.Compare(b) }
+func compareReplayPos(r replayEntry, p ledger.Position) int { return r.pos.Compare(p) }
 
 // totalPermitsLocked sums the permits of consumers that may receive now.
 func (s *Subscription) totalPermitsLocked() int {
@@ -315,13 +343,16 @@ func (s *Subscription) releaseDelayed() {
 	now := time.Now()
 	n := 0
 	for n < len(s.delayed) && !s.delayed[n].at.After(now) {
-		s.addReplayLocked(s.delayed[n].pos, false)
+		s.addReplayLocked(s.delayed[n].replayEntry, false)
 		n++
 	}
 	s.delayed = s.delayed[n:]
 }
 
 // dispatch sends entries while consumers have permits and entries exist.
+// Each round first takes from the replay set; only when nothing there can
+// go does it read new entries from the cursor. Every round makes progress
+// (entries delivered, found gone, or read from the cursor) or returns.
 func (s *Subscription) dispatch(ctx context.Context) {
 	batch := s.topic.s.cfg.DispatchBatch
 	for ctx.Err() == nil {
@@ -331,45 +362,49 @@ func (s *Subscription) dispatch(ctx context.Context) {
 			s.mu.Unlock()
 			return
 		}
-		var replay []ledger.Position
-		if len(s.replay) > 0 {
-			n := min(len(s.replay), batch, permits)
-			replay = slices.Clone(s.replay[:n])
-			s.replay = s.replay[n:]
+		var replay []replayEntry
+		if s.subType == pb.CommandSubscribe_Key_Shared {
+			replay = s.takeKeySharedReplayLocked(min(batch, permits))
+		} else {
+			replay = s.takeReplayLocked(min(batch, permits))
 		}
+		full := s.replayFullLocked()
 		s.mu.Unlock()
 
-		var entries []ledger.Entry
-		var err error
-		if replay != nil {
-			for _, pos := range replay {
-				if s.cursor.IsAcked(pos) {
+		if len(replay) > 0 {
+			var entries []ledger.Entry
+			for _, r := range replay {
+				if s.cursor.IsAcked(r.pos) {
 					continue
 				}
-				es, rerr := s.topic.ml.Read(ctx, pos, 1, 0)
-				if rerr != nil || len(es) == 0 || es[0].Pos != pos {
+				es, rerr := s.topic.ml.Read(ctx, r.pos, 1, 0)
+				if rerr != nil || len(es) == 0 || es[0].Pos != r.pos {
 					continue // trimmed or gone
 				}
 				entries = append(entries, es[0])
 			}
-		} else {
-			entries, err = s.cursor.ReadEntries(ctx, min(batch, permits))
-			if err != nil {
-				if ctx.Err() == nil {
-					s.topic.s.log.Warn("dispatch read failed", "topic", s.topic.name.String(), "sub", s.name, "err", err)
-				}
-				return
+			if s.deliver(entries) > 0 || len(entries) < len(replay) {
+				continue
 			}
-			if len(entries) == 0 {
-				return
-			}
+			// What was picked went back (state changed meanwhile): do not
+			// spin on it, read new entries instead.
 		}
-		if s.deliver(entries) == 0 && replay == nil {
+		if full {
 			return
 		}
-		if replay != nil && len(entries) == 0 {
-			continue
+		entries, err := s.cursor.ReadEntries(ctx, min(batch, permits))
+		if err != nil {
+			if ctx.Err() == nil {
+				s.topic.s.log.Warn("dispatch read failed", "topic", s.topic.name.String(), "sub", s.name, "err", err)
+			}
+			return
 		}
+		if len(entries) == 0 {
+			return
+		}
+		// Entries read and not delivered were parked or delayed: keep
+		// going, the other consumers may have permits for what follows.
+		s.deliver(entries)
 	}
 }
 
@@ -401,21 +436,31 @@ func (s *Subscription) deliver(entries []ledger.Entry) int {
 	defer s.mu.Unlock()
 	sent := 0
 	now := time.Now().UnixMilli()
+	keyShared := s.subType == pb.CommandSubscribe_Key_Shared
 	for _, e := range entries {
 		info := parseEntryInfo(e.Data)
-		if info.deliverAt > now && (s.subType == pb.CommandSubscribe_Shared || s.subType == pb.CommandSubscribe_Key_Shared) {
+		r := replayEntry{pos: e.Pos, hash: noHash, n: info.numMessages}
+		if keyShared {
+			r.hash = keyHash(info.key)
+		}
+		if info.deliverAt > now && (s.subType == pb.CommandSubscribe_Shared || keyShared) {
 			at := time.UnixMilli(info.deliverAt)
 			i := sort.Search(len(s.delayed), func(i int) bool { return s.delayed[i].at.After(at) })
-			s.delayed = slices.Insert(s.delayed, i, delayedEntry{at, e.Pos})
+			s.delayed = slices.Insert(s.delayed, i, delayedEntry{at, r})
 			continue
 		}
-		c := s.pickConsumerLocked(info.key)
+		var c *Consumer
+		if keyShared {
+			c = s.keySharedTargetLocked(e.Pos, r.hash)
+		} else {
+			c = s.pickConsumerLocked(info.key)
+		}
 		if c == nil {
-			s.addReplayLocked(e.Pos, false)
+			s.addReplayLocked(r, false)
 			continue
 		}
 		c.permits -= info.numMessages
-		c.pending[e.Pos] = info.numMessages
+		s.trackPendingLocked(c, e.Pos, info.numMessages, r.hash)
 		id := &pb.MessageIdData{LedgerId: proto.Uint64(uint64(e.Pos.LedgerID)), EntryId: proto.Uint64(uint64(e.Pos.EntryID))}
 		var ackSet []int64
 		if acked, size, ok := s.cursor.BatchAckSet(e.Pos); ok {
@@ -453,7 +498,7 @@ func (s *Subscription) pickConsumerLocked(key string) *Consumer {
 		}
 		return nil
 	case pb.CommandSubscribe_Key_Shared:
-		c := s.keyOwnerLocked(key)
+		c := s.keyOwnerLocked(keyHash(key))
 		if c != nil && c.permits > 0 {
 			return c
 		}
@@ -477,11 +522,12 @@ func (s *Subscription) pickConsumerLocked(key string) *Consumer {
 	return nil
 }
 
-func (s *Subscription) keyOwnerLocked(key string) *Consumer {
+// keyOwnerLocked returns the consumer whose range holds hash h: a STICKY
+// range if one does, else the auto-split ranges.
+func (s *Subscription) keyOwnerLocked(h int32) *Consumer {
 	if len(s.consumers) == 0 {
 		return nil
 	}
-	h := keyHash(key)
 	for _, c := range s.consumers {
 		for _, r := range c.sticky {
 			if h >= r.GetStart() && h <= r.GetEnd() {
