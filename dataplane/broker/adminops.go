@@ -98,27 +98,36 @@ func (s *Service) CreateTopic(ctx context.Context, t TopicName, props map[string
 			return fmt.Errorf("%w: partitioned topic %s already exists", ErrAlreadyExists, t)
 		}
 	}
-	if t.Domain == Persistent {
-		exists, err := s.mlf.Exists(ctx, t.ledgerName())
-		if err != nil {
+	if t.Domain != Persistent {
+		s.recordCreated(ctx, t)
+		_, err := s.GetTopic(ctx, t, false)
+		return err
+	}
+	// Creating the managed ledger is what tells whether the topic existed
+	// (one metadata write, no reads), and it is opened with the
+	// namespace's policies at once. The creation time is written
+	// meanwhile, so both writes take one round trip; it is removed again
+	// if the topic could not be created. (For a topic that existed without
+	// a recorded time, created by a client, it records now, as
+	// topicCreated would.)
+	recorded := make(chan bool, 1)
+	go func() { // joined below
+		_, err := s.md.Create(ctx, topicCreatedKey(t), []byte(strconv.FormatInt(time.Now().UnixMilli(), 10)))
+		recorded <- err == nil
+	}()
+	tp, err := s.getTopic(ctx, t, createTopic)
+	if mine := <-recorded; err != nil {
+		if mine && !errors.Is(err, ErrAlreadyExists) {
+			s.md.Delete(context.WithoutCancel(ctx), topicCreatedKey(t), metadata.AnyVersion)
+		}
+		return err
+	}
+	if len(props) > 0 {
+		if err := tp.ml.SetProperties(ctx, props); err != nil {
 			return err
-		}
-		if exists {
-			return fmt.Errorf("%w: topic %s", ErrAlreadyExists, t)
-		}
-		ml, err := s.mlf.Open(ctx, t.ledgerName(), nil)
-		if err != nil {
-			return err
-		}
-		if len(props) > 0 {
-			if err := ml.SetProperties(ctx, props); err != nil {
-				return err
-			}
 		}
 	}
-	s.recordCreated(ctx, t)
-	_, err := s.GetTopic(ctx, t, false)
-	return err
+	return nil
 }
 
 // recordCreated stores the creation time of t unless one is stored.

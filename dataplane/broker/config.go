@@ -36,9 +36,22 @@ type Config struct {
 	// and not yet persisted; when it is full, producers' connections stop
 	// being read until writes complete. Default 64 MiB.
 	MaxPendingPublishBytes int64
+	// MaxPendingPublishPerConnection is the most SENDs of one connection
+	// received and not yet persisted; at the limit the broker stops
+	// reading that connection until writes complete, so one producer on a
+	// slow topic cannot take the whole MaxPendingPublishBytes from the
+	// others (Pulsar's maxPendingPublishRequestsPerConnection). Default 1000.
+	MaxPendingPublishPerConnection int
 	// MessageTTLCheckInterval is how often messages older than their
 	// namespace's TTL are expired. Default 60s (Pulsar's is 5 min).
 	MessageTTLCheckInterval time.Duration
+	// BacklogQuotaCheckInterval is how often backlog quotas are checked in
+	// the background: consumer_backlog_eviction is enforced and, for
+	// message_age quotas, the publish time of each subscription's oldest
+	// unacknowledged message is measured. Producers are checked against
+	// size quotas on their own, at most once a second. Default 60s
+	// (Pulsar's backlogQuotaCheckIntervalInSeconds).
+	BacklogQuotaCheckInterval time.Duration
 	// DispatchBatch is the most entries a subscription reads at once.
 	// Default 100.
 	DispatchBatch int
@@ -81,8 +94,14 @@ func (cfg Config) WithDefaults() Config {
 	if cfg.MaxPendingPublishBytes == 0 {
 		cfg.MaxPendingPublishBytes = 64 << 20
 	}
+	if cfg.MaxPendingPublishPerConnection == 0 {
+		cfg.MaxPendingPublishPerConnection = 1000
+	}
 	if cfg.MessageTTLCheckInterval == 0 {
 		cfg.MessageTTLCheckInterval = time.Minute
+	}
+	if cfg.BacklogQuotaCheckInterval == 0 {
+		cfg.BacklogQuotaCheckInterval = time.Minute
 	}
 	if cfg.DispatchBatch == 0 {
 		cfg.DispatchBatch = 100
@@ -120,6 +139,9 @@ func (cfg Config) Validate() error {
 	}
 	if cfg.KeepAliveInterval < 0 || cfg.MaxPendingPublishBytes < int64(cfg.MaxMessageSize) || cfg.DispatchBatch < 1 {
 		return errors.New("broker: KeepAliveInterval must be >= 0, MaxPendingPublishBytes >= MaxMessageSize, DispatchBatch >= 1")
+	}
+	if cfg.MaxPendingPublishPerConnection < 1 || cfg.MessageTTLCheckInterval <= 0 || cfg.BacklogQuotaCheckInterval <= 0 {
+		return errors.New("broker: MaxPendingPublishPerConnection must be >= 1, MessageTTLCheckInterval and BacklogQuotaCheckInterval > 0")
 	}
 	return nil
 }

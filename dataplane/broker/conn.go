@@ -43,9 +43,12 @@ type conn struct {
 	out     []outFrame
 	closed  bool
 	closeCh chan struct{}
-	lastIn  time.Time // guarded by mu, for keep-alive
-	wg      sync.WaitGroup
-	log     interface{ Warn(string, ...any) }
+	// sendSlots holds one token per SEND read and not yet answered
+	// (backpressure.go); its capacity is MaxPendingPublishPerConnection.
+	sendSlots chan struct{}
+	lastIn    time.Time // guarded by mu, for keep-alive
+	wg        sync.WaitGroup
+	log       interface{ Warn(string, ...any) }
 }
 
 type outFrame struct {
@@ -69,6 +72,7 @@ func newConn(s *Service, nc net.Conn) *conn {
 		producers: map[uint64]*Producer{},
 		consumers: map[uint64]*Consumer{},
 		closeCh:   make(chan struct{}),
+		sendSlots: make(chan struct{}, s.cfg.MaxPendingPublishPerConnection),
 		lastIn:    time.Now(),
 	}
 	c.cond = sync.NewCond(&c.mu)

@@ -13,7 +13,8 @@ import (
 )
 
 // Message deduplication (Pulsar's PIP-6), enabled per namespace with the
-// deduplicationEnabled policy (read when the topic opens). For each producer
+// deduplicationEnabled policy (also switched on loaded topics, see
+// policywatch.go). For each producer
 // name the broker keeps the highest sequence id accepted for writing
 // (pushed) and the highest written (persisted). A SEND whose sequence id is
 // not above pushed is a duplicate: it is answered with a receipt for

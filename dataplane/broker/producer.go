@@ -108,8 +108,8 @@ func (c *conn) handleProducer(cp *pb.CommandProducer) {
 	}
 	c.producers[prodID] = p
 	lastSeq := int64(-1)
-	if t.dedup != nil {
-		lastSeq = t.dedup.lastSequence(name)
+	if d := t.dedup.Load(); d != nil {
+		lastSeq = d.lastSequence(name)
 	}
 	c.send(protocol.NewProducerSuccess(reqID, name, lastSeq, schemaVersion, &p.epoch, ready))
 }
@@ -165,7 +165,7 @@ func (c *conn) handleSend(s *pb.CommandSend, data []byte) error {
 		p.closeByBroker()
 		return nil
 	}
-	dd := p.topic.dedup
+	dd := p.topic.dedup.Load()
 	dedupSeq := int64(seq)
 	if highest > seq {
 		dedupSeq = int64(highest)
@@ -178,7 +178,11 @@ func (c *conn) handleSend(s *pb.CommandSend, data []byte) error {
 		return nil
 	}
 	n := int64(len(data))
+	if !c.acquireSendSlot() {
+		return errors.New("connection closed")
+	}
 	if !c.s.pending.acquire(n, c.closeCh) {
+		c.releaseSendSlot()
 		return errors.New("connection closed")
 	}
 	op := publishOps.Get().(*publishOp)
@@ -218,6 +222,7 @@ func (op *publishOp) AddComplete(pos ledger.Position, err error) {
 		p.topic.notifySubscriptions() // stored: wake the dispatchers
 	}
 	c.s.pending.release(n)
+	c.releaseSendSlot()
 	if dd != nil && dd.done(p.name, dedupSeq, pos, err) {
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

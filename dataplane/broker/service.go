@@ -42,6 +42,7 @@ type Service struct {
 	rates   rateMeter   // load-report rates
 	pending *byteBudget // pending publish bytes, broker-wide
 	nameSeq atomic.Int64
+	pw      policyWatch // newest namespace policies seen (policywatch.go)
 }
 
 type topicFuture struct {
@@ -49,6 +50,12 @@ type topicFuture struct {
 	topic *Topic
 	err   error
 }
+
+// shutdownClosers is how many topics Shutdown closes at once.
+const shutdownClosers = 64
+
+// closedChan is the done channel of every topicFuture whose open completed.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // New returns a broker over a metadata store and a managed-ledger factory.
 func New(cfg Config, md metadata.Store, mlf *ledger.Factory) (*Service, error) {
@@ -88,9 +95,11 @@ func (s *Service) Start(ctx context.Context) error {
 		ln.Close()
 		return err
 	}
-	s.wg.Add(2)
+	s.startPolicyWatch()
+	s.wg.Add(3)
 	go s.acceptLoop()
 	go s.expireLoop()
+	go s.quotaLoop()
 	s.log.Info("broker serving", "addr", ln.Addr().String(), "advertised", s.cfg.AdvertisedAddr)
 	return nil
 }
@@ -154,13 +163,33 @@ func (s *Service) Shutdown(ctx context.Context) error {
 		futures = append(futures, f)
 	}
 	s.mu.Unlock()
-	var errs []error
+	// Topics are closed shutdownClosers at a time: closing one that was
+	// written waits for metadata writes (its ledger's close record, its
+	// own record), and a broker with many topics would otherwise take
+	// that long times their number to stop.
+	var (
+		errs  []error
+		errMu sync.Mutex
+		wg    sync.WaitGroup
+		slots = make(chan struct{}, shutdownClosers)
+	)
 	for _, f := range futures {
 		<-f.done
-		if f.topic != nil {
-			errs = append(errs, f.topic.close(ctx))
+		if f.topic == nil {
+			continue
 		}
+		slots <- struct{}{}
+		wg.Add(1)
+		go func(t *Topic) { // joined by wg.Wait below
+			defer wg.Done()
+			err := t.close(ctx)
+			<-slots
+			errMu.Lock()
+			errs = append(errs, err)
+			errMu.Unlock()
+		}(f.topic)
 	}
+	wg.Wait()
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
 	select {
@@ -196,51 +225,89 @@ func (s *Service) namespacePolicies(ctx context.Context, t TopicName) (Policies,
 	return p, err
 }
 
+// topicOpen says whether opening a topic may create it.
+type topicOpen int
+
+const (
+	openExisting   topicOpen = iota // the topic must exist
+	openAutoCreate                  // create it if the namespace's auto-creation allows
+	// createTopic creates it and fails with ErrAlreadyExists if it exists
+	// (the admin API's create; the caller checked that no partitioned
+	// topic has the name).
+	createTopic
+)
+
 // GetTopic returns the open topic named t, opening it (and, with create,
 // creating it when auto-creation allows) if needed.
 func (s *Service) GetTopic(ctx context.Context, t TopicName, create bool) (*Topic, error) {
-	key := t.String()
-	s.mu.Lock()
-	select {
-	case <-s.stopping:
-		s.mu.Unlock()
-		return nil, protocol.ErrServiceNotReady.WithMessage("broker is shutting down")
-	default:
+	mode := openExisting
+	if create {
+		mode = openAutoCreate
 	}
-	f, ok := s.topics[key]
-	if !ok {
-		f = &topicFuture{done: make(chan struct{})}
-		s.topics[key] = f
-		s.mu.Unlock()
-		f.topic, f.err = s.openTopic(ctx, t, create)
-		if f.err != nil {
-			s.mu.Lock()
-			delete(s.topics, key)
-			s.mu.Unlock()
-		}
-		close(f.done)
-	} else {
-		s.mu.Unlock()
-	}
-	select {
-	case <-f.done:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	return f.topic, f.err
+	return s.getTopic(ctx, t, mode)
 }
 
-func (s *Service) openTopic(ctx context.Context, t TopicName, create bool) (*Topic, error) {
-	// The namespace policies are read once here and govern creation,
-	// retention and deduplication of the topic while it stays open.
-	pol, err := s.namespacePolicies(ctx, t)
+func (s *Service) getTopic(ctx context.Context, t TopicName, mode topicOpen) (*Topic, error) {
+	key := t.String()
+	for {
+		s.mu.Lock()
+		select {
+		case <-s.stopping:
+			s.mu.Unlock()
+			return nil, protocol.ErrServiceNotReady.WithMessage("broker is shutting down")
+		default:
+		}
+		f, ok := s.topics[key]
+		if !ok {
+			f = &topicFuture{done: make(chan struct{})}
+			s.topics[key] = f
+			s.mu.Unlock()
+			f.topic, f.err = s.openTopic(ctx, t, mode)
+			s.mu.Lock()
+			if f.err != nil {
+				delete(s.topics, key)
+			} else if s.topics[key] == f {
+				// An open topic is registered without a channel of its
+				// own (waiters already hold f): one less allocation per
+				// loaded topic.
+				s.topics[key] = &topicFuture{done: closedChan, topic: f.topic}
+			}
+			s.mu.Unlock()
+			close(f.done)
+			if f.topic != nil {
+				s.catchUpPolicies(f.topic)
+			}
+			return f.topic, f.err
+		}
+		s.mu.Unlock()
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if mode != createTopic {
+			return f.topic, f.err
+		}
+		if f.topic != nil {
+			return nil, fmt.Errorf("%w: topic %s", ErrAlreadyExists, t)
+		}
+		// Another open of the topic failed (it may not have existed):
+		// the registry no longer has it, try to create it.
+	}
+}
+
+func (s *Service) openTopic(ctx context.Context, t TopicName, mode topicOpen) (*Topic, error) {
+	// The namespace policies read here govern the topic's creation; the
+	// snapshot taken from them is kept current while the topic stays open
+	// (policywatch.go).
+	pol, polVersion, err := s.namespacePoliciesVersioned(ctx, t)
 	if err != nil {
 		return nil, err
 	}
 	if err := s.checkOwned(ctx, pol, t); err != nil {
 		return nil, err
 	}
-	if t.PartitionIndex() < 0 {
+	if t.PartitionIndex() < 0 && mode != createTopic {
 		n, err := s.res.Partitions(ctx, t)
 		if err != nil {
 			return nil, err
@@ -250,32 +317,46 @@ func (s *Service) openTopic(ctx context.Context, t TopicName, create bool) (*Top
 		}
 	}
 	if t.Domain == NonPersistent {
-		return newTopic(s, t, nil), nil
+		tp := newTopic(s, t, nil)
+		tp.pol.cur.Store(newPolicySnapshot(pol, polVersion))
+		return tp, nil
 	}
-	exists, err := s.mlf.Exists(ctx, t.ledgerName())
-	if err != nil {
-		return nil, err
-	}
-	if !exists {
-		allowed := false
-		if create {
-			allowed, _ = s.autoCreate(pol, t)
+	// Whether the managed ledger exists is learnt by opening (or
+	// creating) it, not by a separate read.
+	var ml *ledger.ManagedLedger
+	switch allowed, _ := s.autoCreate(pol, t); {
+	case mode == createTopic:
+		ml, err = s.mlf.Create(ctx, t.ledgerName(), ledgerConfig(pol))
+		if errors.Is(err, ledger.ErrExists) {
+			return nil, fmt.Errorf("%w: topic %s", ErrAlreadyExists, t)
 		}
-		if !allowed {
+	case mode == openAutoCreate && allowed:
+		ml, err = s.mlf.Open(ctx, t.ledgerName(), ledgerConfig(pol))
+	default:
+		ml, err = s.mlf.OpenExisting(ctx, t.ledgerName(), ledgerConfig(pol))
+		if errors.Is(err, ledger.ErrNotFound) {
 			return nil, protocol.ErrTopicNotFound.WithMessage("Topic " + t.String() + " does not exist")
 		}
 	}
-	ml, err := s.mlf.Open(ctx, t.ledgerName(), ledgerConfig(pol))
 	if err != nil {
 		return nil, protocol.ErrServiceNotReady.WithMessage("open topic: " + err.Error())
 	}
+	// The factory hands back a managed ledger that is already open as it
+	// is: make sure it runs with the namespace's retention and persistence
+	// (a no-op when they are already its own).
+	if err := ml.Reconfigure(ledgerConfig(pol)); err != nil {
+		s.log.Warn("apply retention/persistence policies failed", "topic", t.String(), "err", err)
+	}
 	tp := newTopic(s, t, ml)
+	tp.pol.cur.Store(newPolicySnapshot(pol, polVersion))
 	s.metrics.topicLoads.Inc()
 	if pol.DeduplicationEnabled != nil && *pol.DeduplicationEnabled {
-		if tp.dedup, err = loadDedup(ctx, ml); err != nil {
+		d, err := loadDedup(ctx, ml)
+		if err != nil {
 			tp.close(ctx)
 			return nil, err
 		}
+		tp.dedup.Store(d)
 	}
 	if err := tp.loadSubscriptions(ctx); err != nil {
 		tp.close(ctx)

@@ -31,7 +31,12 @@ type Topic struct {
 	closed    bool
 	npSeq     int64 // message ids of a non-persistent topic
 	quota     quotaState
-	dedup     *dedupState // nil unless the namespace enables deduplication
+	// dedup is nil unless the namespace enables deduplication; the policy
+	// watch may switch it while the topic is loaded (policywatch.go).
+	dedup atomic.Pointer[dedupState]
+	// pol is the namespace policies snapshot the topic runs with, kept
+	// current by the broker's policy watch (policywatch.go).
+	pol topicPolicies
 	// assignedURL, when set before close, sends clients to that broker
 	// (CLOSE_PRODUCER/CLOSE_CONSUMER assigned_broker_service_url).
 	assignedURL atomic.Pointer[string]
@@ -45,13 +50,18 @@ func (t *Topic) assigned() string {
 	return ""
 }
 
+// newTopic returns a topic whose maps are made on first use (setKey): an
+// idle topic does not pay for them.
 func newTopic(s *Service, name TopicName, ml *ledger.ManagedLedger) *Topic {
-	return &Topic{
-		s: s, name: name, ml: ml,
-		producers: map[uint64]*Producer{},
-		names:     map[string]*Producer{},
-		subs:      map[string]*Subscription{},
+	return &Topic{s: s, name: name, ml: ml}
+}
+
+// setKey sets (*m)[k] = v, making the map on first use.
+func setKey[K comparable, V any](m *map[K]V, k K, v V) {
+	if *m == nil {
+		*m = make(map[K]V)
 	}
+	(*m)[k] = v
 }
 
 // Name returns the topic's name.
@@ -65,7 +75,7 @@ func (t *Topic) loadSubscriptions(ctx context.Context) error {
 			continue
 		}
 		t.mu.Lock()
-		t.subs[cur.Name()] = newSubscription(t, cur.Name(), cur, -1)
+		setKey(&t.subs, cur.Name(), newSubscription(t, cur.Name(), cur, -1))
 		t.mu.Unlock()
 	}
 	return nil
@@ -99,8 +109,8 @@ func (t *Topic) close(ctx context.Context) error {
 	// (ServiceNotReady), so a reopen never races the close.
 	var err error
 	if t.ml != nil {
-		if t.dedup != nil {
-			if serr := t.dedup.snapshot(ctx, t.ml); serr != nil {
+		if d := t.dedup.Load(); d != nil {
+			if serr := d.snapshot(ctx, t.ml); serr != nil {
 				t.s.log.Warn("dedup snapshot failed", "topic", t.name.String(), "err", serr)
 			}
 		}
@@ -120,6 +130,12 @@ func (t *Topic) addProducer(p *Producer) (ready bool, err error) {
 	}
 	if old, ok := t.names[p.name]; ok && old != p {
 		return false, protocol.ErrProducerBusy.WithMessage(fmt.Sprintf("Producer with name '%s' is already connected to topic", p.name))
+	}
+	// max_producers_per_topic (0: no limit). A fencing producer replaces
+	// the others, so it is never refused for their number.
+	if limit := t.policies().maxProducers; limit > 0 && p.mode != pb.ProducerAccessMode_ExclusiveWithFencing &&
+		len(t.producers)+len(t.waiting) >= limit {
+		return false, protocol.ErrProducerBusy.WithMessage("Topic reached max producers limit")
 	}
 	switch p.mode {
 	case pb.ProducerAccessMode_Shared:
@@ -142,7 +158,7 @@ func (t *Topic) addProducer(p *Producer) (ready bool, err error) {
 	case pb.ProducerAccessMode_WaitForExclusive:
 		if t.exclusive != nil || len(t.producers) > 0 {
 			t.waiting = append(t.waiting, p)
-			t.names[p.name] = p
+			setKey(&t.names, p.name, p)
 			return false, nil
 		}
 		t.exclusive = p
@@ -151,8 +167,8 @@ func (t *Topic) addProducer(p *Producer) (ready bool, err error) {
 		return false, protocol.ErrNotAllowed.WithMessage("unknown producer access mode")
 	}
 	p.epoch = t.epoch
-	t.producers[p.key()] = p
-	t.names[p.name] = p
+	setKey(&t.producers, p.key(), p)
+	setKey(&t.names, p.name, p)
 	return true, nil
 }
 
@@ -186,7 +202,7 @@ func (t *Topic) removeProducerLocked(p *Producer) {
 		t.exclusive = next
 		t.epoch++
 		next.epoch = t.epoch
-		t.producers[next.key()] = next
+		setKey(&t.producers, next.key(), next)
 		next.conn.send(protocol.NewProducerSuccess(next.requestID, next.name, -1, nil, &next.epoch, true))
 	}
 }
@@ -263,7 +279,7 @@ func (t *Topic) subscription(ctx context.Context, name string, durable bool, ini
 	}
 	s := newSubscription(t, name, cur, subType)
 	s.durable = durable
-	t.subs[name] = s
+	setKey(&t.subs, name, s)
 	return s, nil
 }
 

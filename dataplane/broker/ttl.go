@@ -12,11 +12,15 @@ import (
 // Config.MessageTTLCheckInterval the broker acknowledges, on every durable
 // subscription of every open persistent topic, the messages published
 // longer ago than the TTL, as Pulsar does. Expiry is by whole entry and by
-// publish time, found by binary search over the ledger.
+// publish time, found by binary search over the ledger. The TTL comes from
+// the topic's policy snapshot (policywatch.go), so a pass over topics
+// without a TTL costs no I/O, and a changed TTL applies at the next pass.
 
 // expireLoop runs the TTL check until the service stops.
 func (s *Service) expireLoop() {
 	defer s.wg.Done()
+	base, stop := s.stopContext(0)
+	defer stop()
 	t := time.NewTicker(s.cfg.MessageTTLCheckInterval)
 	defer t.Stop()
 	for {
@@ -29,7 +33,7 @@ func (s *Service) expireLoop() {
 			if tp.ml == nil {
 				continue
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			ctx, cancel := context.WithTimeout(base, time.Minute)
 			if err := tp.expireMessages(ctx, time.Now()); err != nil {
 				s.log.Warn("message expiry failed", "topic", tp.name.String(), "err", err)
 			}
@@ -41,34 +45,44 @@ func (s *Service) expireLoop() {
 // expireMessages acknowledges, on every durable subscription, the entries
 // published before now minus the namespace's message TTL.
 func (t *Topic) expireMessages(ctx context.Context, now time.Time) error {
-	p, _, err := t.s.res.GetNamespace(ctx, t.name.Tenant, t.name.Namespace)
-	if err != nil || p.MessageTTLInSeconds == nil || *p.MessageTTLInSeconds <= 0 {
+	p := t.policies()
+	if p.MessageTTLInSeconds == nil || *p.MessageTTLInSeconds <= 0 {
 		return nil
 	}
-	cutoff := uint64(now.Add(-time.Duration(*p.MessageTTLInSeconds) * time.Second).UnixMilli())
+	_, err := t.acknowledgeOlderThan(ctx, now.Add(-time.Duration(*p.MessageTTLInSeconds)*time.Second))
+	return err
+}
+
+// acknowledgeOlderThan acknowledges, on every durable subscription, the
+// entries published before cutoff (TTL expiry and the message_age backlog
+// quota's eviction). It returns the subscriptions it moved.
+func (t *Topic) acknowledgeOlderThan(ctx context.Context, cutoff time.Time) ([]string, error) {
+	ms := uint64(cutoff.UnixMilli())
 	first, err := t.ml.Search(ctx, func(e ledger.Entry) bool {
 		meta, _, err := protocol.ParseHeadersAndPayload(e.Data)
-		return err != nil || meta.GetPublishTime() >= cutoff
+		return err != nil || meta.GetPublishTime() >= ms
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	last, ok := t.positionBefore(first)
 	if !ok {
-		return nil // nothing old enough
+		return nil, nil // nothing old enough
 	}
+	var moved []string
 	for _, c := range t.ml.Cursors() {
 		if !c.IsDurable() || c.Name() == dedupCursor {
 			continue
 		}
 		if c.MarkDeletePosition().Compare(last) < 0 {
 			if err := c.AckCumulative(last); err != nil {
-				return err
+				return moved, err
 			}
+			moved = append(moved, c.Name())
 		}
 	}
 	t.notifySubscriptions()
-	return nil
+	return moved, nil
 }
 
 // positionBefore returns the stored entry just before p, if any.

@@ -118,7 +118,7 @@ func (ml *ManagedLedger) OpenCursor(ctx context.Context, name string, initial In
 	if ml.state == stateClosed || ml.state == stateFenced {
 		return nil, ml.addErrLocked()
 	}
-	ml.cursors[name] = c
+	setKey(&ml.cursors, name, c)
 	return c, nil
 }
 
@@ -176,7 +176,7 @@ func (ml *ManagedLedger) loadCursors(ctx context.Context) error {
 			c.lastActive = time.UnixMilli(info.LastActive)
 		}
 		c.advance()
-		ml.cursors[name] = c
+		setKey(&ml.cursors, name, c)
 	}
 	return nil
 }
@@ -245,7 +245,7 @@ func (ml *ManagedLedger) NewNonDurableCursor(start Position, inclusive bool) (*C
 	ml.mu.Unlock()
 	c := newCursor(ml, "", false, md)
 	ml.mu.Lock()
-	ml.nonDurable[c] = struct{}{}
+	setKey(&ml.nonDurable, c, struct{}{})
 	ml.mu.Unlock()
 	return c, nil
 }
@@ -269,8 +269,8 @@ func (ml *ManagedLedger) markDirty(c *Cursor) {
 	}
 	ml.mu.Lock()
 	if _, ok := ml.cursors[c.name]; ok && ml.cursors[c.name] == c {
-		ml.dirty[c] = struct{}{}
-		ml.kickLocked()
+		setKey(&ml.dirty, c, struct{}{})
+		ml.armFlushLocked()
 	}
 	ml.mu.Unlock()
 }
@@ -297,8 +297,8 @@ func (ml *ManagedLedger) flushCursors() error {
 		if errors.Is(err, ErrFenced) {
 			ml.fenceLocked(err)
 		} else {
-			ml.dirty[c] = struct{}{}
-			ml.log.Warn("cursor persist failed", "cursor", c.name, "err", err)
+			setKey(&ml.dirty, c, struct{}{})
+			ml.logger().Warn("cursor persist failed", "cursor", c.name, "err", err)
 		}
 		ml.mu.Unlock()
 		errs = append(errs, err)

@@ -8,14 +8,34 @@
 //
 // A managed ledger is an ordered list of bookie ledgers. Exactly one
 // process writes it: Open recovers (fences) every ledger the previous owner
-// left open, creates a fresh ledger and claims the record by
-// compare-and-set, so a previous owner's adds then fail with ErrFenced.
+// left open and claims the record by compare-and-set (rewriting it, so the
+// version moves even when nothing changed), so a previous owner's adds
+// then fail with ErrFenced and its record updates are refused.
+//
 // Entries are addressed by Position (ledger id, entry id). When the current
 // ledger is full (MaxEntriesPerLedger or MaxLedgerSize, once MinLedgerAge
 // has passed) or old (MaxLedgerAge), it is rolled over: the next ledger is
 // created and appended to the record by CAS, adds switch to it, and only
 // then is the previous ledger closed; adds keep flowing meanwhile and
 // callbacks stay in call order across the switch.
+//
+// # Ledger creation
+//
+// Open creates no bookie ledger: the first AddEntry asks the worker for one
+// (created, appended to the record by compare-and-set, then written to),
+// as after a write failure. Apache Pulsar creates the ledger when the
+// managed ledger opens. We differ so that an idle topic costs nothing on
+// the bookies and in the ledger client (no open ledger, no ledger metadata
+// key), and creating or reloading a topic is one metadata write (the
+// record; Factory.Create needs no read either) instead of several plus a
+// ledger id allocation; the first add pays for the ledger instead.
+// Visible difference: a managed ledger that never had an entry reports
+// LastConfirmed (-1,-1) where Pulsar reports (its fresh ledger's id, -1);
+// entry -1 means "no message" to Pulsar clients either way. A reopened
+// managed ledger reports the last entry of its last ledger, with or without
+// an open ledger after it. Recovery is unchanged: an OPEN ledger found in
+// the record is fenced and closed at the next Open, and the record's
+// version change fences a previous owner that has no open ledger.
 //
 // # Metadata layout
 //
@@ -108,9 +128,17 @@
 // Factory, ManagedLedger and Cursor are safe for concurrent use. Each
 // ManagedLedger owns three kinds of goroutines, all stopped by Close: the
 // delivery goroutine (runs add callbacks in order and publishes
-// LastConfirmed), the worker (ledger switches, rollover timer, cursor
+// LastConfirmed), the worker (ledger switches, rollover, cursor
 // persistence, trimming) and short-lived closers of rolled-over ledgers
-// started by the worker. Lock order: Cursor.persistMu, Cursor.mu,
+// started by the worker. The delivery goroutine and the worker run only
+// while they have work: the first is started when the oldest pending add
+// has its outcome and ends when it has run every callback it can; the
+// second is started by a request (kickLocked) or by one of its timers
+// (rollover by age, cursor persistence, the periodic trim check) and ends
+// when nothing more was asked. At most one of each runs at a time, under
+// ManagedLedger.mu flags. So an idle managed ledger owns no goroutine, only
+// timers, and only while their work can become due. Lock order:
+// Cursor.persistMu, Cursor.mu,
 // ManagedLedger.infoMu, ManagedLedger.sendMu, ManagedLedger.mu; the entry
 // cache's mutex and the read-handle mutex are leaves. No callback runs
 // under a lock. Add callbacks must not call Close of their own managed

@@ -17,6 +17,8 @@ var (
 	ErrClosed = errors.New("ledger: managed ledger closed")
 	// ErrNotFound: no managed ledger or cursor of that name.
 	ErrNotFound = errors.New("ledger: not found")
+	// ErrExists: Factory.Create of a managed ledger that exists.
+	ErrExists = errors.New("ledger: already exists")
 	// ErrWriteFailed: the add could not be stored and was not retried
 	// (see the package documentation on failures). It wraps the cause.
 	ErrWriteFailed = errors.New("ledger: add failed")

@@ -32,6 +32,7 @@ type Factory struct {
 // one name share it.
 type openFuture struct {
 	done chan struct{}
+	mode openMode
 	ml   *ManagedLedger
 	err  error
 }
@@ -58,11 +59,39 @@ func NewFactory(cfg FactoryConfig) (*Factory, error) {
 	}, nil
 }
 
+// openMode says what Open does about the managed ledger's record.
+type openMode int
+
+const (
+	openOrCreate openMode = iota // Open: create the record if absent
+	openExisting                 // OpenExisting: ErrNotFound if absent
+	createNew                    // Create: ErrExists if present
+)
+
 // Open opens (creating if needed) the managed ledger name and makes this
 // factory its single writer; see the package documentation. A managed
 // ledger already open in this factory is returned as is (cfg is then
 // ignored). cfg nil means the factory's defaults.
 func (f *Factory) Open(ctx context.Context, name string, cfg *Config) (*ManagedLedger, error) {
+	return f.open(ctx, name, cfg, openOrCreate)
+}
+
+// OpenExisting is Open for a managed ledger that must exist: without a
+// stored record it fails with ErrNotFound and creates nothing. It spares
+// the caller a separate Exists.
+func (f *Factory) OpenExisting(ctx context.Context, name string, cfg *Config) (*ManagedLedger, error) {
+	return f.open(ctx, name, cfg, openExisting)
+}
+
+// Create creates the managed ledger name and opens it, as Open does; it
+// fails with ErrExists if the managed ledger exists (stored, or open in
+// this factory). A new managed ledger has nothing to recover, so creating
+// it is a single metadata write.
+func (f *Factory) Create(ctx context.Context, name string, cfg *Config) (*ManagedLedger, error) {
+	return f.open(ctx, name, cfg, createNew)
+}
+
+func (f *Factory) open(ctx context.Context, name string, cfg *Config, mode openMode) (*ManagedLedger, error) {
 	if err := checkName("managed ledger", name); err != nil {
 		return nil, err
 	}
@@ -88,19 +117,32 @@ func (f *Factory) Open(ctx context.Context, name string, cfg *Config) (*ManagedL
 				return nil, ctx.Err()
 			}
 			if fut.err != nil {
-				return nil, fut.err
+				if fut.mode == mode {
+					return nil, fut.err
+				}
+				// It failed for a reason of its own mode (an open of a
+				// missing record, a create of an existing one): try ours.
+				continue
+			}
+			if mode == createNew {
+				return nil, fmt.Errorf("%w: managed ledger %q", ErrExists, name)
 			}
 			return fut.ml, nil
 		}
-		fut = &openFuture{done: make(chan struct{})}
+		fut = &openFuture{done: make(chan struct{}), mode: mode}
 		f.ledgers[name] = fut
 		f.mu.Unlock()
 
-		ml, err := openManagedLedger(ctx, f, name, c)
+		ml, err := openManagedLedger(ctx, f, name, c, mode)
 		f.mu.Lock()
 		fut.ml, fut.err = ml, err
 		if err != nil {
 			delete(f.ledgers, name)
+		} else {
+			// An open managed ledger is registered without a channel of
+			// its own (waiters already hold fut): one less allocation per
+			// open topic.
+			f.ledgers[name] = &openFuture{done: closedChan, mode: mode, ml: ml}
 		}
 		close(fut.done)
 		f.mu.Unlock()

@@ -63,7 +63,6 @@ type ManagedLedger struct {
 	f     *Factory
 	name  string
 	cfg   Config
-	log   *slog.Logger
 	cache *entryCache
 
 	// infoMu serializes changes to the stored record (held across the
@@ -92,68 +91,90 @@ type ManagedLedger struct {
 	cursors       map[string]*Cursor
 	nonDurable    map[*Cursor]struct{}
 	dirty         map[*Cursor]struct{}
-	deliverCond   *sync.Cond
-	deliverStop   bool
-	deliverGone   bool
+	trimAt        Position  // when LedgerID > 0: trim once LastConfirmed reaches it (see sealRecord)
+	rollAfter     time.Time // earliest retry of a failed rollover
 	needLedger    bool
 	trimWanted    bool
-	rollAfter     time.Time // earliest retry of a failed rollover
+
+	// The delivery goroutine and the worker run only while they have
+	// something to do (see "Concurrency" in doc.go), so an idle managed
+	// ledger owns no goroutine: at most three stopped timers. (The flags
+	// are kept together: a managed ledger per topic makes its size count.)
+	delivering  bool        // a delivery goroutine runs
+	deliverGone bool        // Close or crash: no delivery goroutine is started any more
+	working     bool        // a worker goroutine runs
+	kicked      bool        // work was asked for since the worker last looked
+	workerDone  bool        // Close or crash: no worker is started any more
+	flushDue    bool        // the cursor flush timer fired
+	flushArmed  bool        // flushTimer is set to fire
+	trimArmed   bool        // trimTimer is set to fire
+	deliverBuf  []*addOp    // the delivery goroutine's batch, kept for the next one
+	rollTimer   *time.Timer // wakes the worker when the current ledger may roll over by age; nil until needed
+	flushTimer  *time.Timer // CursorPersistInterval after a cursor changed; nil until needed
+	trimTimer   *time.Timer // every TrimCheckInterval while there is a ledger to trim; nil until needed
 
 	rhMu    sync.Mutex
 	readers map[int64]*client.ReadHandle // closed ledgers only
 
-	kick      chan struct{}
-	stopCh    chan struct{}
-	workerWG  sync.WaitGroup // run
-	bgWG      sync.WaitGroup // closers started by run
-	deliverWG sync.WaitGroup
-	closeMu   sync.Mutex // serializes Close
+	workerWG  sync.WaitGroup // the worker
+	bgWG      sync.WaitGroup // closers started by the worker
+	deliverWG sync.WaitGroup // the delivery goroutine
+	closeMu   sync.Mutex     // serializes Close
 }
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-func openManagedLedger(ctx context.Context, f *Factory, name string, cfg Config) (*ManagedLedger, error) {
+func openManagedLedger(ctx context.Context, f *Factory, name string, cfg Config, mode openMode) (*ManagedLedger, error) {
 	ml := &ManagedLedger{
 		f: f, name: name, cfg: cfg, cache: f.cache,
-		log:        f.log.With("managedLedger", name),
-		writers:    map[int64]*writer{},
-		cursors:    map[string]*Cursor{},
-		nonDurable: map[*Cursor]struct{}{},
-		dirty:      map[*Cursor]struct{}{},
-		readers:    map[int64]*client.ReadHandle{},
-		kick:       make(chan struct{}, 1),
-		stopCh:     make(chan struct{}),
+		// Its maps stay nil until used (setKey): most topics never need
+		// several of them.
 	}
-	ml.deliverCond = sync.NewCond(&ml.mu)
-	if err := ml.init(ctx); err != nil {
+	if err := ml.init(ctx, mode); err != nil {
 		return nil, err
 	}
-	ml.deliverWG.Add(1)
-	go ml.deliver()
-	ml.workerWG.Add(1)
-	go ml.run()
-	ml.signal(func() { ml.trimWanted = true })
+	ml.mu.Lock()
+	ml.armTimersLocked()
+	if len(ml.ledgers) > 1 {
+		// Consumed ledgers of the previous owner may be due for deletion.
+		ml.trimWanted = true
+		ml.kickLocked()
+	}
+	ml.mu.Unlock()
 	return ml, nil
 }
 
 // init reads (or creates) the record, recovers ledgers left open (fencing
-// any previous owner), drops empty ones, creates the ledger to write and
-// claims the record by compare-and-set, then loads the cursors.
-func (ml *ManagedLedger) init(ctx context.Context) error {
+// any previous owner), drops empty ones and claims the record by
+// compare-and-set, then loads the cursors. It creates no bookie ledger: the
+// first add asks the worker for one (see "Ledger creation" in doc.go).
+func (ml *ManagedLedger) init(ctx context.Context, mode openMode) error {
 	md, key := ml.f.md, infoKey(ml.name)
 	var rec mlInfo
 	var ver metadata.Version
+	created := false
 	for {
-		kv, err := md.Get(ctx, key)
+		var kv metadata.KV
+		err := metadata.ErrNotFound
+		if mode != createNew {
+			kv, err = md.Get(ctx, key)
+		}
 		if errors.Is(err, metadata.ErrNotFound) {
+			if mode == openExisting {
+				return fmt.Errorf("%w: managed ledger %q", ErrNotFound, ml.name)
+			}
 			b, _ := json.Marshal(mlInfo{Ledgers: []LedgerInfo{}})
 			ver, err = md.Create(ctx, key, b)
 			if errors.Is(err, metadata.ErrExists) {
+				if mode == createNew {
+					return fmt.Errorf("%w: managed ledger %q", ErrExists, ml.name)
+				}
 				continue
 			}
 			if err != nil {
 				return fmt.Errorf("ledger: create record of %q: %w", ml.name, err)
 			}
+			created = true // creating it claimed it: nothing to recover
 			break
 		}
 		if err != nil {
@@ -173,7 +194,7 @@ func (ml *ManagedLedger) init(ctx context.Context) error {
 			rh, err := ml.f.client.OpenLedger(ctx, l.ID, true)
 			switch {
 			case errors.Is(err, client.ErrNoSuchLedger):
-				ml.log.Warn("ledger of managed ledger is gone", "ledger", l.ID)
+				ml.logger().Warn("ledger of managed ledger is gone", "ledger", l.ID)
 				continue
 			case err != nil:
 				return fmt.Errorf("ledger: recover ledger %d of %q: %w", l.ID, ml.name, err)
@@ -192,42 +213,36 @@ func (ml *ManagedLedger) init(ctx context.Context) error {
 		keep = append(keep, l)
 	}
 	rec.Ledgers = keep
+	if rec.Ledgers == nil {
+		rec.Ledgers = []LedgerInfo{}
+	}
 
-	var w *writer
-	if rec.TerminatedPosition == nil {
-		wh, err := ml.createLedger(ctx)
+	if !created {
+		// Rewriting the record, even unchanged, bumps its version: a
+		// previous owner's next record update fails, so it cannot add a
+		// ledger behind our back.
+		b, err := json.Marshal(rec)
 		if err != nil {
 			return err
 		}
-		w = &writer{wh: wh, id: wh.ID(), created: time.Now(), readableLAC: -1}
-		rec.Ledgers = append(rec.Ledgers, LedgerInfo{ID: w.id})
-	}
-	b, err := json.Marshal(rec)
-	if err != nil {
-		return err
-	}
-	nv, err := md.Put(ctx, key, b, ver)
-	if err != nil {
-		if w != nil {
-			ml.abandon(ctx, w)
+		nv, err := md.Put(ctx, key, b, ver)
+		if err != nil {
+			if errors.Is(err, metadata.ErrBadVersion) {
+				return fmt.Errorf("%w: %q was opened concurrently: %w", ErrFenced, ml.name, err)
+			}
+			return fmt.Errorf("ledger: write record of %q: %w", ml.name, err)
 		}
-		if errors.Is(err, metadata.ErrBadVersion) {
-			return fmt.Errorf("%w: %q was opened concurrently: %w", ErrFenced, ml.name, err)
-		}
-		return fmt.Errorf("ledger: write record of %q: %w", ml.name, err)
+		ver = nv
 	}
-	ml.infoVersion = nv
+	ml.infoVersion = ver
 	for _, id := range drop {
 		if err := ml.f.client.DeleteLedger(ctx, id); err != nil && !errors.Is(err, client.ErrNoSuchLedger) {
-			ml.log.Warn("delete empty ledger failed", "ledger", id, "err", err)
+			ml.logger().Warn("delete empty ledger failed", "ledger", id, "err", err)
 		}
 	}
 
 	ml.ledgers = rec.Ledgers
 	ml.props = rec.Properties
-	if ml.props == nil {
-		ml.props = map[string]string{}
-	}
 	ml.terminated = rec.TerminatedPosition
 	ml.lastConfirmed = Position{LedgerID: -1, EntryID: -1}
 	if len(ml.ledgers) > 0 {
@@ -243,25 +258,31 @@ func (ml *ManagedLedger) init(ctx context.Context) error {
 		ml.state = stateTerminated
 		ml.lastConfirmed = *ml.terminated
 	}
-	if w != nil {
-		ml.cur = w
-		ml.writers[w.id] = w
+	if created {
+		// A new record has no cursors: Delete removes the cursors of a
+		// managed ledger before its record.
+		return nil
 	}
 	if err := ml.loadCursors(ctx); err != nil {
 		ml.mu.Lock()
 		ml.state = stateClosed
 		ml.mu.Unlock()
-		if w != nil {
-			_ = w.wh.Close(ctx)
-		}
 		return err
 	}
 	return nil
 }
 
 func (ml *ManagedLedger) createLedger(ctx context.Context) (*client.WriteHandle, error) {
+	// Reconfigure may change the replication meanwhile: read it under mu.
+	ml.mu.Lock()
+	e, qw, qa := ml.cfg.Ensemble, ml.cfg.WriteQuorum, ml.cfg.AckQuorum
+	var after int64 // ledger ids grow along the list (positions compare by them)
+	if n := len(ml.ledgers); n > 0 {
+		after = ml.ledgers[n-1].ID
+	}
+	ml.mu.Unlock()
 	wh, err := ml.f.client.CreateLedger(ctx, client.CreateOptions{
-		Ensemble: ml.cfg.Ensemble, WriteQuorum: ml.cfg.WriteQuorum, AckQuorum: ml.cfg.AckQuorum,
+		Ensemble: e, WriteQuorum: qw, AckQuorum: qa, After: after,
 		Custom: map[string]string{"managedLedger": ml.name},
 	})
 	if err != nil {
@@ -274,32 +295,91 @@ func (ml *ManagedLedger) createLedger(ctx context.Context) (*client.WriteHandle,
 func (ml *ManagedLedger) abandon(ctx context.Context, w *writer) {
 	_ = w.wh.Close(ctx)
 	if err := ml.f.client.DeleteLedger(ctx, w.id); err != nil {
-		ml.log.Warn("delete unused ledger failed", "ledger", w.id, "err", err)
+		ml.logger().Warn("delete unused ledger failed", "ledger", w.id, "err", err)
 	}
 }
 
 // Name returns the managed ledger's name.
 func (ml *ManagedLedger) Name() string { return ml.name }
 
+// logger returns the factory's logger with the managed ledger's name. It is
+// made when something is logged rather than kept, which would cost every
+// open managed ledger a few hundred bytes.
+func (ml *ManagedLedger) logger() *slog.Logger { return ml.f.log.With("managedLedger", ml.name) }
+
 // Config returns the managed ledger's effective configuration.
-func (ml *ManagedLedger) Config() Config { return ml.cfg }
+func (ml *ManagedLedger) Config() Config {
+	ml.mu.Lock()
+	defer ml.mu.Unlock()
+	return ml.cfg
+}
+
+// Reconfigure changes the retention and the replication (ensemble, write
+// and ack quorums) of an open managed ledger to those of cfg, completed
+// from the factory's defaults as Open does (nil: the defaults). Retention
+// applies at once (consumed ledgers are checked again); replication applies
+// to the ledgers created from now on, never to ones already written. The
+// other fields keep the values Open gave them. The broker calls it when a
+// namespace's policies change while its topics are loaded.
+func (ml *ManagedLedger) Reconfigure(cfg *Config) error {
+	c := ml.f.defs
+	if cfg != nil {
+		c = mergeConfig(*cfg, ml.f.defs)
+	}
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	ml.mu.Lock()
+	defer ml.mu.Unlock()
+	cur := &ml.cfg
+	if cur.RetentionTime == c.RetentionTime && cur.RetentionSize == c.RetentionSize &&
+		cur.Ensemble == c.Ensemble && cur.WriteQuorum == c.WriteQuorum && cur.AckQuorum == c.AckQuorum {
+		return nil // unchanged: no trim pass
+	}
+	cur.RetentionTime, cur.RetentionSize = c.RetentionTime, c.RetentionSize
+	cur.Ensemble, cur.WriteQuorum, cur.AckQuorum = c.Ensemble, c.WriteQuorum, c.AckQuorum
+	ml.trimWanted = true
+	ml.kickLocked()
+	return nil
+}
+
+// setKey sets (*m)[k] = v, making the map on first use.
+func setKey[K comparable, V any](m *map[K]V, k K, v V) {
+	if *m == nil {
+		*m = make(map[K]V)
+	}
+	(*m)[k] = v
+}
 
 // signal runs fn under mu and wakes the background worker.
 func (ml *ManagedLedger) signal(fn func()) {
 	ml.mu.Lock()
 	fn()
+	ml.kickLocked()
 	ml.mu.Unlock()
-	select {
-	case ml.kick <- struct{}{}:
-	default:
-	}
 }
 
+// kickLocked asks the worker to look at the state again, starting it if it
+// is not running.
 func (ml *ManagedLedger) kickLocked() {
-	select {
-	case ml.kick <- struct{}{}:
-	default:
+	ml.kicked = true
+	if ml.working || ml.workerDone {
+		return
 	}
+	ml.working = true
+	ml.workerWG.Add(1)
+	go ml.work()
+}
+
+// deliverLocked starts the delivery goroutine when the oldest add has its
+// outcome and none runs (a running one picks the add up).
+func (ml *ManagedLedger) deliverLocked() {
+	if ml.delivering || ml.deliverGone || len(ml.queue) == 0 || !ml.queue[0].done {
+		return
+	}
+	ml.delivering = true
+	ml.deliverWG.Add(1)
+	go ml.deliver()
 }
 
 // ---- adds ----
@@ -355,15 +435,16 @@ func (ml *ManagedLedger) addEntry(data []byte, cb AddCallback) {
 	ml.sendMu.Lock()
 	ml.mu.Lock()
 	if err := ml.addErrLocked(); err != nil {
-		if ml.deliverGone {
+		if ml.deliverGone && !ml.delivering {
 			ml.mu.Unlock()
 			ml.sendMu.Unlock()
 			cb.AddComplete(Position{}, err)
 			return
 		}
+		// Queued behind the adds whose callbacks have not run yet.
 		op.done, op.err = true, err
 		ml.queue = append(ml.queue, op)
-		ml.deliverCond.Signal()
+		ml.deliverLocked()
 		ml.mu.Unlock()
 		ml.sendMu.Unlock()
 		return
@@ -403,6 +484,10 @@ func (ml *ManagedLedger) assignLocked(op *addOp, w *writer) {
 	op.w = w
 	w.sent++
 	w.sentBytes += int64(len(op.data))
+	if w.sent == 1 && w == ml.cur {
+		// From now on the ledger may roll over by age alone.
+		ml.armRollLocked(time.Now())
+	}
 	if w.sent == ml.cfg.MaxEntriesPerLedger || (w.sentBytes >= ml.cfg.MaxLedgerSize && w.sentBytes-int64(len(op.data)) < ml.cfg.MaxLedgerSize) {
 		ml.kickLocked()
 	}
@@ -448,7 +533,7 @@ func (ml *ManagedLedger) onAddDone(op *addOp, w *writer, id int64, err error) {
 		if w.failed == nil {
 			w.failed = err
 			w.retry = w == ml.cur && ml.state == stateOpen
-			ml.log.Warn("bookie ledger write failed", "ledger", w.id, "entry", id, "err", err, "retry", w.retry)
+			ml.logger().Warn("bookie ledger write failed", "ledger", w.id, "entry", id, "err", err, "retry", w.retry)
 			if w == ml.cur {
 				ml.cur = nil
 				ml.needLedger = true
@@ -461,7 +546,7 @@ func (ml *ManagedLedger) onAddDone(op *addOp, w *writer, id int64, err error) {
 		}
 		op.done, op.err = true, fmt.Errorf("%w: ledger %d of %q: %w", ErrWriteFailed, w.id, ml.name, err)
 	}
-	ml.deliverCond.Signal()
+	ml.deliverLocked()
 }
 
 // fenceLocked makes the managed ledger unwritable after another owner took
@@ -470,7 +555,7 @@ func (ml *ManagedLedger) fenceLocked(cause error) {
 	if ml.state == stateFenced || ml.state == stateClosed {
 		return
 	}
-	ml.log.Warn("managed ledger fenced", "err", cause)
+	ml.logger().Warn("managed ledger fenced", "err", cause)
 	ml.state = stateFenced
 	ml.stateErr = fmt.Errorf("%w: %q: %w", ErrFenced, ml.name, cause)
 	ml.failUnsentLocked(ml.stateErr)
@@ -485,7 +570,7 @@ func (ml *ManagedLedger) failUnsentLocked(err error) {
 			op.done, op.err = true, err
 		}
 	}
-	ml.deliverCond.Signal()
+	ml.deliverLocked()
 }
 
 func (ml *ManagedLedger) wakeWaitersLocked() {
@@ -496,17 +581,18 @@ func (ml *ManagedLedger) wakeWaitersLocked() {
 }
 
 // deliver runs add callbacks in call order and publishes confirmed
-// entries to readers. It is the only goroutine that moves lastConfirmed.
+// entries to readers, until the oldest add has no outcome yet. One runs at
+// a time (started by deliverLocked), so it is the only goroutine that moves
+// lastConfirmed.
 func (ml *ManagedLedger) deliver() {
 	defer ml.deliverWG.Done()
-	var batch []*addOp
+	ml.mu.Lock()
+	batch := ml.deliverBuf
+	ml.deliverBuf = nil
 	for {
-		ml.mu.Lock()
-		for !(len(ml.queue) > 0 && ml.queue[0].done) && !ml.deliverStop {
-			ml.deliverCond.Wait()
-		}
-		if ml.deliverStop && !(len(ml.queue) > 0 && ml.queue[0].done) {
-			ml.deliverGone = true
+		if !(len(ml.queue) > 0 && ml.queue[0].done) {
+			ml.delivering = false
+			ml.deliverBuf = batch
 			ml.mu.Unlock()
 			return
 		}
@@ -538,6 +624,7 @@ func (ml *ManagedLedger) deliver() {
 			batch[i] = nil
 		}
 		batch = batch[:0]
+		ml.mu.Lock()
 	}
 }
 
@@ -546,6 +633,11 @@ func (ml *ManagedLedger) deliver() {
 func (ml *ManagedLedger) confirmLocked(op *addOp) {
 	pos := op.pos
 	ml.lastConfirmed = pos
+	if ml.trimAt.LedgerID > 0 && !pos.Less(ml.trimAt) {
+		ml.trimAt = Position{}
+		ml.trimWanted = true
+		ml.kickLocked()
+	}
 	if i := ml.ledgerIndexLocked(pos.LedgerID); i >= 0 && !ml.ledgers[i].closed() {
 		ml.ledgers[i].Entries = pos.EntryID + 1
 		ml.ledgers[i].Size += int64(len(op.data))
@@ -599,52 +691,138 @@ func (ml *ManagedLedger) waitIdle(ctx context.Context) error {
 
 // ---- background worker: ledger switches, cursor persistence, trimming ----
 
-func (ml *ManagedLedger) run() {
+// work is the worker. It creates the ledger to write when adds need one,
+// rolls the current ledger over, stores changed cursors and trims consumed
+// ledgers, each when asked (kickLocked) or when its timer fires, and exits
+// once nothing was asked since its last pass. Its timers are armed only
+// while their work can become due by time alone (armTimersLocked), so an
+// idle managed ledger has no goroutine.
+func (ml *ManagedLedger) work() {
 	defer ml.workerWG.Done()
-	rollTimer := time.NewTimer(time.Hour)
-	flushTimer := time.NewTimer(time.Hour)
-	flushTimer.Stop()
-	flushArmed := false
-	trimTicker := time.NewTicker(ml.cfg.TrimCheckInterval)
-	defer rollTimer.Stop()
-	defer flushTimer.Stop()
-	defer trimTicker.Stop()
 	for {
-		trim := false
-		select {
-		case <-ml.stopCh:
+		ml.mu.Lock()
+		if !ml.kicked || ml.workerDone {
+			ml.working = false
+			ml.mu.Unlock()
 			return
-		case <-ml.kick:
-		case <-rollTimer.C:
-		case <-flushTimer.C:
-			flushArmed = false
+		}
+		ml.kicked = false
+		flush := ml.flushDue
+		ml.flushDue = false
+		ml.mu.Unlock()
+		trim := false
+		if flush {
 			ml.flushCursors()
-			trim = true
-		case <-trimTicker.C:
 			trim = true
 		}
 		ml.mu.Lock()
 		open := ml.state == stateOpen
 		need := open && ml.cur == nil && ml.needLedger
 		ml.needLedger = false
-		roll, wait := ml.rollDueLocked(time.Now())
-		dirty := len(ml.dirty) > 0
+		roll, _ := ml.rollDueLocked(time.Now())
 		trim = trim || ml.trimWanted
 		ml.trimWanted = false
 		ml.mu.Unlock()
 		if need || roll {
 			ml.switchLedger(need)
-			ml.mu.Lock()
-			_, wait = ml.rollDueLocked(time.Now())
-			ml.mu.Unlock()
 		}
-		rollTimer.Reset(wait)
-		if dirty && !flushArmed {
-			flushTimer.Reset(ml.cfg.CursorPersistInterval)
-			flushArmed = true
-		}
+		ml.mu.Lock()
+		ml.armTimersLocked()
+		ml.mu.Unlock()
 		if trim {
 			ml.trim()
+		}
+	}
+}
+
+// armTimersLocked sets the worker's timers for what can become due by time
+// alone, and stops the ones that cannot: the rollover of a current ledger
+// holding entries, the store of changed cursors, and the periodic trim
+// while there is a ledger besides the current one (the current ledger is
+// never trimmed).
+func (ml *ManagedLedger) armTimersLocked() {
+	if ml.workerDone {
+		return
+	}
+	ml.armRollLocked(time.Now())
+	if len(ml.dirty) > 0 {
+		ml.armFlushLocked()
+	}
+	trimmable := len(ml.ledgers) > 1 && (ml.state == stateOpen || ml.state == stateTerminated)
+	switch {
+	case trimmable && !ml.trimArmed:
+		ml.trimArmed = true
+		if ml.trimTimer == nil {
+			ml.trimTimer = time.AfterFunc(ml.cfg.TrimCheckInterval, ml.onTrimTimer)
+		} else {
+			ml.trimTimer.Reset(ml.cfg.TrimCheckInterval)
+		}
+	case !trimmable && ml.trimArmed:
+		if ml.trimTimer.Stop() {
+			ml.trimArmed = false
+		} // else it fires now and clears trimArmed itself
+	}
+}
+
+// armRollLocked sets the rollover timer while the current ledger holds
+// entries (an empty ledger never rolls over), and stops it otherwise.
+func (ml *ManagedLedger) armRollLocked(now time.Time) {
+	if w := ml.cur; w == nil || w.sent == 0 || ml.state != stateOpen || ml.workerDone {
+		if ml.rollTimer != nil {
+			ml.rollTimer.Stop()
+		}
+		return
+	}
+	_, wait := ml.rollDueLocked(now) // 0 when due: the timer fires at once
+	if ml.rollTimer == nil {
+		ml.rollTimer = time.AfterFunc(wait, ml.onRollTimer)
+	} else {
+		ml.rollTimer.Reset(wait)
+	}
+}
+
+// armFlushLocked makes changed cursors be stored CursorPersistInterval
+// from now, unless that is already planned.
+func (ml *ManagedLedger) armFlushLocked() {
+	if ml.flushArmed || ml.workerDone {
+		return
+	}
+	ml.flushArmed = true
+	if ml.flushTimer == nil {
+		ml.flushTimer = time.AfterFunc(ml.cfg.CursorPersistInterval, ml.onFlushTimer)
+	} else {
+		ml.flushTimer.Reset(ml.cfg.CursorPersistInterval)
+	}
+}
+
+// The timers' functions only hand the work to the worker.
+func (ml *ManagedLedger) onRollTimer() {
+	ml.mu.Lock()
+	ml.kickLocked()
+	ml.mu.Unlock()
+}
+
+func (ml *ManagedLedger) onFlushTimer() {
+	ml.mu.Lock()
+	ml.flushArmed, ml.flushDue = false, true
+	ml.kickLocked()
+	ml.mu.Unlock()
+}
+
+func (ml *ManagedLedger) onTrimTimer() {
+	ml.mu.Lock()
+	ml.trimArmed, ml.trimWanted = false, true
+	ml.kickLocked()
+	ml.mu.Unlock()
+}
+
+// stopWorkerLocked keeps the worker from being started again and stops
+// its timers; the caller then waits for a running worker (workerWG).
+func (ml *ManagedLedger) stopWorkerLocked() {
+	ml.workerDone = true
+	for _, t := range []*time.Timer{ml.rollTimer, ml.flushTimer, ml.trimTimer} {
+		if t != nil {
+			t.Stop()
 		}
 	}
 }
@@ -699,7 +877,7 @@ func (ml *ManagedLedger) switchLedger(forFailure bool) {
 
 	wh, err := ml.createLedger(ctx)
 	if err != nil {
-		ml.log.Warn("ledger creation failed", "err", err)
+		ml.logger().Warn("ledger creation failed", "err", err)
 		ml.mu.Lock()
 		if ml.cur == nil {
 			ml.failUnsentLocked(fmt.Errorf("%w: %w", ErrWriteFailed, err))
@@ -739,7 +917,7 @@ func (ml *ManagedLedger) switchLedger(forFailure bool) {
 	}
 	ml.mu.Lock()
 	ml.ledgers = append(ml.ledgers, LedgerInfo{ID: nw.id})
-	ml.writers[nw.id] = nw
+	setKey(&ml.writers, nw.id, nw)
 	ml.mu.Unlock()
 	ml.infoMu.Unlock()
 
@@ -765,7 +943,7 @@ func (ml *ManagedLedger) switchLedger(forFailure bool) {
 		ml.send(nw, op)
 	}
 	ml.sendMu.Unlock()
-	ml.log.Debug("managed ledger switched ledger", "ledger", nw.id, "failure", forFailure)
+	ml.logger().Debug("managed ledger switched ledger", "ledger", nw.id, "failure", forFailure)
 
 	if old != nil {
 		ml.mu.Lock()
@@ -791,7 +969,7 @@ func (ml *ManagedLedger) closeWriter(ctx context.Context, w *writer) {
 		if errors.Is(err, client.ErrFenced) {
 			ml.fenceLocked(err)
 		} else {
-			ml.log.Warn("closing bookie ledger failed", "ledger", w.id, "err", err)
+			ml.logger().Warn("closing bookie ledger failed", "ledger", w.id, "err", err)
 		}
 		// Adds that failed on w can be retried only when w is closed at
 		// its LAC: otherwise a later recovery could still find them.
@@ -800,7 +978,7 @@ func (ml *ManagedLedger) closeWriter(ctx context.Context, w *writer) {
 				op.done, op.err = true, fmt.Errorf("%w: ledger %d of %q: %w (close: %v)", ErrWriteFailed, w.id, ml.name, w.failed, err)
 			}
 		}
-		ml.deliverCond.Signal()
+		ml.deliverLocked()
 		ml.mu.Unlock()
 		return
 	}
@@ -842,7 +1020,7 @@ func (ml *ManagedLedger) sealRecord(ctx context.Context, w *writer, lac int64) (
 		if errors.Is(err, ErrFenced) {
 			ml.fenceLocked(err)
 		} else {
-			ml.log.Warn("recording closed ledger failed", "ledger", w.id, "err", err)
+			ml.logger().Warn("recording closed ledger failed", "ledger", w.id, "err", err)
 		}
 		return nil, err
 	}
@@ -854,6 +1032,14 @@ func (ml *ManagedLedger) sealRecord(ctx context.Context, w *writer, lac int64) (
 	delete(ml.writers, w.id)
 	ml.trimWanted = true
 	ml.kickLocked()
+	if last := (Position{w.id, lac}); lac >= 0 && ml.lastConfirmed.Less(last) {
+		// The bookies acknowledged the ledger's last adds but their
+		// callbacks have not run yet: without cursors, trimming is bounded
+		// by LastConfirmed, so look again once they have.
+		if ml.trimAt.LedgerID <= 0 || ml.trimAt.Less(last) {
+			ml.trimAt = last
+		}
+	}
 	return slices.Collect(maps.Values(ml.cursors)), nil
 }
 
@@ -943,10 +1129,13 @@ func (ml *ManagedLedger) IsTerminated() bool {
 	return ml.terminated != nil
 }
 
-// Properties returns a copy of the managed ledger's properties.
+// Properties returns a copy of the managed ledger's properties (never nil).
 func (ml *ManagedLedger) Properties() map[string]string {
 	ml.mu.Lock()
 	defer ml.mu.Unlock()
+	if len(ml.props) == 0 {
+		return map[string]string{}
+	}
 	return maps.Clone(ml.props)
 }
 
@@ -962,6 +1151,9 @@ func (ml *ManagedLedger) SetProperties(ctx context.Context, props map[string]str
 		return err
 	}
 	next := maps.Clone(ml.props)
+	if next == nil {
+		next = map[string]string{}
+	}
 	for k, v := range props {
 		if v == "" {
 			delete(next, k)
@@ -1054,7 +1246,9 @@ func (ml *ManagedLedger) Close(ctx context.Context) error {
 	ml.sendMu.Unlock()
 
 	idleErr := ml.waitIdle(ctx)
-	close(ml.stopCh)
+	ml.mu.Lock()
+	ml.stopWorkerLocked()
+	ml.mu.Unlock()
 	ml.workerWG.Wait()
 	ml.bgWG.Wait()
 
@@ -1099,10 +1293,12 @@ func (ml *ManagedLedger) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// stopDeliver keeps the delivery goroutine from being started again and
+// waits for a running one, which first runs the callbacks of the adds that
+// have their outcome. Callbacks of later adds run in the caller of AddEntry.
 func (ml *ManagedLedger) stopDeliver() {
 	ml.mu.Lock()
-	ml.deliverStop = true
-	ml.deliverCond.Broadcast()
+	ml.deliverGone = true
 	ml.wakeWaitersLocked()
 	if ml.idleCh != nil {
 		close(ml.idleCh)
@@ -1127,9 +1323,9 @@ func (ml *ManagedLedger) crash() {
 	ml.state = stateClosed
 	ml.queue = nil
 	ws := slices.Collect(maps.Values(ml.writers))
+	ml.stopWorkerLocked()
 	ml.mu.Unlock()
 	ml.sendMu.Unlock()
-	close(ml.stopCh)
 	ml.workerWG.Wait()
 	ml.bgWG.Wait()
 	dead, cancel := context.WithCancel(context.Background())

@@ -176,7 +176,7 @@ func (ml *ManagedLedger) readHandle(ctx context.Context, id int64) (*client.Read
 	}
 	if rh.IsClosed() {
 		ml.rhMu.Lock()
-		ml.readers[id] = rh
+		setKey(&ml.readers, id, rh)
 		ml.rhMu.Unlock()
 	}
 	return rh, nil

@@ -16,7 +16,8 @@ import (
 // one.
 func (ml *ManagedLedger) trim() {
 	ml.mu.Lock()
-	if ml.state == stateFenced || ml.state == stateClosed {
+	if ml.state == stateFenced || ml.state == stateClosed || len(ml.ledgers) < 2 {
+		// The current ledger is never trimmed.
 		ml.mu.Unlock()
 		return
 	}
@@ -77,7 +78,7 @@ func (ml *ManagedLedger) trim() {
 		if errors.Is(err, ErrFenced) {
 			ml.fenceLocked(err)
 		} else {
-			ml.log.Warn("trimming: record update failed", "err", err)
+			ml.logger().Warn("trimming: record update failed", "err", err)
 		}
 		ml.mu.Unlock()
 		return
@@ -89,8 +90,8 @@ func (ml *ManagedLedger) trim() {
 		ml.forgetReader(l.ID)
 		ml.cache.dropLedger(ml, l.ID)
 		if err := ml.f.client.DeleteLedger(ctx, l.ID); err != nil && !errors.Is(err, client.ErrNoSuchLedger) {
-			ml.log.Warn("trimming: delete ledger failed", "ledger", l.ID, "err", err)
+			ml.logger().Warn("trimming: delete ledger failed", "ledger", l.ID, "err", err)
 		}
 	}
-	ml.log.Debug("trimmed ledgers", "count", len(del), "slowest", slowest.String())
+	ml.logger().Debug("trimmed ledgers", "count", len(del), "slowest", slowest.String())
 }

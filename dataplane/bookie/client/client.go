@@ -68,6 +68,12 @@ type Config struct {
 	SpeculativeReadTimeout time.Duration
 	// ReadTimeout bounds one entry read across all replicas. Default 10s.
 	ReadTimeout time.Duration
+	// BookieListTTL is how long the list of available bookies read for
+	// new ledgers' ensembles is reused. A bookie that registers meanwhile
+	// is found at once when the list has too few; one that went away is
+	// replaced on the first failed write (ensemble change, which always
+	// reads the list afresh). Default 1s; negative: read it every time.
+	BookieListTTL time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -81,6 +87,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.ReadTimeout == 0 {
 		c.ReadTimeout = 10 * time.Second
+	}
+	if c.BookieListTTL == 0 {
+		c.BookieListTTL = time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -104,9 +113,11 @@ func (c *Config) Validate() error {
 // Client creates, opens, recovers and deletes ledgers. It is safe for
 // concurrent use.
 type Client struct {
-	cfg  Config
-	meta metaStore
-	log  *slog.Logger
+	cfg     Config
+	meta    metaStore
+	log     *slog.Logger
+	ids     idAllocator
+	bookies bookieList
 
 	rndMu sync.Mutex
 	rnd   *rand.Rand
@@ -119,10 +130,12 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	return &Client{
-		cfg:  cfg,
-		meta: metaStore{cfg.Metadata},
-		log:  cfg.Logger,
-		rnd:  rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x6d61676e)),
+		cfg:     cfg,
+		meta:    metaStore{cfg.Metadata},
+		log:     cfg.Logger,
+		ids:     idAllocator{md: cfg.Metadata},
+		bookies: bookieList{md: cfg.Metadata, ttl: cfg.BookieListTTL},
+		rnd:     rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x6d61676e)),
 	}, nil
 }
 
@@ -131,6 +144,10 @@ type CreateOptions struct {
 	Ensemble, WriteQuorum, AckQuorum int
 	// Custom is stored with the ledger's metadata.
 	Custom map[string]string
+	// After, when positive, makes the new ledger's id greater than it (a
+	// managed ledger passes its last ledger's id: its ledgers are ordered
+	// by id).
+	After int64
 }
 
 // CreateLedger picks an ensemble from the available bookies, records the
@@ -143,26 +160,47 @@ func (c *Client) CreateLedger(ctx context.Context, opts CreateOptions) (*WriteHa
 	if err := m.validateQuorum(); err != nil {
 		return nil, err
 	}
-	avail, err := availableBookies(ctx, c.cfg.Metadata)
+	avail, err := c.bookies.get(ctx)
 	if err != nil {
 		return nil, err
 	}
 	c.rndMu.Lock()
 	ens, err := chooseEnsemble(c.rnd, avail, m.Ensemble, nil)
 	c.rndMu.Unlock()
+	if errors.Is(err, ErrNotEnoughBookies) && c.cfg.BookieListTTL > 0 {
+		// The list may predate bookies that registered since.
+		if avail, err = availableBookies(ctx, c.cfg.Metadata); err != nil {
+			return nil, err
+		}
+		c.rndMu.Lock()
+		ens, err = chooseEnsemble(c.rnd, avail, m.Ensemble, nil)
+		c.rndMu.Unlock()
+	}
 	if err != nil {
 		return nil, err
 	}
 	m.Fragments = []Fragment{{FirstEntry: 0, Bookies: ens}}
-	id, err := c.cfg.Metadata.NextID(ctx, ledgerIDSeq)
-	if err != nil {
-		return nil, err
+	// An id is taken by whoever creates its record first: a client still
+	// allocating ids one at a time (before blocks) may have used one of
+	// ours, which is then skipped.
+	after := opts.After
+	for range 100 {
+		id, err := c.ids.take(ctx, after)
+		if err != nil {
+			return nil, err
+		}
+		m.ID = id
+		err = c.meta.create(ctx, m)
+		if errors.Is(err, metadata.ErrExists) {
+			after = id
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("ledger %d: create metadata: %w", id, err)
+		}
+		return newWriteHandle(ctx, c, m)
 	}
-	m.ID = id
-	if err := c.meta.create(ctx, m); err != nil {
-		return nil, fmt.Errorf("ledger %d: create metadata: %w", id, err)
-	}
-	return newWriteHandle(ctx, c, m)
+	return nil, fmt.Errorf("ledger: create metadata: every id tried was taken")
 }
 
 // LedgerMetadata returns a ledger's current metadata.

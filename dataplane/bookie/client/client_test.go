@@ -83,7 +83,7 @@ func checkEntries(t *testing.T, c *Client, id int64, n int) {
 
 func TestCreateRejectsBadQuorum(t *testing.T) {
 	c, _, _ := newTestClient(t, 3)
-	for _, o := range []CreateOptions{{2, 3, 1, nil}, {3, 2, 3, nil}, {0, 0, 0, nil}} {
+	for _, o := range []CreateOptions{{Ensemble: 2, WriteQuorum: 3, AckQuorum: 1}, {Ensemble: 3, WriteQuorum: 2, AckQuorum: 3}, {}} {
 		if _, err := c.CreateLedger(context.Background(), o); !errors.Is(err, ErrBadQuorum) {
 			t.Errorf("CreateLedger(%+v) = %v, want ErrBadQuorum", o, err)
 		}

@@ -18,11 +18,23 @@
 // Each ledger's record (LedgerMetadata, JSON) lives at
 // /ledgers/meta/<id, 19 digits> in the metadata store: E, Qw, Qa, state
 // (OPEN, IN_RECOVERY, CLOSED), fragments (first entry -> ensemble of bookie
-// addresses), last entry and length once closed. Ids come from the
-// metadata store's "ledger-id" sequence. The record changes only by
-// compare-and-set on its version. Bookies are picked from the
-// registrations under /bookies/available (package bookie), spread over
-// (region, rack) groups.
+// addresses), last entry and length once closed. The record is created
+// only if absent and changes only by compare-and-set on its version.
+//
+// Ids: each client reserves blocks of 1000 ids by compare-and-set of
+// /ledgers/idblock (the highest id reserved, decimal) and hands them out in
+// order, so a ledger creation writes its record only. The first block of a
+// store starts above the metadata store's "ledger-id" sequence, which gave
+// out ids one at a time before blocks; an id whose record already exists
+// (created by a client still using that sequence) is skipped. A fresh
+// block starts above every id handed out before it, which is how a managed
+// ledger gets a ledger id above its last one (CreateOptions.After) from a
+// client whose own block lies lower.
+//
+// Bookies are picked from the registrations under /bookies/available
+// (package bookie), spread over (region, rack) groups. The list is reused
+// for Config.BookieListTTL by new ledgers; an ensemble change reads it
+// afresh.
 //
 // # Failures
 //

@@ -14,7 +14,8 @@ import (
 // Metadata-store layout of the ledger client.
 const (
 	ledgersPath = "/ledgers/meta"    // /ledgers/meta/<id, 19 digits> -> LedgerMetadata JSON
-	ledgerIDSeq = "ledger-id"        // metadata.Store.NextID sequence for ledger ids
+	idBlockKey  = "/ledgers/idblock" // highest ledger id reserved by a client (decimal)
+	ledgerIDSeq = "ledger-id"        // metadata.Store.NextID sequence of ledger ids before idBlockKey
 	auditorPath = "/bookies/auditor" // auditor election
 )
 

@@ -1,0 +1,351 @@
+package broker
+
+// Live namespace policies. A loaded topic runs with a snapshot of its
+// namespace's policies (Topic.pol), taken when it opens. One watch per
+// broker on /admin/policies follows every change of a namespace record and
+// refreshes the snapshot of each loaded topic of that namespace, so a
+// policy change applies without an unload, as in Pulsar:
+//
+//   - message TTL: the next expiry pass (Config.MessageTTLCheckInterval);
+//   - backlog quotas: the next SEND or producer creation re-evaluates the
+//     quota (its cached verdict is dropped), and the next periodic quota pass
+//     (Config.BacklogQuotaCheckInterval) applies consumer_backlog_eviction
+//     and message_age;
+//   - retention: at once; consumed ledgers are checked again;
+//   - persistence (ensemble, write and ack quorums): the ledgers created
+//     from now on (the next rollover); entries already written keep theirs;
+//   - deduplication on/off: switched on a loaded topic. Enabling rebuilds
+//     the producers' last sequence ids in the background (from the last
+//     snapshot and the entries after it); SENDs accepted while that runs
+//     are neither checked nor recorded, so a client's re-send of one of
+//     them may be stored twice (Pulsar has the same window). Disabling
+//     drops the state and deletes the dedup cursor, so it no longer holds
+//     back trimming;
+//   - max_producers_per_topic: the next producer that connects.
+//
+// Only at open (an unload applies a change): the auto-topic-creation
+// override (it matters only before the topic exists) and bundles (a split
+// or unload moves topics anyway). Schema compatibility and partitioned
+// auto-creation are read from the store where they are used. Not enforced at
+// all yet: other namespace policies kept in Policies.Other (for example
+// max_consumers_per_topic) and topic-level policies (/admin/topic-policies).
+//
+// Ordering: every snapshot carries the metadata version (store revision)
+// of the record it came from, and a topic only moves to a newer one, so
+// the watch, the resynchronisation after a broken watch and a topic that
+// was opening while a change arrived can race without going backwards. The
+// watch records the newest snapshot of each namespace before it walks the
+// loaded topics; a topic that finishes opening checks that record after it
+// became visible to the walk (catchUpPolicies), so no change falls between.
+//
+// Lock order: Topic.pol.mu before Topic.mu; policyWatch.mu is a leaf (never
+// held while calling into topics or the Service).
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/magnetar-dev/magnetar/dataplane/ledger"
+	"github.com/magnetar-dev/magnetar/dataplane/metadata"
+	"github.com/magnetar-dev/magnetar/dataplane/protocol"
+)
+
+// policyRewatchBackoff is the pause before the policy watch is re-created
+// after it ended (store restart, compaction, lost leader).
+const policyRewatchBackoff = 500 * time.Millisecond
+
+// policySnapshot is one version of a namespace's policies as topics use
+// them: the record, and the fields the broker interprets decoded once.
+type policySnapshot struct {
+	Policies
+	version      int64                   // metadata version of the record
+	quotas       map[string]backlogQuota // backlog_quota_map, by quota type
+	maxProducers int                     // max_producers_per_topic; 0: no limit
+}
+
+func newPolicySnapshot(p Policies, version int64) *policySnapshot {
+	s := &policySnapshot{Policies: p, version: version}
+	if raw, ok := p.Other["backlog_quota_map"]; ok {
+		var m map[string]backlogQuota
+		if json.Unmarshal(raw, &m) == nil {
+			s.quotas = m
+		}
+	}
+	if raw, ok := p.Other["max_producers_per_topic"]; ok {
+		var n int
+		if json.Unmarshal(raw, &n) == nil && n > 0 {
+			s.maxProducers = n
+		}
+	}
+	return s
+}
+
+func (s *policySnapshot) dedupEnabled() bool {
+	return s.DeduplicationEnabled != nil && *s.DeduplicationEnabled
+}
+
+// topicPolicies is a topic's current snapshot. Readers load cur without a
+// lock; mu serializes the changes and the switching of deduplication.
+type topicPolicies struct {
+	cur       atomic.Pointer[policySnapshot]
+	mu        sync.Mutex
+	dedupBusy bool // deduplication state is being loaded (under mu)
+}
+
+// policies returns the snapshot the topic runs with.
+func (t *Topic) policies() *policySnapshot {
+	if p := t.pol.cur.Load(); p != nil {
+		return p
+	}
+	return &policySnapshot{}
+}
+
+// policyWatch holds the newest snapshot the watch saw of each namespace
+// ("tenant/ns"), for topics that were opening while it arrived.
+type policyWatch struct {
+	mu     sync.Mutex
+	latest map[string]*policySnapshot
+}
+
+// namespacePoliciesVersioned reads t's namespace policies and their
+// version; a missing namespace is TopicNotFound for the client.
+func (s *Service) namespacePoliciesVersioned(ctx context.Context, t TopicName) (Policies, int64, error) {
+	p, v, err := s.res.GetNamespace(ctx, t.Tenant, t.Namespace)
+	if errors.Is(err, ErrNotFound) {
+		return p, 0, protocol.ErrTopicNotFound.WithMessage("Namespace not found: " + t.NamespaceName())
+	}
+	return p, int64(v), err
+}
+
+// startPolicyWatch starts following namespace policy changes. The first
+// watch is created before Start returns, so no topic can open unwatched; if
+// the store refuses it, the loop keeps retrying.
+func (s *Service) startPolicyWatch() {
+	ctx, cancel := s.stopContext(0)
+	w, err := s.md.Watch(ctx, policiesPath, 0)
+	if err != nil {
+		s.log.Warn("namespace policy watch failed; retrying", "err", err)
+		w = nil
+	}
+	s.wg.Add(1)
+	go s.policyWatchLoop(ctx, cancel, w)
+}
+
+// policyWatchLoop applies namespace policy changes until the broker stops.
+func (s *Service) policyWatchLoop(ctx context.Context, cancel context.CancelFunc, w metadata.Watcher) {
+	defer s.wg.Done()
+	defer cancel()
+	for {
+		if w != nil {
+			for ev := range w.Events() {
+				s.onPolicyEvent(ev)
+			}
+			err := w.Err()
+			w.Close()
+			w = nil
+			if ctx.Err() != nil {
+				return
+			}
+			s.log.Warn("namespace policy watch ended; restarting", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(policyRewatchBackoff):
+		}
+		nw, err := s.md.Watch(ctx, policiesPath, 0)
+		if err != nil {
+			s.log.Warn("namespace policy watch failed; retrying", "err", err)
+			continue
+		}
+		w = nw
+		// Changes made while no watch ran are only in the store.
+		s.resyncPolicies(ctx)
+	}
+}
+
+// onPolicyEvent applies one change under /admin/policies; tenant records
+// (one segment) are not namespace policies and are skipped.
+func (s *Service) onPolicyEvent(ev metadata.Event) {
+	rest, ok := strings.CutPrefix(ev.Key, policiesPath+"/")
+	if !ok {
+		return
+	}
+	tenant, ns, ok := strings.Cut(rest, "/")
+	if !ok || strings.Contains(ns, "/") {
+		return
+	}
+	name := tenant + "/" + ns
+	if ev.Type == metadata.EventDelete {
+		s.pw.mu.Lock()
+		delete(s.pw.latest, name)
+		s.pw.mu.Unlock()
+		return
+	}
+	var p Policies
+	if err := json.Unmarshal(ev.Value, &p); err != nil {
+		s.log.Warn("namespace policies unreadable", "namespace", name, "err", err)
+		return
+	}
+	s.publishPolicies(name, newPolicySnapshot(p, ev.Revision))
+}
+
+// publishPolicies records snap as the newest of namespace name, then hands
+// it to every loaded topic of the namespace.
+func (s *Service) publishPolicies(name string, snap *policySnapshot) {
+	s.pw.mu.Lock()
+	if s.pw.latest == nil {
+		s.pw.latest = map[string]*policySnapshot{}
+	}
+	if cur := s.pw.latest[name]; cur == nil || cur.version < snap.version {
+		s.pw.latest[name] = snap
+	}
+	s.pw.mu.Unlock()
+	for _, t := range s.openTopics() {
+		if t.name.NamespaceName() == name {
+			t.applyPolicies(snap)
+		}
+	}
+}
+
+// resyncPolicies re-reads the policies of every namespace with a loaded
+// topic (after the watch was broken).
+func (s *Service) resyncPolicies(ctx context.Context) {
+	seen := map[string]bool{}
+	for _, t := range s.openTopics() {
+		name := t.name.NamespaceName()
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		p, v, err := s.res.GetNamespace(ctx, t.name.Tenant, t.name.Namespace)
+		if err != nil {
+			continue // deleted meanwhile, or the store is down again
+		}
+		s.publishPolicies(name, newPolicySnapshot(p, int64(v)))
+	}
+}
+
+// catchUpPolicies gives a topic that just finished opening the newest
+// snapshot the watch saw while it was opening, if that is newer than the
+// one it opened with.
+func (s *Service) catchUpPolicies(t *Topic) {
+	s.pw.mu.Lock()
+	snap := s.pw.latest[t.name.NamespaceName()]
+	s.pw.mu.Unlock()
+	if snap != nil {
+		t.applyPolicies(snap)
+	}
+}
+
+// applyPolicies moves the topic to snap unless it already runs with the
+// same or a newer version, and applies what changed.
+func (t *Topic) applyPolicies(snap *policySnapshot) {
+	t.pol.mu.Lock()
+	defer t.pol.mu.Unlock()
+	prev := t.pol.cur.Load()
+	if prev != nil && snap.version <= prev.version {
+		return
+	}
+	t.pol.cur.Store(snap)
+	t.mu.Lock()
+	t.quota.checked = time.Time{} // the next SEND re-evaluates the quota
+	closed := t.closed
+	t.mu.Unlock()
+	if closed || t.ml == nil {
+		return
+	}
+	if prev == nil || !sameLedgerConfig(ledgerConfig(prev.Policies), ledgerConfig(snap.Policies)) {
+		if err := t.ml.Reconfigure(ledgerConfig(snap.Policies)); err != nil {
+			t.s.log.Warn("apply retention/persistence policies failed", "topic", t.name.String(), "err", err)
+		}
+	}
+	t.switchDedupLocked(snap.dedupEnabled())
+}
+
+func sameLedgerConfig(a, b *ledger.Config) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+// switchDedupLocked turns deduplication on or off to match want. Called
+// with t.pol.mu held.
+func (t *Topic) switchDedupLocked(want bool) {
+	have := t.dedup.Load() != nil
+	switch {
+	case want && !have && !t.pol.dedupBusy:
+		t.pol.dedupBusy = true
+		t.s.wg.Add(1)
+		go t.enableDedup()
+	case !want && have:
+		t.dedup.Store(nil)
+		t.dropDedupCursor()
+	}
+}
+
+// enableDedup loads the deduplication state of a loaded topic and installs
+// it, unless the policy was turned off again (or the topic closed) while
+// it loaded.
+func (t *Topic) enableDedup() {
+	defer t.s.wg.Done()
+	ctx, cancel := t.s.stopContext(time.Minute)
+	defer cancel()
+	d, err := loadDedup(ctx, t.ml)
+	t.pol.mu.Lock()
+	defer t.pol.mu.Unlock()
+	t.pol.dedupBusy = false
+	t.mu.Lock()
+	closed := t.closed
+	t.mu.Unlock()
+	want := t.policies().dedupEnabled()
+	switch {
+	case err != nil:
+		// It stays off until the next policy change or reload.
+		t.s.log.Warn("enable deduplication failed", "topic", t.name.String(), "err", err)
+	case closed:
+	case want:
+		t.dedup.Store(d)
+		t.s.log.Info("deduplication enabled", "topic", t.name.String())
+	default:
+		t.dropDedupCursor()
+	}
+}
+
+// dropDedupCursor deletes the dedup cursor so it no longer holds back
+// trimming. The last snapshot stays in the ledger's properties: enabling
+// again replays from it.
+func (t *Topic) dropDedupCursor() {
+	ctx, cancel := t.s.stopContext(10 * time.Second)
+	defer cancel()
+	if err := t.ml.DeleteCursor(ctx, dedupCursor); err != nil && !errors.Is(err, ledger.ErrNotFound) {
+		t.s.log.Warn("disable deduplication: delete cursor failed", "topic", t.name.String(), "err", err)
+	}
+}
+
+// stopContext returns a context that ends after d (0: no limit) or when
+// the broker stops, whichever comes first. Its watcher goroutine ends with
+// the context.
+func (s *Service) stopContext(d time.Duration) (context.Context, context.CancelFunc) {
+	var ctx context.Context
+	var cancel context.CancelFunc
+	if d > 0 {
+		ctx, cancel = context.WithTimeout(context.Background(), d)
+	} else {
+		ctx, cancel = context.WithCancel(context.Background())
+	}
+	go func() {
+		select {
+		case <-s.stopping:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}

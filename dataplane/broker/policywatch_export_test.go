@@ -1,0 +1,16 @@
+package broker
+
+import "github.com/magnetar-dev/magnetar/dataplane/ledger"
+
+// Hooks for the external tests of live policies: what a loaded topic runs
+// with, read without reopening it.
+
+// LoadedTopic returns the topic named t if it is open on s.
+func LoadedTopic(s *Service, t TopicName) *Topic { return s.openedTopic(t) }
+
+// LedgerConfig returns the managed-ledger configuration a loaded
+// persistent topic runs with.
+func (t *Topic) LedgerConfig() ledger.Config { return t.ml.Config() }
+
+// DedupActive reports whether the topic deduplicates SENDs now.
+func (t *Topic) DedupActive() bool { return t.dedup.Load() != nil }
