@@ -51,6 +51,10 @@ type DiskStorage struct {
 	// log writer. Lock order: closeMu -> flushMu -> mu.
 	flushMu  sync.Mutex
 	lastMark uint64
+	// lastFlushStart is when the previous flush began; the bytes a flush
+	// finds over the time since then are the recent add rate its writes are
+	// paced to (see flushPace). Guarded by flushMu.
+	lastFlushStart time.Time
 	// indexUnsynced is set when an index batch was committed without
 	// syncing Pebble's WAL (see flush); guarded by flushMu.
 	indexUnsynced bool
@@ -453,7 +457,12 @@ func (s *DiskStorage) flush(force bool) error {
 
 	sync := force || s.jnl.Releasable(mark)
 	started := time.Now()
-	err := s.writeSnapshot(snap, metas, mark, sync)
+	var pace time.Duration
+	if !force && !s.lastFlushStart.IsZero() {
+		pace = flushPace(snap.bytes, started.Sub(s.lastFlushStart))
+	}
+	s.lastFlushStart = started
+	err := s.writeSnapshot(snap, metas, mark, sync, pace)
 	if err != nil {
 		err = fmt.Errorf("storage: flush: %w", err)
 		s.setIOError(err)
@@ -475,6 +484,14 @@ func (s *DiskStorage) flush(force bool) error {
 	return nil
 }
 
+// addsWaiting reports whether the write cache has filled past half its
+// bound, when a paced flush must hurry (adds block once it is full).
+func (s *DiskStorage) addsWaiting() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.active.bytes >= s.cfg.WriteCacheMaxBytes/2
+}
+
 // syncIndexLocked makes every index batch committed so far durable (a sync
 // of Pebble's WAL), if one was committed without. flushMu must be held.
 func (s *DiskStorage) syncIndexLocked() error {
@@ -488,10 +505,32 @@ func (s *DiskStorage) syncIndexLocked() error {
 	return nil
 }
 
+// flushPaceChunk is the amount of entry data a paced flush writes between
+// pauses.
+const flushPaceChunk = 128 << 10
+
+// flushPace returns how long writing flushPaceChunk bytes should take so
+// that a flush of n bytes, accumulated over the elapsed time since the
+// previous flush began, is written at twice that rate: fast enough to stay
+// ahead of the adds, slow enough that the entry log's data reaches the
+// disk as a steady trickle instead of a burst of megabytes queued ahead of
+// the journal's next fdatasync (the burst was the main cause of the add
+// latency tail on a quiet disk: docs/benchmarks.md). Zero: no pacing.
+func flushPace(n int64, elapsed time.Duration) time.Duration {
+	if n <= flushPaceChunk || elapsed <= 0 {
+		return 0
+	}
+	return min(time.Duration(float64(elapsed)*flushPaceChunk/float64(2*n)), 5*time.Millisecond)
+}
+
+// writeSnapshot writes snap to the entry log, syncs it and commits the
+// index batch (see flush). With pace > 0 it pauses so that each
+// flushPaceChunk of entry data takes at least pace, unless adds are
+// waiting for the write cache (then it writes at full speed).
 func (s *DiskStorage) writeSnapshot(snap *writeCache, metas []struct {
 	ledger int64
 	val    []byte
-}, mark uint64, sync bool) error {
+}, mark uint64, sync bool, pace time.Duration) error {
 	keys := make([]entryID, 0, len(snap.entries))
 	for k := range snap.entries {
 		keys = append(keys, k)
@@ -505,8 +544,18 @@ func (s *DiskStorage) writeSnapshot(snap *writeCache, metas []struct {
 	b := s.db.NewBatch()
 	defer b.Close()
 	var kbuf, vbuf []byte
+	chunkStart, chunk := time.Now(), 0
 	for _, k := range keys {
 		e := snap.entries[k]
+		if pace > 0 {
+			if chunk += len(e.data); chunk >= flushPaceChunk {
+				chunk = 0
+				if d := pace - time.Since(chunkStart); d > 0 && !s.addsWaiting() {
+					time.Sleep(d)
+				}
+				chunkStart = time.Now()
+			}
+		}
 		loc, err := s.logs.Append(k.ledger, k.entry, e.data)
 		if err != nil {
 			return err

@@ -27,7 +27,10 @@
 // the swap, every record before M is in the flushed snapshot or an earlier
 // one. Flushing every few MiB instead of once per FlushInterval keeps each
 // burst of entry-log writing short, so the journal's fdatasyncs, which
-// share the disk, are not queued behind tens of MB.
+// share the disk, are not queued behind tens of MB; and a flush paces its
+// entry-log writes at twice the recent add rate (a pause every 128 KiB,
+// none while the write cache is more than half full), so even those few
+// MiB reach the device as a trickle rather than all at once.
 //
 // # Checkpoints
 //
