@@ -191,32 +191,6 @@ func (t *Topic) oldestPublishTime(oldest map[string]oldestUnacked) (int64, bool)
 	return pt, found
 }
 
-// quotaLoop runs the periodic backlog-quota pass until the service stops.
-func (s *Service) quotaLoop() {
-	defer s.wg.Done()
-	base, stop := s.stopContext(0)
-	defer stop()
-	tk := time.NewTicker(s.cfg.BacklogQuotaCheckInterval)
-	defer tk.Stop()
-	for {
-		select {
-		case <-s.stopping:
-			return
-		case <-tk.C:
-		}
-		for _, tp := range s.openTopics() {
-			if tp.ml == nil {
-				continue
-			}
-			ctx, cancel := context.WithTimeout(base, time.Minute)
-			if err := tp.checkBacklogQuota(ctx, time.Now()); err != nil {
-				s.log.Warn("backlog quota check failed", "topic", tp.name.String(), "err", err)
-			}
-			cancel()
-		}
-	}
-}
-
 // checkBacklogQuota is one topic's periodic quota pass: it evicts the
 // backlog over consumer_backlog_eviction quotas and measures the oldest
 // unacknowledged messages for message_age quotas that block producers.

@@ -98,8 +98,8 @@ func (s *Service) Start(ctx context.Context) error {
 	s.startPolicyWatch()
 	s.wg.Add(3)
 	go s.acceptLoop()
-	go s.expireLoop()
-	go s.quotaLoop()
+	go s.topicPassLoop(s.cfg.MessageTTLCheckInterval, "message expiry", (*Topic).expireMessages)
+	go s.topicPassLoop(s.cfg.BacklogQuotaCheckInterval, "backlog quota check", (*Topic).checkBacklogQuota)
 	s.log.Info("broker serving", "addr", ln.Addr().String(), "advertised", s.cfg.AdvertisedAddr)
 	return nil
 }

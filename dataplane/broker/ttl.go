@@ -16,12 +16,14 @@ import (
 // the topic's policy snapshot (policywatch.go), so a pass over topics
 // without a TTL costs no I/O, and a changed TTL applies at the next pass.
 
-// expireLoop runs the TTL check until the service stops.
-func (s *Service) expireLoop() {
+// topicPassLoop runs pass over every open persistent topic every interval
+// until the service stops (the TTL expiry and the backlog-quota pass), each
+// topic's call bounded by a minute; failures are logged as what failed.
+func (s *Service) topicPassLoop(interval time.Duration, what string, pass func(*Topic, context.Context, time.Time) error) {
 	defer s.wg.Done()
 	base, stop := s.stopContext(0)
 	defer stop()
-	t := time.NewTicker(s.cfg.MessageTTLCheckInterval)
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
@@ -34,8 +36,8 @@ func (s *Service) expireLoop() {
 				continue
 			}
 			ctx, cancel := context.WithTimeout(base, time.Minute)
-			if err := tp.expireMessages(ctx, time.Now()); err != nil {
-				s.log.Warn("message expiry failed", "topic", tp.name.String(), "err", err)
+			if err := pass(tp, ctx, time.Now()); err != nil {
+				s.log.Warn(what+" failed", "topic", tp.name.String(), "err", err)
 			}
 			cancel()
 		}
