@@ -12,7 +12,6 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
-	"github.com/magnetar-dev/magnetar/dataplane/bookie"
 	"github.com/magnetar-dev/magnetar/dataplane/bookie/storage"
 	"github.com/magnetar-dev/magnetar/dataplane/bookie/storage/memstorage"
 	"github.com/magnetar-dev/magnetar/dataplane/broker"
@@ -80,18 +79,7 @@ func startStallCluster(t *testing.T, st *stallStorage, bcfg broker.Config) strin
 	log := standalonetest.QuietLogger()
 	md := memstore.New()
 	t.Cleanup(func() { md.Close() })
-	bk, err := bookie.New(bookie.Config{ListenAddr: "127.0.0.1:0", DataDir: t.TempDir(), Logger: log}, st, md)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bk.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		bk.Shutdown(sctx)
-	})
+	startBookie(t, ctx, "127.0.0.1:0", t.TempDir(), st, md)
 	bcfg.BinaryAddr = "127.0.0.1:0"
 	node, err := brokernode.Start(ctx, brokernode.Config{
 		Metadata: md, NoAuditor: true, HTTPAddr: "127.0.0.1:0",

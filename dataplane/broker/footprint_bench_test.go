@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/magnetar-dev/magnetar/dataplane/bookie"
 	"github.com/magnetar-dev/magnetar/dataplane/bookie/storage"
 	"github.com/magnetar-dev/magnetar/dataplane/broker"
 	"github.com/magnetar-dev/magnetar/dataplane/brokernode"
@@ -159,18 +158,7 @@ func startCountedStandalone(b *testing.B) (*countingStore, string) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { st.Close() })
-	bk, err := bookie.New(bookie.Config{ListenAddr: standalonetest.FreeAddr(b), DataDir: filepath.Join(dir, "bookie"), Logger: log}, st, emb)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := bk.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		bk.Shutdown(sctx)
-	})
+	startBookie(b, ctx, standalonetest.FreeAddr(b), filepath.Join(dir, "bookie"), st, emb)
 	md := &countingStore{Store: emb}
 	node, err := brokernode.Start(ctx, brokernode.Config{
 		Metadata: md, NoAuditor: true, HTTPAddr: "127.0.0.1:0",

@@ -7,6 +7,9 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
+	"github.com/magnetar-dev/magnetar/dataplane/bookie"
+	"github.com/magnetar-dev/magnetar/dataplane/bookie/storage"
+	"github.com/magnetar-dev/magnetar/dataplane/metadata"
 	"github.com/magnetar-dev/magnetar/dataplane/standalone"
 	"github.com/magnetar-dev/magnetar/dataplane/standalone/standalonetest"
 )
@@ -79,4 +82,23 @@ func (e *env) expectNothing(c pulsar.Consumer, d time.Duration) {
 	if m, err := c.Receive(ctx); err == nil {
 		e.t.Fatalf("unexpected message %q (%v)", m.Payload(), m.ID())
 	}
+}
+
+// startBookie serves st as a bookie registered in md, listening on addr,
+// shut down when the test ends.
+func startBookie(tb testing.TB, ctx context.Context, addr, dataDir string, st storage.Storage, md metadata.Store) *bookie.Server {
+	tb.Helper()
+	bk, err := bookie.New(bookie.Config{ListenAddr: addr, DataDir: dataDir, Logger: standalonetest.QuietLogger()}, st, md)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := bk.Start(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		bk.Shutdown(sctx)
+	})
+	return bk
 }
