@@ -90,3 +90,20 @@ func TestGroupCommitAtRate(t *testing.T) {
 		t.Fatalf("p50 %v", p)
 	}
 }
+
+// BenchmarkGroupCommitAtRate is the disk's floor at the rate of the storage
+// and ledger open-loop benchmarks (50,000 x 1 KiB/s), to run beside them:
+// the disks here change speed from minute to minute. b.N is ignored; one
+// iteration is a 1 s warm-up and 10 s measured.
+func BenchmarkGroupCommitAtRate(b *testing.B) {
+	for b.Loop() {
+		h, _, err := GroupCommitAtRate(b.TempDir(), 1<<10, 50_000, time.Second, 10*time.Second)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ms := func(p float64) float64 { return float64(h.Quantile(p).Microseconds()) / 1000 }
+		b.ReportMetric(ms(0.5), "p50-ms")
+		b.ReportMetric(ms(0.99), "p99-ms")
+		b.ReportMetric(ms(0.999), "p99.9-ms")
+	}
+}

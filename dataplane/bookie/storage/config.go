@@ -41,6 +41,12 @@ type Config struct {
 	JournalMaxGroupBytes int
 	// JournalMaxFileBytes rotates journal files at this size. Default 256 MiB.
 	JournalMaxFileBytes int64
+	// JournalRecycleFiles is how many checkpointed journal files are kept
+	// to be reused (renamed and overwritten) by the next rotations instead
+	// of being deleted; see journal.Options.RecycleFiles (deleting a large
+	// file stalls every fdatasync on the disk). Default 2; negative: delete
+	// at once.
+	JournalRecycleFiles int
 	// JournalNoSync acknowledges adds once the journal group is written to
 	// the OS, without fsync. Default false: SyncJournal on, fsync before any
 	// acknowledgement. (Spelled negatively so the zero Config is durable.)

@@ -173,6 +173,7 @@ func (s *DiskStorage) open() error {
 		MaxGroupWait:  s.cfg.JournalMaxGroupWait,
 		MaxGroupBytes: s.cfg.JournalMaxGroupBytes,
 		MaxFileBytes:  s.cfg.JournalMaxFileBytes,
+		RecycleFiles:  s.cfg.JournalRecycleFiles,
 		NoSync:        s.cfg.JournalNoSync,
 		OnGroup:       s.metrics.onJournalGroup,
 		OnError:       s.setIOError,

@@ -35,9 +35,11 @@
 // # Checkpoints
 //
 // The flush batch is committed without syncing Pebble's WAL, except at Open
-// and Close and when the new M lets journal files be deleted: then the
-// batch is synced first and the journal files wholly before M are deleted
-// after it. This is safe because the batch is atomic and holds M together
+// and Close and when the new M lets journal files be released: then the
+// batch is synced first and the journal files wholly before M are released
+// after it (up to JournalRecycleFiles of them are kept to be overwritten as
+// the next journal files, the rest deleted: deleting a 256 MiB file stalls
+// every fdatasync on the disk while the filesystem frees its extents). This is safe because the batch is atomic and holds M together
 // with the index entries and metadata it covers, and the entry log was
 // fsynced before it: whenever a checkpoint M is durable, so is everything
 // it covers. A crash that loses unsynced batches leaves an older durable
@@ -104,13 +106,19 @@
 // another storage is refused (ErrInstanceMismatch), since replaying it as
 // empty would silently drop acknowledged entries not yet checkpointed.
 //
-// Journal file: a 24-byte header, magic "MGJ1", id uint64 LE, start uint64
+// Journal file: a 24-byte header, magic "MGJ2", id uint64 LE, start uint64
 // LE (logical position of its first record), CRC32C of the previous 20
 // bytes; then records:
 //
 //	crc uint32 LE | len uint32 LE | type uint8 | payload[len]
 //
-// crc is CRC32C (Castagnoli) of len, type and payload. Type 1 (entry):
+// crc is CRC32C (Castagnoli) of len, type and payload, XORed with the
+// file's salt, uint32(id) * 0x9e3779b1 (mod 2^32): a recycled file keeps
+// its previous life's records past its new ones, and the salt makes them
+// fail as a torn tail does (replay tells the two apart: an intact record
+// salted for a smaller id is a stale one). Files with magic "MGJ1" (before
+// recycling) have unsalted checksums and are still replayed. A file is
+// read up to the next file's start position at most. Type 1 (entry):
 // ledger, entry, lac int64 LE then the data; type 2 (fence) and 3 (delete):
 // ledger int64 LE. Type 0 is invalid, so zero-filled space never decodes.
 // The logical position counts record bytes across files (headers excluded);

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,8 +30,45 @@ var (
 const (
 	fileSuffix    = ".jnl"
 	fileHeaderLen = 24 // magic(4) id(8) start(8) crc(4)
-	fileMagic     = "MGJ1"
+	// fileMagicV1 marks files whose record checksums are unsalted (written
+	// before files were recycled); they are still replayed.
+	fileMagicV1 = "MGJ1"
+	// fileMagic marks files whose record checksums are salted with the
+	// file's id (recordSalt), so that records left over from a recycled
+	// file's previous life never pass as records of its new one.
+	fileMagic = "MGJ2"
 )
+
+// recordSalt is XORed into the checksum of every record of file id (format
+// MGJ2). Multiplying by an odd constant is a bijection on 32 bits, so files
+// whose ids differ below 2^32 never share a salt, and no file id below 2^32
+// but zero has the unsalted salt 0.
+func recordSalt(id uint64) uint32 { return uint32(id) * saltMul }
+
+const saltMul = 0x9e3779b1
+
+// saltMulInverse is saltMul's inverse modulo 2^32 (Newton's iteration; each
+// step doubles the correct low bits).
+var saltMulInverse = func() uint32 {
+	inv := uint32(saltMul)
+	for range 5 {
+		inv *= 2 - saltMul*inv
+	}
+	return inv
+}()
+
+// staleRecord reports whether rec, a whole record that failed its checksum
+// in file id, is intact but salted for an earlier file: what a recycled
+// file holds past its new records. (Random bytes pass for one with odds of
+// about id in 2^32.)
+func staleRecord(rec []byte, id uint64) bool {
+	if len(rec) < recordHeaderLen {
+		return false
+	}
+	salt := binary.LittleEndian.Uint32(rec[0:4]) ^ crc32.Checksum(rec[4:], castagnoli)
+	old := uint64(salt * saltMulInverse)
+	return old != 0 && old < id
+}
 
 // Options configure a Journal. Zero values take the documented defaults.
 type Options struct {
@@ -66,6 +104,17 @@ type Options struct {
 	// it) for as long as the disk takes to write it. Default 4 MiB;
 	// negative disables it.
 	WritebackBytes int64
+	// RecycleFiles is how many released files are kept to be reused as
+	// the next files (renamed and overwritten in place) instead of being
+	// deleted; each costs up to MaxFileBytes of disk. Reuse matters twice
+	// on Linux filesystems: deleting a large file frees (and, on a disk
+	// mounted with online discard, trims) all its extents in the next
+	// filesystem-journal commit, which every fdatasync on the disk then
+	// waits for (a 256 MiB journal file stalled adds for tens of
+	// milliseconds: docs/benchmarks.md), and an overwrite within the file's
+	// size is flushed by fdatasync without any metadata commit. Default 2;
+	// negative: delete released files at once.
+	RecycleFiles int
 	// OnGroup, if set, is called from the writer goroutine after each
 	// group is written (and synced): its size in bytes and how long the
 	// fdatasync took (zero with NoSync). For metrics; it must be quick.
@@ -91,6 +140,9 @@ func (o *Options) fill() {
 	if o.WritebackBytes == 0 {
 		o.WritebackBytes = 4 << 20
 	}
+	if o.RecycleFiles == 0 {
+		o.RecycleFiles = 2
+	}
 }
 
 // FileName returns the name of journal file id.
@@ -108,6 +160,7 @@ func parseFileName(name string) (uint64, bool) {
 type fileMeta struct {
 	id    uint64
 	start uint64 // logical position of the first record
+	salt  uint32 // XORed into every record checksum (0: format MGJ1)
 	valid bool   // header readable; an unreadable header held nothing durable
 }
 
@@ -132,6 +185,7 @@ type Journal struct {
 	// Owned by the writer goroutine (and Open/Close around it).
 	f        vfs.File
 	fileID   uint64
+	salt     uint32 // of the current file
 	fileSize int64
 	written  int64 // fileSize when writeback was last started (NoSync)
 	spare    []byte
@@ -139,6 +193,7 @@ type Journal struct {
 
 	filesMu sync.Mutex
 	files   []fileMeta // sorted by id, the last is the current file
+	recycle []uint64   // released files kept for reuse, oldest first
 }
 
 // Open creates a new journal file in opts.Dir whose first record will have
@@ -191,7 +246,7 @@ func listFiles(fs vfs.FS, dir string) ([]fileMeta, error) {
 		if f, err := fs.Open(fs.PathJoin(dir, n)); err == nil {
 			var h [fileHeaderLen]byte
 			if _, err := io.ReadFull(f, h[:]); err == nil {
-				fm.start, fm.valid = parseFileHeader(h[:], id)
+				fm.start, fm.salt, fm.valid = parseFileHeader(h[:], id)
 			}
 			f.Close()
 		}
@@ -220,25 +275,51 @@ func fileHeader(id, start uint64) []byte {
 	return h
 }
 
-func parseFileHeader(h []byte, id uint64) (start uint64, ok bool) {
-	if len(h) < fileHeaderLen || string(h[:4]) != fileMagic {
-		return 0, false
+// parseFileHeader checks the header of file id (a recycled file whose new
+// header was lost in a crash still holds its old id, and is not valid) and
+// returns the position of its first record and its records' salt.
+func parseFileHeader(h []byte, id uint64) (start uint64, salt uint32, ok bool) {
+	if len(h) < fileHeaderLen {
+		return 0, 0, false
+	}
+	switch string(h[:4]) {
+	case fileMagic:
+		salt = recordSalt(id)
+	case fileMagicV1:
+	default:
+		return 0, 0, false
 	}
 	if crc32.Checksum(h[:20], castagnoli) != binary.LittleEndian.Uint32(h[20:24]) {
-		return 0, false
+		return 0, 0, false
 	}
 	if binary.LittleEndian.Uint64(h[4:12]) != id {
-		return 0, false
+		return 0, 0, false
 	}
-	return binary.LittleEndian.Uint64(h[12:20]), true
+	return binary.LittleEndian.Uint64(h[12:20]), salt, true
 }
 
 // createFile creates journal file id starting at logical position start,
-// makes its header and directory entry durable, and makes it current.
+// makes its header and directory entry durable, and makes it current. It
+// reuses the oldest released file if one is kept (see RecycleFiles): the
+// file is renamed and then overwritten from the start, its old records
+// made unreadable by the new id's salt.
 func (j *Journal) createFile(id, start uint64) error {
 	fs := j.opts.FS
 	name := fs.PathJoin(j.opts.Dir, FileName(id))
-	f, err := fs.Create(name, vfs.WriteCategoryUnspecified)
+	j.filesMu.Lock()
+	var reuse uint64
+	if len(j.recycle) > 0 {
+		reuse = j.recycle[0]
+		j.recycle = j.recycle[1:]
+	}
+	j.filesMu.Unlock()
+	var f vfs.File
+	var err error
+	if reuse != 0 {
+		f, err = fs.ReuseForWrite(fs.PathJoin(j.opts.Dir, FileName(reuse)), name, vfs.WriteCategoryUnspecified)
+	} else {
+		f, err = fs.Create(name, vfs.WriteCategoryUnspecified)
+	}
 	if err != nil {
 		return fmt.Errorf("journal: create %s: %w", name, err)
 	}
@@ -257,9 +338,9 @@ func (j *Journal) createFile(id, start uint64) error {
 	if j.f != nil {
 		j.f.Close()
 	}
-	j.f, j.fileID, j.fileSize, j.written = f, id, fileHeaderLen, fileHeaderLen
+	j.f, j.fileID, j.salt, j.fileSize, j.written = f, id, recordSalt(id), fileHeaderLen, fileHeaderLen
 	j.filesMu.Lock()
-	j.files = append(j.files, fileMeta{id: id, start: start, valid: true})
+	j.files = append(j.files, fileMeta{id: id, start: start, salt: j.salt, valid: true})
 	j.filesMu.Unlock()
 	return nil
 }
@@ -431,6 +512,7 @@ func (j *Journal) writeOne(timer *time.Timer, stopping *bool) bool {
 
 func (j *Journal) writeGroup(buf []byte) error {
 	n := len(buf)
+	saltRecords(buf, j.salt)
 	if _, err := j.f.Write(buf); err != nil {
 		return j.fail(fmt.Errorf("journal: write: %w", err))
 	}
@@ -493,15 +575,22 @@ func (j *Journal) fail(err error) error {
 	return err
 }
 
-// Release deletes journal files all of whose records lie before mark (the
-// logical position up to which everything is checkpointed). The current
-// file is never deleted.
+// Release retires journal files all of whose records lie before mark (the
+// logical position up to which everything is checkpointed): up to
+// RecycleFiles of them are kept for reuse by the next rotations, the rest
+// are deleted. The current file is never released. A kept file stays on
+// disk under its old name until reused; after a restart it is an old,
+// checkpointed file again, skipped by Replay and released again.
 func (j *Journal) Release(mark uint64) error {
 	j.filesMu.Lock()
 	var victims []fileMeta
 	keep := j.files[:0:0]
 	for i, fm := range j.files {
 		if j.releasableLocked(i, mark) {
+			if len(j.recycle) < j.opts.RecycleFiles {
+				j.recycle = append(j.recycle, fm.id)
+				continue
+			}
 			victims = append(victims, fm)
 			continue
 		}
@@ -518,7 +607,7 @@ func (j *Journal) Release(mark uint64) error {
 	return firstErr
 }
 
-// Releasable reports whether Release(mark) would delete a file.
+// Releasable reports whether Release(mark) would retire a file.
 func (j *Journal) Releasable(mark uint64) bool {
 	j.filesMu.Lock()
 	defer j.filesMu.Unlock()
@@ -579,12 +668,16 @@ type ReplayStats struct {
 	Files   int // journal files read
 	Records int // records passed to fn
 	Torn    int // files whose tail held a partial or corrupt record
+	// Recycled counts files whose records end where intact records of the
+	// file's previous life begin (a reused file; nothing was lost).
+	Recycled int
 }
 
 // Replay reads every journal file in dir in order and calls fn for each
-// intact record at or after logical position from. A file is read up to its
-// first partial or corrupt record (a torn tail from a crash); the rest of
-// that file is ignored. It returns the logical position just past the last
+// intact record at or after logical position from. A file is read up to the
+// next file's first position, or up to its first partial or corrupt record
+// (a torn tail from a crash, or what a recycled file held before); the rest
+// of that file is ignored. It returns the logical position just past the last
 // intact record seen. Data passed to fn is only valid during the call.
 func Replay(fs vfs.FS, dir string, from uint64, fn func(pos uint64, r Record) error) (end uint64, st ReplayStats, err error) {
 	files, err := listFiles(fs, dir)
@@ -612,7 +705,11 @@ func Replay(fs vfs.FS, dir string, from uint64, fn func(pos uint64, r Record) er
 			return 0, st, fmt.Errorf("journal: read: %w", err)
 		}
 		pos := fm.start
-		for {
+		limit := uint64(math.MaxUint64)
+		if i+1 < len(files) && files[i+1].valid {
+			limit = files[i+1].start
+		}
+		for pos < limit {
 			hdr, perr := r.Peek(recordHeaderLen)
 			if perr != nil {
 				if len(hdr) > 0 {
@@ -633,9 +730,13 @@ func Replay(fs vfs.FS, dir string, from uint64, fn func(pos uint64, r Record) er
 				st.Torn++
 				break
 			}
-			rec, _, derr := DecodeRecord(buf)
+			rec, _, derr := decodeRecord(buf, fm.salt)
 			if derr != nil {
-				st.Torn++
+				if fm.salt != 0 && staleRecord(buf, fm.id) {
+					st.Recycled++
+				} else {
+					st.Torn++
+				}
 				break
 			}
 			if pos >= from {

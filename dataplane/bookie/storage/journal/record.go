@@ -83,11 +83,25 @@ func appendLedgerRecord(dst []byte, t RecordType, ledger int64) []byte {
 	return append(dst, h[:]...)
 }
 
+// saltRecords XORs salt into the checksum of every record in buf, which
+// holds whole records only (a group).
+func saltRecords(buf []byte, salt uint32) {
+	for off := 0; off+recordHeaderLen <= len(buf); {
+		c := binary.LittleEndian.Uint32(buf[off:])
+		binary.LittleEndian.PutUint32(buf[off:], c^salt)
+		off += recordHeaderLen + int(binary.LittleEndian.Uint32(buf[off+4:]))
+	}
+}
+
 // DecodeRecord decodes the record at the start of b and returns it with its
 // encoded length. It returns ErrTruncated if b ends inside the record and
 // ErrCorrupt if the record is malformed or fails its checksum. It never
-// panics, whatever b holds.
-func DecodeRecord(b []byte) (Record, int, error) {
+// panics, whatever b holds. The checksum is checked unsalted (format MGJ1).
+func DecodeRecord(b []byte) (Record, int, error) { return decodeRecord(b, 0) }
+
+// decodeRecord is DecodeRecord for a record of a file whose checksums are
+// salted with salt.
+func decodeRecord(b []byte, salt uint32) (Record, int, error) {
 	if len(b) < recordHeaderLen {
 		return Record{}, 0, ErrTruncated
 	}
@@ -109,7 +123,7 @@ func DecodeRecord(b []byte) (Record, int, error) {
 	if len(b) < total {
 		return Record{}, 0, ErrTruncated
 	}
-	if crc32.Checksum(b[4:total], castagnoli) != binary.LittleEndian.Uint32(b[0:4]) {
+	if crc32.Checksum(b[4:total], castagnoli) != binary.LittleEndian.Uint32(b[0:4])^salt {
 		return Record{}, 0, ErrCorrupt
 	}
 	p := b[recordHeaderLen:total]
