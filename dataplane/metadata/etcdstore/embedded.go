@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -335,13 +336,25 @@ type Embedded struct {
 	srv *Server
 }
 
-// StartEmbedded starts an etcd member with cfg and connects a Store to it.
+// StartEmbedded starts an etcd member with cfg and connects a Store to it
+// in process: the Store calls the member's request handlers directly
+// (etcd's v3client), without gRPC over a loopback socket, which cost about
+// half the CPU of a metadata read or write (docs/benchmarks.md, W5). Such a
+// Store is bound to this run of the member: it does not survive
+// Server().Restart (other clients, through ClientURLs, do).
 func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 	srv, err := StartServer(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	st, err := New(ctx, Config{Endpoints: srv.ClientURLs(), Prefix: srv.cfg.Prefix, Logger: srv.cfg.Logger})
+	srv.mu.Lock()
+	es := srv.etcd.Server
+	srv.mu.Unlock()
+	scfg := Config{Endpoints: srv.ClientURLs(), Prefix: srv.cfg.Prefix, Logger: srv.cfg.Logger}
+	if err := scfg.Validate(); err != nil {
+		return nil, errors.Join(err, srv.Close())
+	}
+	st, err := newStore(ctx, v3client.New(es), scfg.withDefaults())
 	if err != nil {
 		return nil, errors.Join(err, srv.Close())
 	}

@@ -61,10 +61,15 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("etcdstore: connect %v: %w", cfg.Endpoints, err)
 	}
+	return newStore(ctx, cli, cfg)
+}
+
+// newStore wraps cli, which it closes on failure and on Close. It probes
+// the cluster: clientv3.New does not wait for a connection, and a wrong
+// endpoint should fail here rather than at first use.
+func newStore(ctx context.Context, cli *clientv3.Client, cfg Config) (*Store, error) {
 	s := &Store{cfg: cfg, cli: cli, pfx: cfg.Prefix, sessions: make(map[*session]struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	// clientv3.New does not wait for a connection; probe one, so that a
-	// wrong endpoint fails here rather than at first use.
 	pctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
 	defer cancel()
 	if _, err := cli.Get(pctx, s.pfx+seqInfix, clientv3.WithCountOnly()); err != nil {
@@ -101,7 +106,12 @@ func (s *Store) Close() error {
 	}
 	s.cancel()
 	s.wg.Wait()
-	return s.cli.Close()
+	// A client without a connection of its own (the embedded in-process
+	// one) reports its canceled context as Close's result.
+	if err := s.cli.Close(); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
 }
 
 func (s *Store) isClosed() bool {
