@@ -20,6 +20,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	pprofFlag(root)
 	for _, add := range subcommands {
 		root.AddCommand(add())
 	}

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// pprofFlag adds --pprof-addr to root: every subcommand can then serve Go's
+// profiles (/debug/pprof/) on a listener of their own, off by default and
+// apart from the admin API, for measuring a running server (docs/benchmarks.md
+// profiles the standalone this way). Bind it to loopback: profiles expose
+// internals and cost CPU while taken.
+func pprofFlag(root *cobra.Command) {
+	var addr string
+	root.PersistentFlags().StringVar(&addr, "pprof-addr", "", "serve Go profiles (/debug/pprof/) on this address (off when empty; keep it on loopback)")
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if addr == "" {
+			return nil
+		}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("pprof: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() { // lives as long as the process
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				fmt.Fprintln(os.Stderr, "magnetar: pprof server:", err)
+			}
+		}()
+		fmt.Fprintf(os.Stderr, "magnetar: profiles on http://%s/debug/pprof/\n", ln.Addr())
+		return nil
+	}
+}
