@@ -19,6 +19,9 @@ import (
 type magnetarSystem struct {
 	root string // module root
 	bin  string
+	// backlogReadRate is passed as --backlog-read-rate (bytes/s; 0: the
+	// default, unpaced).
+	backlogReadRate int64
 }
 
 func (m *magnetarSystem) name() string { return "magnetar" }
@@ -48,6 +51,9 @@ func (m *magnetarSystem) startAt(ctx context.Context, dir string, d durability, 
 		"--broker-addr", addrs[0], "--http-addr", addrs[1], "--bookie-addr", addrs[2]}
 	if d == durOS {
 		args = append(args, "--journal-sync=false")
+	}
+	if m.backlogReadRate > 0 {
+		args = append(args, "--backlog-read-rate", strconv.FormatInt(m.backlogReadRate, 10))
 	}
 	p, err := startProcess(dir, "magnetar.log", m.bin, args...)
 	if err != nil {

@@ -33,12 +33,14 @@ type options struct {
 	backlog       int64         // W6 bytes of backlog
 	catchupRate   int           // W6 producer msg/s
 	catchupLimit  time.Duration // W6 longest catch-up before it is reported as not caught up
-	topics        int           // W5 topics
-	topicsRate    int           // W5 total msg/s spread over the topics
-	dir           string
-	root          string // module root, where `go build` runs
-	installRedis  bool
-	command       string
+	// backlogReadRate starts Magnetar with --backlog-read-rate (bytes/s).
+	backlogReadRate int64
+	topics          int // W5 topics
+	topicsRate      int // W5 total msg/s spread over the topics
+	dir             string
+	root            string // module root, where `go build` runs
+	installRedis    bool
+	command         string
 }
 
 // defaults: 5 rounds x 3 systems x 7 runs of 5 s each (plus at most 2 s of
@@ -83,6 +85,7 @@ func main() {
 	flag.StringVar(&fanouts, "fanouts", joinInts(o.fanouts), "W4 subscription counts")
 	flag.StringVar(&backlog, "backlog", sizeName(int(o.backlog)), "W6 backlog to build and catch up on (the full run: 1GiB)")
 	flag.IntVar(&o.catchupRate, "catchup-rate", o.catchupRate, "W6 producer msg/s while the backlog is read")
+	flag.Int64Var(&o.backlogReadRate, "backlog-read-rate", 0, "start Magnetar with --backlog-read-rate (bytes/s; catch-up reads paced; 0: unpaced, the default)")
 	flag.DurationVar(&o.catchupLimit, "catchup-limit", o.catchupLimit, "W6 longest catch-up (then reported as not caught up)")
 	flag.IntVar(&o.topics, "topics", o.topics, "W5 topics to create (the full run: 100000)")
 	flag.IntVar(&o.topicsRate, "topics-rate", o.topicsRate, "W5 total msg/s, round robin over the topics")
@@ -166,7 +169,7 @@ func buildSystems(o options) []system {
 	for _, s := range o.systems {
 		switch s {
 		case "magnetar":
-			out = append(out, &magnetarSystem{root: o.root})
+			out = append(out, &magnetarSystem{root: o.root, backlogReadRate: o.backlogReadRate})
 		case "nats":
 			out = append(out, &natsSystem{root: o.root})
 		case "magnetar-cluster":

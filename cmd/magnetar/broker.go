@@ -52,6 +52,7 @@ func newBrokerCommand() *cobra.Command {
 	f.DurationVar(&cfg.Broker.LoadReportInterval, "load-report-interval", 5*time.Second, "how often the broker publishes its load report")
 	f.DurationVar(&cfg.Broker.LoadManagerInterval, "load-manager-interval", 15*time.Second, "how often the elected load manager decides")
 	f.IntVar(&cfg.Ensemble, "ensemble", 3, "default ensemble size of new ledgers")
+	f.Int64Var(&cfg.BacklogReadRate, "backlog-read-rate", 0, "pace catch-up reads from the bookies at this many bytes/s for the whole broker, leaving CPU and disk to producers (0: unpaced, as Pulsar)")
 	f.IntVar(&cfg.WriteQuorum, "write-quorum", 3, "default write quorum of new ledgers")
 	f.IntVar(&cfg.AckQuorum, "ack-quorum", 2, "default ack quorum of new ledgers")
 	f.IntVar(&cfg.Broker.MaxMessageSize, "max-message-size", 5<<20, "largest message accepted, in bytes")

@@ -51,6 +51,10 @@ type Config struct {
 	// ledgers. Defaults 3, 3, 2 (a cluster's; a namespace's persistence
 	// policy overrides them).
 	Ensemble, WriteQuorum, AckQuorum int
+	// BacklogReadRate paces catch-up reads from the bookies, in bytes per
+	// second for the whole broker (ledger.FactoryConfig.BacklogReadRate).
+	// Default 0: unpaced.
+	BacklogReadRate int64
 	// Broker carries the broker's own settings (BinaryAddr, AdvertisedAddr,
 	// ClusterName, SessionTTL, ...).
 	Broker broker.Config
@@ -110,7 +114,8 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	if n.mlf, err = ledger.NewFactory(ledger.FactoryConfig{Client: n.client, Metadata: n.md,
-		Defaults: ledger.Config{Ensemble: cfg.Ensemble, WriteQuorum: cfg.WriteQuorum, AckQuorum: cfg.AckQuorum}, Logger: cfg.Logger}); err != nil {
+		Defaults:        ledger.Config{Ensemble: cfg.Ensemble, WriteQuorum: cfg.WriteQuorum, AckQuorum: cfg.AckQuorum},
+		BacklogReadRate: cfg.BacklogReadRate, Logger: cfg.Logger}); err != nil {
 		return nil, err
 	}
 	bcfg := cfg.Broker

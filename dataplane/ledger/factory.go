@@ -22,6 +22,7 @@ type Factory struct {
 	defs   Config
 	log    *slog.Logger
 	cache  *entryCache
+	pacer  *readPacer
 
 	mu      sync.Mutex
 	closed  bool
@@ -55,6 +56,7 @@ func NewFactory(cfg FactoryConfig) (*Factory, error) {
 		defs:    defs,
 		log:     cfg.Logger,
 		cache:   newEntryCache(defs.CacheSize),
+		pacer:   &readPacer{rate: float64(cfg.BacklogReadRate)},
 		ledgers: map[string]*openFuture{},
 	}, nil
 }

@@ -109,6 +109,12 @@ func (ml *ManagedLedger) Read(ctx context.Context, from Position, maxEntries, ma
 		_, writing := ml.writers[p.LedgerID]
 		ml.mu.Unlock()
 
+		if err := ml.f.pacer.wait(ctx); err != nil {
+			if len(out) > 0 {
+				return out, nil
+			}
+			return nil, err
+		}
 		ents, err := ml.readBookies(ctx, p.LedgerID, p.EntryID, end, writing)
 		if err != nil {
 			if len(out) > 0 {
@@ -156,9 +162,12 @@ func (ml *ManagedLedger) readBookies(ctx context.Context, id, first, last int64,
 		return nil, fmt.Errorf("ledger: read %d:%d..%d of %q: %w", id, first, last, ml.name, err)
 	}
 	out := make([]Entry, len(ents))
+	n := 0
 	for i, e := range ents {
 		out[i] = Entry{Pos: Position{id, e.EntryID}, Data: e.Payload}
+		n += len(e.Payload)
 	}
+	ml.f.pacer.charge(n)
 	return out, nil
 }
 

@@ -43,6 +43,9 @@ type Config struct {
 	// JournalDir puts the bookie journal in its own directory (ideally its
 	// own device). Default <DataDir>/bookie/ledgers/journal.
 	JournalDir string
+	// BacklogReadRate paces catch-up reads, in bytes per second
+	// (brokernode.Config.BacklogReadRate). Default 0: unpaced.
+	BacklogReadRate int64
 	// Broker carries further broker settings; its BinaryAddr is BrokerAddr.
 	Broker broker.Config
 	Logger *slog.Logger
@@ -99,7 +102,8 @@ func Start(ctx context.Context, cfg Config) (_ *Standalone, err error) {
 	if s.node, err = brokernode.Start(ctx, brokernode.Config{
 		Metadata: s.md, NoAuditor: true, HTTPAddr: cfg.HTTPAddr,
 		Ensemble: 1, WriteQuorum: 1, AckQuorum: 1,
-		Broker: bcfg, Logger: cfg.Logger,
+		BacklogReadRate: cfg.BacklogReadRate,
+		Broker:          bcfg, Logger: cfg.Logger,
 	}); err != nil {
 		return nil, fmt.Errorf("standalone: %w", err)
 	}

@@ -1,0 +1,57 @@
+package ledger
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// readPacer spreads reads from the bookies (what the entry cache did not
+// hold: catch-up reads of a backlog) at a rate in bytes per second, shared
+// by every managed ledger of a factory. A read is charged after it returns
+// (its size is not known before); the next read waits until the budget has
+// paid for it. Up to paceBurst of unspent budget accumulates while idle.
+type readPacer struct {
+	rate float64 // bytes per second; <= 0: no pacing
+
+	mu   sync.Mutex
+	next time.Time // when the budget is back to zero
+}
+
+// paceBurst is how far ahead of the rate reads may run after a pause.
+const paceBurst = 100 * time.Millisecond
+
+// wait blocks until a read may start.
+func (p *readPacer) wait(ctx context.Context) error {
+	if p == nil || p.rate <= 0 {
+		return nil
+	}
+	p.mu.Lock()
+	d := time.Until(p.next)
+	p.mu.Unlock()
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// charge records a read of n bytes.
+func (p *readPacer) charge(n int) {
+	if p == nil || p.rate <= 0 || n <= 0 {
+		return
+	}
+	now := time.Now()
+	p.mu.Lock()
+	if floor := now.Add(-paceBurst); p.next.Before(floor) {
+		p.next = floor
+	}
+	p.next = p.next.Add(time.Duration(float64(n) / p.rate * float64(time.Second)))
+	p.mu.Unlock()
+}
