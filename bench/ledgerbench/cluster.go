@@ -31,9 +31,12 @@ type cluster struct {
 
 var quiet = slog.New(slog.DiscardHandler)
 
-// startCluster starts n bookies under dir (which it creates; close removes
-// it).
+// startCluster starts n bookies under dir, which it creates (after removing
+// what a killed run may have left there); the caller removes it.
 func startCluster(ctx context.Context, dir string, n int) (_ *cluster, err error) {
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, err
+	}
 	c := &cluster{dir: dir, md: memstore.New()}
 	defer func() {
 		if err != nil {
@@ -91,7 +94,7 @@ func startCluster(ctx context.Context, dir string, n int) (_ *cluster, err error
 	return c, nil
 }
 
-// close stops everything and removes the cluster's directory.
+// close stops everything; the directory stays (run removes it at the end).
 func (c *cluster) close() error {
 	var errs []error
 	if c.pool != nil {
@@ -106,7 +109,6 @@ func (c *cluster) close() error {
 		errs = append(errs, st.Close())
 	}
 	errs = append(errs, c.md.Close())
-	errs = append(errs, os.RemoveAll(c.dir))
 	return errors.Join(errs...)
 }
 

@@ -229,7 +229,10 @@ func runBlock(ctx context.Context, o options, s system, round int, tmp string, r
 		if err := srv.stop(); err != nil {
 			return err
 		}
-		os.RemoveAll(dir)
+		// The data directory stays until the run ends (run removes tmp):
+		// deleting gigabytes here would have the next system measured on
+		// a disk busy freeing (and, mounted with discard, trimming) them,
+		// which put 100-200 ms stalls into the first runs after a delete.
 	}
 	if ms, ok := s.(*magnetarSystem); ok && o.workloads["W5"] {
 		dir := filepath.Join(tmp, fmt.Sprintf("r%d-%s-W5", round, s.name()))
@@ -240,7 +243,6 @@ func runBlock(ctx context.Context, o options, s system, round int, tmp string, r
 		}
 		res.manyTopics[s.name()] = append(res.manyTopics[s.name()], mr)
 		fmt.Fprintf(progress, "round %d %-8s W5 %s\n", round, s.name(), mr.describe())
-		os.RemoveAll(dir)
 	}
 	bl.after = machine.Snapshot()
 	self1, _ := machine.ReadProc(os.Getpid())
