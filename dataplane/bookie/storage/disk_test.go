@@ -498,6 +498,31 @@ func TestGCReclaimsSpace(t *testing.T) {
 	for e := int64(0); e < 160; e++ {
 		checkEntry(t, s, 2, e, 100)
 	}
+	// Removed logs are renamed, then deleted after the pass; one left
+	// renamed by a crash is deleted at the next Open.
+	for _, n := range listDir(t, fs, "/b/entrylogs") {
+		if strings.HasSuffix(n, ".del") {
+			t.Fatalf("removed log %s not deleted after GC", n)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := fs.Create("/b/entrylogs/0000000000000001.log.del", vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	s2 := mustOpen(t, cfg)
+	defer s2.Close()
+	for _, n := range listDir(t, fs, "/b/entrylogs") {
+		if strings.HasSuffix(n, ".del") {
+			t.Fatalf("leftover %s not deleted at Open", n)
+		}
+	}
+	for e := int64(0); e < 160; e++ {
+		checkEntry(t, s2, 2, e, 100)
+	}
 }
 
 func TestReadAheadSequential(t *testing.T) {

@@ -73,7 +73,11 @@
 // RunGC (every GCInterval) sums the live bytes of each entry log from the
 // index, removes logs with none, and compacts logs whose live fraction is
 // below CompactionThreshold (copies their live entries to the current log,
-// repoints the index, removes the old file). An I/O error on any write or
+// repoints the index, removes the old file). A removed log is renamed
+// (<id>.log.del) under the flush lock and deleted after the pass, shrunk a
+// few MiB at a time (package slowrm): deleting a 1 GiB file at once stalls
+// every fdatasync on the disk while the file system frees it; Open deletes
+// renamed logs a crash left behind. An I/O error on any write or
 // sync makes the storage read-only until restart; CheckDisk (every
 // DiskCheckInterval) makes it read-only while free space is below
 // MinFreeDiskBytes or usage above MaxDiskUsage. Read-only adds, fences and

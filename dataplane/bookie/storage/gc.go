@@ -8,6 +8,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/magnetar-dev/magnetar/dataplane/bookie/internal/slowrm"
 	"github.com/magnetar-dev/magnetar/dataplane/bookie/storage/entrylog"
 )
 
@@ -25,40 +26,51 @@ type GCStats struct {
 // from the index, deletes logs with none, and compacts logs whose live
 // fraction is below CompactionThreshold: their live entries are appended to
 // the current log, the index is repointed (synced), then the old log is
-// removed. It holds the flush lock for the whole pass.
+// removed. It holds the flush lock for the whole pass; the files of removed
+// logs are deleted after it, slowly and without the lock (package slowrm).
 func (s *DiskStorage) RunGC() (GCStats, error) {
-	st, err := s.runGC()
+	st, trash, err := s.runGC()
 	s.metrics.onGC(st)
+	// Outside flushMu: deleting a GiB-sized log slowly takes seconds
+	// (slowrm), during which flushes, and so adds, must go on.
+	for _, name := range trash {
+		if rerr := slowrm.Remove(s.fs, name, slowrm.Options{Stop: s.stop}); rerr != nil {
+			s.cfg.Logger.Warn("bookie storage: delete of a removed entry log failed", "file", name, "err", rerr)
+		}
+	}
 	return st, err
 }
 
-func (s *DiskStorage) runGC() (GCStats, error) {
+// runGC is one pass under flushMu; it returns the files of the logs it
+// removed, for RunGC to delete.
+func (s *DiskStorage) runGC() (_ GCStats, trash []string, _ error) {
 	s.closeMu.RLock()
 	defer s.closeMu.RUnlock()
 	if s.closed {
-		return GCStats{}, ErrClosed
+		return GCStats{}, nil, ErrClosed
 	}
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
+	defer func() { trash = s.logs.TakeTrash() }()
 	var st GCStats
 	if p := s.ioErr.Load(); p != nil {
-		return st, *p
+		return st, nil, *p
 	}
 	// Removing a log is only safe once no durable index entry can point
 	// into it: make unsynced flush batches durable first.
 	if err := s.syncIndexLocked(); err != nil {
 		err = fmt.Errorf("storage: gc: %w", err)
 		s.setIOError(err)
-		return st, err
+		return st, nil, err
 	}
 	dropped, err := s.expireTombstones(time.Now())
 	if err != nil {
-		return st, err
+		return st, nil, err
 	}
 	st.TombstonesDropped = dropped
 	live, err := s.liveBytes()
 	if err != nil {
-		return st, err
+		return st, nil, err
 	}
 	cur := s.logs.Current()
 	for _, info := range s.logs.Logs() {
@@ -69,14 +81,14 @@ func (s *DiskStorage) runGC() (GCStats, error) {
 		switch {
 		case lb == 0:
 			if err := s.logs.Remove(info.ID); err != nil {
-				return st, err
+				return st, nil, err
 			}
 			st.LogsDeleted++
 			st.BytesReclaimed += info.Size
 		case float64(lb) < s.cfg.CompactionThreshold*float64(info.Size):
 			moved, copied, err := s.compactLog(info.ID, lb)
 			if err != nil {
-				return st, err
+				return st, nil, err
 			}
 			if copied < 0 {
 				continue // not every live entry was found; log kept
@@ -90,10 +102,10 @@ func (s *DiskStorage) runGC() (GCStats, error) {
 		if err := s.logs.Sync(); err != nil { // directory entries of removals
 			err = fmt.Errorf("storage: gc: %w", err)
 			s.setIOError(err)
-			return st, err
+			return st, nil, err
 		}
 	}
-	return st, nil
+	return st, nil, nil
 }
 
 // expireTombstones drops the tombstones of ledgers deleted before now minus

@@ -132,7 +132,11 @@ type Manager struct {
 	writebackAt int64
 	dirDirty    bool
 	hdrScratch  [RecordHeaderLen]byte
+	trash       []string // removed logs, renamed, waiting for TakeTrash's caller
 }
+
+// trashSuffix marks a removed log waiting to be deleted (see Remove).
+const trashSuffix = ".del"
 
 // Open opens the entry logs in dir (which must exist) and creates a fresh
 // current log after the highest existing id. Existing logs are only read,
@@ -152,6 +156,13 @@ func Open(fs vfs.FS, dir string, maxFileBytes int64) (*Manager, error) {
 	}
 	var maxID uint64
 	for _, n := range names {
+		if strings.HasSuffix(n, trashSuffix) {
+			// Removed before a crash, not yet deleted.
+			if err := fs.Remove(fs.PathJoin(dir, n)); err != nil {
+				return nil, fmt.Errorf("entrylog: remove: %w", err)
+			}
+			continue
+		}
 		id, ok := parseFileName(n)
 		if !ok {
 			continue
@@ -456,7 +467,8 @@ func (m *Manager) Logs() []Info {
 	return out
 }
 
-// Remove deletes log id (never the current one). Readers holding it finish
+// Remove removes log id (never the current one) from the manager and
+// renames its file for deletion (TakeTrash). Readers holding it finish
 // their read; later reads fail with ErrNoSuchLog.
 func (m *Manager) Remove(id uint64) error {
 	if id == m.curID {
@@ -470,11 +482,25 @@ func (m *Manager) Remove(id uint64) error {
 	if r != nil {
 		r.release()
 	}
-	if err := m.fs.Remove(m.path(id)); err != nil {
+	// Renamed, not deleted: deleting a log of up to a GiB stalls every
+	// fdatasync on the disk (see package slowrm); the caller deletes it
+	// slowly, outside its locks, after TakeTrash. A crash in between
+	// leaves the renamed file for Open to delete.
+	trash := m.path(id) + trashSuffix
+	if err := m.fs.Rename(m.path(id), trash); err != nil {
 		return fmt.Errorf("entrylog: remove: %w", err)
 	}
+	m.trash = append(m.trash, trash)
 	m.dirDirty = true
 	return nil
+}
+
+// TakeTrash returns the paths of the logs removed since the last call, for
+// the caller to delete (slowrm.Remove).
+func (m *Manager) TakeTrash() []string {
+	t := m.trash
+	m.trash = nil
+	return t
 }
 
 // Close closes every file. Unsynced appends are dropped.
