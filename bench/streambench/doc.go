@@ -5,7 +5,11 @@
 //	go run ./bench/streambench [-workloads W1,W2,W3,W7] [-rounds 5] [-duration 5s] [-warmup 1s]
 //	    [-systems magnetar,nats,redis] [-short] [-markdown FILE]
 //	    [-fanouts 1,4,16,64] [-fanout-rate 5000] [-backlog 256MiB] [-catchup-rate 5000]
-//	    [-catchup-limit 2m] [-topics 10000] [-topics-rate 1000]
+//	    [-catchup-limit 2m] [-topics 10000] [-topics-rate 1000] [-gogc 400]
+//
+// The load generator runs with GOGC 400 (-gogc): its own garbage collection
+// otherwise added tens of milliseconds to the tail it measures, for every
+// system alike. The servers are separate processes with their defaults.
 //
 // What it owns: building and running the servers as subprocesses (the
 // magnetar binary and nats-server built from their Go modules with `go

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -92,7 +93,14 @@ func main() {
 	flag.StringVar(&o.dir, "dir", "", "directory for binaries and data (default: the system temp dir)")
 	flag.BoolVar(&short, "short", false, "smoke run: tiny rates and durations, one round")
 	flag.StringVar(&markdown, "markdown", "", "also write the Markdown section (date, commit, command, limits, tables, load) to this file")
+	gogc := flag.Int("gogc", 400, "GOGC of the load generator itself (servers are separate processes and keep their own)")
 	flag.Parse()
+	// The load generator allocates a payload per message and its clients
+	// more; at the default GOGC its collector ran every ~180 ms for ~40 ms
+	// on the two cores the servers share, and its pauses and assists
+	// showed up in every system's latency (Magnetar's W1 memory-only e2e
+	// p99 22.8-27.9 ms at GOGC 100, 13.8-14.1 ms at 400: docs/benchmarks.md).
+	debug.SetGCPercent(*gogc)
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if short { // explicit flags win over -short
