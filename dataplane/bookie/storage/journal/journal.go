@@ -185,7 +185,6 @@ type Journal struct {
 	// Owned by the writer goroutine (and Open/Close around it).
 	f        vfs.File
 	fileID   uint64
-	salt     uint32 // of the current file
 	fileSize int64
 	written  int64 // fileSize when writeback was last started (NoSync)
 	spare    []byte
@@ -338,9 +337,9 @@ func (j *Journal) createFile(id, start uint64) error {
 	if j.f != nil {
 		j.f.Close()
 	}
-	j.f, j.fileID, j.salt, j.fileSize, j.written = f, id, recordSalt(id), fileHeaderLen, fileHeaderLen
+	j.f, j.fileID, j.fileSize, j.written = f, id, fileHeaderLen, fileHeaderLen
 	j.filesMu.Lock()
-	j.files = append(j.files, fileMeta{id: id, start: start, salt: j.salt, valid: true})
+	j.files = append(j.files, fileMeta{id: id, start: start, salt: recordSalt(id), valid: true})
 	j.filesMu.Unlock()
 	return nil
 }
@@ -512,7 +511,7 @@ func (j *Journal) writeOne(timer *time.Timer, stopping *bool) bool {
 
 func (j *Journal) writeGroup(buf []byte) error {
 	n := len(buf)
-	saltRecords(buf, j.salt)
+	saltRecords(buf, recordSalt(j.fileID))
 	if _, err := j.f.Write(buf); err != nil {
 		return j.fail(fmt.Errorf("journal: write: %w", err))
 	}
