@@ -24,17 +24,10 @@ func pprofFlag(root *cobra.Command) {
 		if addr == "" {
 			return nil
 		}
-		ln, err := net.Listen("tcp", addr)
+		srv, ln, err := servePprof(addr)
 		if err != nil {
-			return fmt.Errorf("pprof: %w", err)
+			return err
 		}
-		mux := http.NewServeMux()
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go func() { // lives as long as the process
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				fmt.Fprintln(os.Stderr, "magnetar: pprof server:", err)
@@ -43,4 +36,19 @@ func pprofFlag(root *cobra.Command) {
 		fmt.Fprintf(os.Stderr, "magnetar: profiles on http://%s/debug/pprof/\n", ln.Addr())
 		return nil
 	}
+}
+
+// servePprof listens on addr and returns the profile server to run on it.
+func servePprof(addr string) (*http.Server, net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("pprof: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, ln, nil
 }
