@@ -350,11 +350,9 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 	srv.mu.Lock()
 	es := srv.etcd.Server
 	srv.mu.Unlock()
-	scfg := Config{Endpoints: srv.ClientURLs(), Prefix: srv.cfg.Prefix, Logger: srv.cfg.Logger}
-	if err := scfg.Validate(); err != nil {
-		return nil, errors.Join(err, srv.Close())
-	}
-	st, err := newStore(ctx, v3client.New(es), scfg.withDefaults())
+	// StartServer validated the prefix (EmbeddedConfig.Validate).
+	scfg := Config{Endpoints: srv.ClientURLs(), Prefix: srv.cfg.Prefix, Logger: srv.cfg.Logger}.withDefaults()
+	st, err := newStore(ctx, v3client.New(es), scfg)
 	if err != nil {
 		return nil, errors.Join(err, srv.Close())
 	}
