@@ -44,8 +44,8 @@ type Config struct {
 	// JournalRecycleFiles is how many checkpointed journal files are kept
 	// to be reused (renamed and overwritten) by the next rotations instead
 	// of being deleted; see journal.Options.RecycleFiles (deleting a large
-	// file stalls every fdatasync on the disk). Default 2; negative: delete
-	// at once.
+	// file stalls every fdatasync on the disk; the others are deleted
+	// slowly after the flush). Default 2; negative: keep none.
 	JournalRecycleFiles int
 	// JournalNoSync acknowledges adds once the journal group is written to
 	// the OS, without fsync. Default false: SyncJournal on, fsync before any

@@ -12,6 +12,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/magnetar-dev/magnetar/dataplane/bookie/internal/slowrm"
 	"github.com/magnetar-dev/magnetar/dataplane/bookie/storage/entrylog"
 	"github.com/magnetar-dev/magnetar/dataplane/bookie/storage/journal"
 )
@@ -58,6 +59,9 @@ type DiskStorage struct {
 	// indexUnsynced is set when an index batch was committed without
 	// syncing Pebble's WAL (see flush); guarded by flushMu.
 	indexUnsynced bool
+	// doomed are files released by flush (journal) and GC (entry logs),
+	// to be deleted by deleteDoomed without flushMu; guarded by flushMu.
+	doomed []string
 
 	mu       sync.Mutex
 	space    *sync.Cond // broadcast when a flush finishes or fails
@@ -183,8 +187,17 @@ func (s *DiskStorage) open() error {
 	}
 	// Recovery checkpoint: makes the replayed records durable in the entry
 	// logs and index, which lets every older journal file (torn tails
-	// included) be deleted.
-	return s.flush(true)
+	// included) be deleted: at once, since nothing waits on the disk yet.
+	if err := s.flush(true); err != nil {
+		return err
+	}
+	for _, name := range s.doomed {
+		if err := s.fs.Remove(name); err != nil {
+			s.cfg.Logger.Warn("bookie storage: delete of a released file failed", "file", name, "err", err)
+		}
+	}
+	s.doomed = nil
+	return nil
 }
 
 func (s *DiskStorage) loadMeta() error {
@@ -393,6 +406,7 @@ func (s *DiskStorage) flushLoop() {
 		if err := s.flush(false); err != nil {
 			s.cfg.Logger.Error("bookie storage: flush failed", "err", err)
 		}
+		s.deleteDoomed()
 	}
 }
 
@@ -411,7 +425,9 @@ func (s *DiskStorage) Flush() error {
 	if s.closed {
 		return ErrClosed
 	}
-	return s.flush(false)
+	err := s.flush(false)
+	s.deleteDoomed()
+	return err
 }
 
 // flush: snapshot the write cache, append its entries sorted by (ledger,
@@ -478,11 +494,25 @@ func (s *DiskStorage) flush(force bool) error {
 	s.lastMark = mark
 	s.indexUnsynced = !sync
 	if sync {
-		if err := s.jnl.Release(mark); err != nil {
-			s.cfg.Logger.Warn("bookie storage: journal release failed", "err", err)
-		}
+		s.doomed = append(s.doomed, s.jnl.Release(mark)...)
 	}
 	return nil
+}
+
+// deleteDoomed deletes the files flush and GC released, without flushMu:
+// shrunk a few MiB at a time (package slowrm), which takes seconds for a
+// large file, during which flushes, and so adds, must go on. Closing the
+// storage ends the pauses. It must not be called with flushMu held.
+func (s *DiskStorage) deleteDoomed() {
+	s.flushMu.Lock()
+	doomed := s.doomed
+	s.doomed = nil
+	s.flushMu.Unlock()
+	for _, name := range doomed {
+		if err := slowrm.Remove(s.fs, name, slowrm.Options{Stop: s.stop}); err != nil {
+			s.cfg.Logger.Warn("bookie storage: delete of a released file failed", "file", name, "err", err)
+		}
+	}
 }
 
 // addsWaiting reports whether the write cache has filled past half its

@@ -682,3 +682,30 @@ func TestTombstoneTTL(t *testing.T) {
 		t.Fatalf("add after the tombstone expired (and a restart): %v", err)
 	}
 }
+
+// TestReleasedJournalFilesDeleted: journal files a flush releases beyond
+// those kept for recycling are deleted once the flush is over.
+func TestReleasedJournalFilesDeleted(t *testing.T) {
+	fs := vfs.NewMem()
+	cfg := testConfig(fs, "/b")
+	cfg.FlushInterval = -1
+	cfg.JournalMaxFileBytes = 16 << 10
+	cfg.JournalRecycleFiles = -1
+	s := mustOpen(t, cfg)
+	defer s.Close()
+	for e := int64(0); e < 100; e++ { // about six journal files
+		add(t, s, 1, e, storagetest.Payload(1, e, 1000))
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var jnl []string
+	for _, n := range listDir(t, fs, "/b/journal") {
+		if strings.HasSuffix(n, ".jnl") {
+			jnl = append(jnl, n)
+		}
+	}
+	if len(jnl) > 1 {
+		t.Fatalf("journal files left after a flush released them: %v", jnl)
+	}
+}

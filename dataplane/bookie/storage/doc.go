@@ -38,8 +38,10 @@
 // and Close and when the new M lets journal files be released: then the
 // batch is synced first and the journal files wholly before M are released
 // after it (up to JournalRecycleFiles of them are kept to be overwritten as
-// the next journal files, the rest deleted: deleting a 256 MiB file stalls
-// every fdatasync on the disk while the filesystem frees its extents). This is safe because the batch is atomic and holds M together
+// the next journal files; the rest are deleted after the flush, without the
+// flush lock, a few MiB at a time, as GC deletes entry logs: deleting a
+// 256 MiB file at once stalls every fdatasync on the disk while the file
+// system frees its extents). This is safe because the batch is atomic and holds M together
 // with the index entries and metadata it covers, and the entry log was
 // fsynced before it: whenever a checkpoint M is durable, so is everything
 // it covers. A crash that loses unsynced batches leaves an older durable

@@ -8,7 +8,6 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
-	"github.com/magnetar-dev/magnetar/dataplane/bookie/internal/slowrm"
 	"github.com/magnetar-dev/magnetar/dataplane/bookie/storage/entrylog"
 )
 
@@ -29,48 +28,51 @@ type GCStats struct {
 // removed. It holds the flush lock for the whole pass; the files of removed
 // logs are deleted after it, slowly and without the lock (package slowrm).
 func (s *DiskStorage) RunGC() (GCStats, error) {
-	st, trash, err := s.runGC()
+	st, err := s.runGC()
 	s.metrics.onGC(st)
-	// Outside flushMu: deleting a GiB-sized log slowly takes seconds
-	// (slowrm), during which flushes, and so adds, must go on.
-	for _, name := range trash {
-		if rerr := slowrm.Remove(s.fs, name, slowrm.Options{Stop: s.stop}); rerr != nil {
-			s.cfg.Logger.Warn("bookie storage: delete of a removed entry log failed", "file", name, "err", rerr)
-		}
-	}
+	s.deleteDoomed()
 	return st, err
 }
 
-// runGC is one pass under flushMu; it returns the files of the logs it
-// removed, for RunGC to delete.
-func (s *DiskStorage) runGC() (_ GCStats, trash []string, _ error) {
+// removeLog removes entry log id and leaves its file to deleteDoomed.
+// flushMu must be held.
+func (s *DiskStorage) removeLog(id uint64) error {
+	name, err := s.logs.Remove(id)
+	if err == nil {
+		s.doomed = append(s.doomed, name)
+	}
+	return err
+}
+
+// runGC is one pass under flushMu; the files of the logs it removed are
+// left to deleteDoomed.
+func (s *DiskStorage) runGC() (GCStats, error) {
 	s.closeMu.RLock()
 	defer s.closeMu.RUnlock()
 	if s.closed {
-		return GCStats{}, nil, ErrClosed
+		return GCStats{}, ErrClosed
 	}
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
-	defer func() { trash = s.logs.TakeTrash() }()
 	var st GCStats
 	if p := s.ioErr.Load(); p != nil {
-		return st, nil, *p
+		return st, *p
 	}
 	// Removing a log is only safe once no durable index entry can point
 	// into it: make unsynced flush batches durable first.
 	if err := s.syncIndexLocked(); err != nil {
 		err = fmt.Errorf("storage: gc: %w", err)
 		s.setIOError(err)
-		return st, nil, err
+		return st, err
 	}
 	dropped, err := s.expireTombstones(time.Now())
 	if err != nil {
-		return st, nil, err
+		return st, err
 	}
 	st.TombstonesDropped = dropped
 	live, err := s.liveBytes()
 	if err != nil {
-		return st, nil, err
+		return st, err
 	}
 	cur := s.logs.Current()
 	for _, info := range s.logs.Logs() {
@@ -80,15 +82,15 @@ func (s *DiskStorage) runGC() (_ GCStats, trash []string, _ error) {
 		lb := live[info.ID]
 		switch {
 		case lb == 0:
-			if err := s.logs.Remove(info.ID); err != nil {
-				return st, nil, err
+			if err := s.removeLog(info.ID); err != nil {
+				return st, err
 			}
 			st.LogsDeleted++
 			st.BytesReclaimed += info.Size
 		case float64(lb) < s.cfg.CompactionThreshold*float64(info.Size):
 			moved, copied, err := s.compactLog(info.ID, lb)
 			if err != nil {
-				return st, nil, err
+				return st, err
 			}
 			if copied < 0 {
 				continue // not every live entry was found; log kept
@@ -102,10 +104,10 @@ func (s *DiskStorage) runGC() (_ GCStats, trash []string, _ error) {
 		if err := s.logs.Sync(); err != nil { // directory entries of removals
 			err = fmt.Errorf("storage: gc: %w", err)
 			s.setIOError(err)
-			return st, nil, err
+			return st, err
 		}
 	}
-	return st, nil, nil
+	return st, nil
 }
 
 // expireTombstones drops the tombstones of ledgers deleted before now minus
@@ -215,7 +217,7 @@ func (s *DiskStorage) compactLog(id uint64, want int64) (moved int, copied int64
 			"log", id, "found", copied, "indexed", want)
 		return moved, -1, nil
 	}
-	if err := s.logs.Remove(id); err != nil {
+	if err := s.removeLog(id); err != nil {
 		return moved, copied, err
 	}
 	return moved, copied, nil

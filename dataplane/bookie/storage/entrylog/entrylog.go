@@ -132,7 +132,6 @@ type Manager struct {
 	writebackAt int64
 	dirDirty    bool
 	hdrScratch  [RecordHeaderLen]byte
-	trash       []string // removed logs, renamed, waiting for TakeTrash's caller
 }
 
 // trashSuffix marks a removed log waiting to be deleted (see Remove).
@@ -468,11 +467,11 @@ func (m *Manager) Logs() []Info {
 }
 
 // Remove removes log id (never the current one) from the manager and
-// renames its file for deletion (TakeTrash). Readers holding it finish
-// their read; later reads fail with ErrNoSuchLog.
-func (m *Manager) Remove(id uint64) error {
+// renames its file, whose new path it returns for the caller to delete.
+// Readers holding it finish their read; later reads fail with ErrNoSuchLog.
+func (m *Manager) Remove(id uint64) (string, error) {
 	if id == m.curID {
-		return fmt.Errorf("entrylog: cannot remove current log %d", id)
+		return "", fmt.Errorf("entrylog: cannot remove current log %d", id)
 	}
 	m.mu.Lock()
 	r := m.readers[id]
@@ -484,23 +483,14 @@ func (m *Manager) Remove(id uint64) error {
 	}
 	// Renamed, not deleted: deleting a log of up to a GiB stalls every
 	// fdatasync on the disk (see package slowrm); the caller deletes it
-	// slowly, outside its locks, after TakeTrash. A crash in between
-	// leaves the renamed file for Open to delete.
+	// slowly, outside its locks. A crash in between leaves the renamed file
+	// for Open to delete.
 	trash := m.path(id) + trashSuffix
 	if err := m.fs.Rename(m.path(id), trash); err != nil {
-		return fmt.Errorf("entrylog: remove: %w", err)
+		return "", fmt.Errorf("entrylog: remove: %w", err)
 	}
-	m.trash = append(m.trash, trash)
 	m.dirDirty = true
-	return nil
-}
-
-// TakeTrash returns the paths of the logs removed since the last call, for
-// the caller to delete (slowrm.Remove).
-func (m *Manager) TakeTrash() []string {
-	t := m.trash
-	m.trash = nil
-	return t
+	return trash, nil
 }
 
 // Close closes every file. Unsynced appends are dropped.

@@ -113,7 +113,7 @@ type Options struct {
 	// waits for (a 256 MiB journal file stalled adds for tens of
 	// milliseconds: docs/benchmarks.md), and an overwrite within the file's
 	// size is flushed by fdatasync without any metadata commit. Default 2;
-	// negative: delete released files at once.
+	// negative: keep none (Release returns every released file).
 	RecycleFiles int
 	// OnGroup, if set, is called from the writer goroutine after each
 	// group is written (and synced): its size in bytes and how long the
@@ -576,11 +576,13 @@ func (j *Journal) fail(err error) error {
 
 // Release retires journal files all of whose records lie before mark (the
 // logical position up to which everything is checkpointed): up to
-// RecycleFiles of them are kept for reuse by the next rotations, the rest
-// are deleted. The current file is never released. A kept file stays on
-// disk under its old name until reused; after a restart it is an old,
-// checkpointed file again, skipped by Replay and released again.
-func (j *Journal) Release(mark uint64) error {
+// RecycleFiles of them are kept for reuse by the next rotations; it returns
+// the paths of the rest, which the caller deletes (slowly, and outside its
+// locks: see package slowrm). The current file is never released. A kept
+// or returned file stays on disk under its old name until reused or
+// deleted; after a restart it is an old, checkpointed file again, skipped
+// by Replay and released again.
+func (j *Journal) Release(mark uint64) (doomed []string) {
 	j.filesMu.Lock()
 	var victims []fileMeta
 	keep := j.files[:0:0]
@@ -597,13 +599,10 @@ func (j *Journal) Release(mark uint64) error {
 	}
 	j.files = keep
 	j.filesMu.Unlock()
-	var firstErr error
 	for _, fm := range victims {
-		if err := j.opts.FS.Remove(j.opts.FS.PathJoin(j.opts.Dir, FileName(fm.id))); err != nil && firstErr == nil {
-			firstErr = fmt.Errorf("journal: remove: %w", err)
-		}
+		doomed = append(doomed, j.opts.FS.PathJoin(j.opts.Dir, FileName(fm.id)))
 	}
-	return firstErr
+	return doomed
 }
 
 // Releasable reports whether Release(mark) would retire a file.
