@@ -105,21 +105,10 @@ func (s *Service) CreateTopic(ctx context.Context, t TopicName, props map[string
 	}
 	// Creating the managed ledger is what tells whether the topic existed
 	// (one metadata write, no reads), and it is opened with the
-	// namespace's policies at once. The creation time is written
-	// meanwhile, so both writes take one round trip; it is removed again
-	// if the topic could not be created. (For a topic that existed without
-	// a recorded time, created by a client, it records now, as
-	// topicCreated would.)
-	recorded := make(chan bool, 1)
-	go func() { // joined below
-		_, err := s.md.Create(ctx, topicCreatedKey(t), []byte(strconv.FormatInt(time.Now().UnixMilli(), 10)))
-		recorded <- err == nil
-	}()
+	// namespace's policies at once. The record keeps the creation time
+	// (ManagedLedger.Created), so nothing else is written.
 	tp, err := s.getTopic(ctx, t, createTopic)
-	if mine := <-recorded; err != nil {
-		if mine && !errors.Is(err, ErrAlreadyExists) {
-			s.md.Delete(context.WithoutCancel(ctx), topicCreatedKey(t), metadata.AnyVersion)
-		}
+	if err != nil {
 		return err
 	}
 	if len(props) > 0 {
@@ -135,9 +124,17 @@ func (s *Service) recordCreated(ctx context.Context, t TopicName) {
 	s.md.Create(ctx, topicCreatedKey(t), []byte(strconv.FormatInt(time.Now().UnixMilli(), 10)))
 }
 
-// topicCreated returns the recorded creation time of t, recording now if
-// none was (topics created implicitly by clients).
-func (s *Service) topicCreated(ctx context.Context, t TopicName) int64 {
+// topicCreated returns when t was created. A persistent topic's managed
+// ledger record keeps it (pass the open topic as tp); other topics, and
+// persistent ones whose record predates that, have it under
+// topicCreatedPath, recorded now if it was not (topics created implicitly
+// by clients).
+func (s *Service) topicCreated(ctx context.Context, t TopicName, tp *Topic) int64 {
+	if tp != nil && tp.ml != nil {
+		if c := tp.ml.Created(); c > 0 {
+			return c
+		}
+	}
 	kv, err := s.md.Get(ctx, topicCreatedKey(t))
 	if errors.Is(err, metadata.ErrNotFound) {
 		s.recordCreated(ctx, t)

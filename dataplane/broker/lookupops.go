@@ -9,8 +9,9 @@ func (s *Service) PartitionsForLookup(ctx context.Context, topic string) (int, e
 	return s.partitionsForClient(ctx, topic)
 }
 
-// TopicCreated returns when topic t was created (recorded by the admin API,
-// or first seen by it), in Unix milliseconds.
+// TopicCreated returns when the partitioned or non-persistent topic t was
+// created (recorded by the admin API, or first seen by it), in Unix
+// milliseconds.
 func (s *Service) TopicCreated(ctx context.Context, t TopicName) int64 {
-	return s.topicCreated(ctx, t)
+	return s.topicCreated(ctx, t, s.openedTopic(t))
 }

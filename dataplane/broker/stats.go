@@ -140,7 +140,7 @@ func (s *Service) TopicStats(ctx context.Context, t TopicName, opt StatsOptions)
 		Subscriptions:          map[string]SubscriptionStats{},
 		Replication:            map[string]any{},
 		DeduplicationStatus:    "Disabled",
-		TopicCreationTimeStamp: s.topicCreated(ctx, t),
+		TopicCreationTimeStamp: s.topicCreated(ctx, t, tp),
 	}
 	if tp.ml != nil {
 		st.StorageSize = tp.ml.TotalSize()

@@ -27,6 +27,7 @@ type Factory struct {
 	mu      sync.Mutex
 	closed  bool
 	ledgers map[string]*openFuture
+	configs map[Config]*Config // see intern
 }
 
 // openFuture is a managed ledger being opened or open; concurrent Opens of
@@ -135,7 +136,7 @@ func (f *Factory) open(ctx context.Context, name string, cfg *Config, mode openM
 		f.ledgers[name] = fut
 		f.mu.Unlock()
 
-		ml, err := openManagedLedger(ctx, f, name, c, mode)
+		ml, err := openManagedLedger(ctx, f, name, f.intern(c), mode)
 		f.mu.Lock()
 		fut.ml, fut.err = ml, err
 		if err != nil {
@@ -150,6 +151,25 @@ func (f *Factory) open(ctx context.Context, name string, cfg *Config, mode openM
 		f.mu.Unlock()
 		return ml, err
 	}
+}
+
+// intern returns the one shared copy of c: a topic's managed ledger keeps
+// its effective configuration by pointer, and the topics of a namespace
+// (often of a whole broker) have the same one, so a million topics need not
+// hold a million copies. The set only grows by distinct configurations,
+// which namespaces' policies bound.
+func (f *Factory) intern(c Config) *Config {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if p, ok := f.configs[c]; ok {
+		return p
+	}
+	if f.configs == nil {
+		f.configs = make(map[Config]*Config)
+	}
+	p := &c
+	f.configs[c] = p
+	return p
 }
 
 // forget removes a closed managed ledger from the registry.

@@ -72,6 +72,10 @@ type mlInfo struct {
 	Ledgers            []LedgerInfo      `json:"ledgers"`
 	TerminatedPosition *Position         `json:"terminatedPosition,omitempty"`
 	Properties         map[string]string `json:"properties,omitempty"`
+	// Created is when the record was created, Unix ms (the topic's
+	// creation time in its stats); absent from records of earlier
+	// versions.
+	Created int64 `json:"createdMs,omitempty"`
 }
 
 // ackRange is a run of individually acknowledged entries of one ledger,

@@ -60,10 +60,13 @@ type addOp struct {
 // a single writer (this process) and durable cursors. See the package
 // documentation for semantics and the concurrency contract.
 type ManagedLedger struct {
-	f     *Factory
-	name  string
-	cfg   Config
-	cache *entryCache
+	f    *Factory
+	name string
+	// cfg is shared with every managed ledger of the same effective
+	// configuration (Factory.intern) and never changed in place:
+	// Reconfigure replaces it under mu.
+	cfg     *Config
+	created int64 // Unix ms the record was created; 0 for records older than the field
 
 	// infoMu serializes changes to the stored record (held across the
 	// metadata write). Lock order: Cursor.mu, infoMu, sendMu, mu; the
@@ -124,9 +127,9 @@ type ManagedLedger struct {
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-func openManagedLedger(ctx context.Context, f *Factory, name string, cfg Config, mode openMode) (*ManagedLedger, error) {
+func openManagedLedger(ctx context.Context, f *Factory, name string, cfg *Config, mode openMode) (*ManagedLedger, error) {
 	ml := &ManagedLedger{
-		f: f, name: name, cfg: cfg, cache: f.cache,
+		f: f, name: name, cfg: cfg,
 		// Its maps stay nil until used (setKey): most topics never need
 		// several of them.
 	}
@@ -163,7 +166,8 @@ func (ml *ManagedLedger) init(ctx context.Context, mode openMode) error {
 			if mode == openExisting {
 				return fmt.Errorf("%w: managed ledger %q", ErrNotFound, ml.name)
 			}
-			b, _ := json.Marshal(mlInfo{Ledgers: []LedgerInfo{}})
+			rec = mlInfo{Ledgers: []LedgerInfo{}, Created: nowMillis()}
+			b, _ := json.Marshal(rec)
 			ver, err = md.Create(ctx, key, b)
 			if errors.Is(err, metadata.ErrExists) {
 				if mode == createNew {
@@ -243,6 +247,7 @@ func (ml *ManagedLedger) init(ctx context.Context, mode openMode) error {
 
 	ml.ledgers = rec.Ledgers
 	ml.props = rec.Properties
+	ml.created = rec.Created
 	ml.terminated = rec.TerminatedPosition
 	ml.lastConfirmed = Position{LedgerID: -1, EntryID: -1}
 	if len(ml.ledgers) > 0 {
@@ -311,8 +316,13 @@ func (ml *ManagedLedger) logger() *slog.Logger { return ml.f.log.With("managedLe
 func (ml *ManagedLedger) Config() Config {
 	ml.mu.Lock()
 	defer ml.mu.Unlock()
-	return ml.cfg
+	return *ml.cfg
 }
+
+// Created returns when the managed ledger's record was created, in Unix
+// milliseconds, or 0 when the record was written by a version that did not
+// keep it.
+func (ml *ManagedLedger) Created() int64 { return ml.created }
 
 // Reconfigure changes the retention and the replication (ensemble, write
 // and ack quorums) of an open managed ledger to those of cfg, completed
@@ -331,13 +341,13 @@ func (ml *ManagedLedger) Reconfigure(cfg *Config) error {
 	}
 	ml.mu.Lock()
 	defer ml.mu.Unlock()
-	cur := &ml.cfg
-	if cur.RetentionTime == c.RetentionTime && cur.RetentionSize == c.RetentionSize &&
-		cur.Ensemble == c.Ensemble && cur.WriteQuorum == c.WriteQuorum && cur.AckQuorum == c.AckQuorum {
+	next := *ml.cfg
+	next.RetentionTime, next.RetentionSize = c.RetentionTime, c.RetentionSize
+	next.Ensemble, next.WriteQuorum, next.AckQuorum = c.Ensemble, c.WriteQuorum, c.AckQuorum
+	if next == *ml.cfg {
 		return nil // unchanged: no trim pass
 	}
-	cur.RetentionTime, cur.RetentionSize = c.RetentionTime, c.RetentionSize
-	cur.Ensemble, cur.WriteQuorum, cur.AckQuorum = c.Ensemble, c.WriteQuorum, c.AckQuorum
+	ml.cfg = ml.f.intern(next)
 	ml.trimWanted = true
 	ml.kickLocked()
 	return nil
@@ -642,8 +652,8 @@ func (ml *ManagedLedger) confirmLocked(op *addOp) {
 		ml.ledgers[i].Entries = pos.EntryID + 1
 		ml.ledgers[i].Size += int64(len(op.data))
 	}
-	if ml.cache.enabled() {
-		ml.cache.put(ml, pos, op.data)
+	if ml.f.cache.enabled() {
+		ml.f.cache.put(ml, pos, op.data)
 	}
 	if w := ml.writers[pos.LedgerID]; w != nil && !w.sealed {
 		w.readableLAC = max(w.readableLAC, op.lacSent)
@@ -1045,7 +1055,7 @@ func (ml *ManagedLedger) sealRecord(ctx context.Context, w *writer, lac int64) (
 
 // recordLocked returns the record to store, from the in-memory state.
 func (ml *ManagedLedger) recordLocked() mlInfo {
-	rec := mlInfo{Ledgers: slices.Clone(ml.ledgers), Properties: maps.Clone(ml.props)}
+	rec := mlInfo{Ledgers: slices.Clone(ml.ledgers), Properties: maps.Clone(ml.props), Created: ml.created}
 	if ml.terminated != nil {
 		t := *ml.terminated
 		rec.TerminatedPosition = &t
@@ -1285,7 +1295,7 @@ func (ml *ManagedLedger) Close(ctx context.Context) error {
 		}
 	}
 	ml.stopDeliver()
-	ml.cache.dropLedger(ml, -1)
+	ml.f.cache.dropLedger(ml, -1)
 	ml.f.forget(ml)
 	if fenced {
 		return nil
@@ -1337,6 +1347,6 @@ func (ml *ManagedLedger) crash() {
 	ml.queue = nil
 	ml.mu.Unlock()
 	ml.stopDeliver()
-	ml.cache.dropLedger(ml, -1)
+	ml.f.cache.dropLedger(ml, -1)
 	ml.f.forget(ml)
 }

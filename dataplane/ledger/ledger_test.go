@@ -87,7 +87,12 @@ func TestReopenAfterCloseAndCrash(t *testing.T) {
 	name := "t/ns/persistent/reopen"
 
 	f1 := c.newFactory(cfg)
+	before := time.Now().UnixMilli()
 	ml := openML(t, f1, name, nil)
+	created := ml.Created()
+	if created < before || created > time.Now().UnixMilli() {
+		t.Fatalf("Created = %d, want the time of the open (from %d)", created, before)
+	}
 	pos := addN(t, ml, 0, 25)
 	if err := ml.Close(ctxT(t)); err != nil {
 		t.Fatal(err)
@@ -110,6 +115,10 @@ func TestReopenAfterCloseAndCrash(t *testing.T) {
 	ml = openML(t, f3, name, nil)
 	if got := ml.LastConfirmed(); got != pos[41] {
 		t.Fatalf("after crash LastConfirmed = %v, want %v", got, pos[41])
+	}
+	// The record was rewritten by every rollover and both reopens.
+	if got := ml.Created(); got != created {
+		t.Fatalf("Created after reopens = %d, want %d", got, created)
 	}
 	checkEntries(t, readAll(t, ml), 0, 42, pos)
 	if n := ml.NumberOfEntries(); n != 42 {
@@ -439,6 +448,35 @@ func TestConcurrentAddsReadsAcks(t *testing.T) {
 		t.Fatalf("mark-delete %v, last %v", cur.MarkDeletePosition(), ml.LastConfirmed())
 	}
 	waitUntil(t, "consumed ledgers trimmed", func() bool { return len(ml.Ledgers()) <= 2 })
+}
+
+// TestReconfigureSharedConfig: managed ledgers of one configuration share
+// it (Factory.intern); reconfiguring one must not change the others.
+func TestReconfigureSharedConfig(t *testing.T) {
+	c := newCluster(t, clusterOpts{})
+	f := c.newFactory(testConfig())
+	a := openML(t, f, "t/ns/persistent/a", nil)
+	b := openML(t, f, "t/ns/persistent/b", nil)
+	if a.cfg != b.cfg {
+		t.Fatal("two managed ledgers of one configuration hold separate copies")
+	}
+	want := b.Config()
+	if err := a.Reconfigure(&Config{RetentionTime: time.Hour, RetentionSize: -1, Ensemble: 1, WriteQuorum: 1, AckQuorum: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.Config(); got.RetentionTime != time.Hour || got.RetentionSize != -1 {
+		t.Fatalf("reconfigured: %+v", got)
+	}
+	if got := b.Config(); got != want {
+		t.Fatalf("the other managed ledger changed: %+v, want %+v", got, want)
+	}
+	// Back to the defaults: the shared copy again.
+	if err := a.Reconfigure(nil); err != nil {
+		t.Fatal(err)
+	}
+	if a.cfg != b.cfg {
+		t.Fatal("reconfigured back to the defaults, but not sharing them")
+	}
 }
 
 func TestConfigValidate(t *testing.T) {

@@ -54,7 +54,7 @@ func (ml *ManagedLedger) resolveLocked(pos Position) (p Position, last int64, ok
 // lookupLocked finds a confirmed entry in memory: the cache, or the tail of
 // a ledger still being written.
 func (ml *ManagedLedger) lookupLocked(p Position) ([]byte, bool) {
-	if d, ok := ml.cache.get(ml, p); ok {
+	if d, ok := ml.f.cache.get(ml, p); ok {
 		return d, true
 	}
 	if w := ml.writers[p.LedgerID]; w != nil && len(w.tail) > 0 {

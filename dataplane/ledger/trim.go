@@ -88,7 +88,7 @@ func (ml *ManagedLedger) trim() {
 	ml.mu.Unlock()
 	for _, l := range del {
 		ml.forgetReader(l.ID)
-		ml.cache.dropLedger(ml, l.ID)
+		ml.f.cache.dropLedger(ml, l.ID)
 		if err := ml.f.client.DeleteLedger(ctx, l.ID); err != nil && !errors.Is(err, client.ErrNoSuchLedger) {
 			ml.logger().Warn("trimming: delete ledger failed", "ledger", l.ID, "err", err)
 		}
