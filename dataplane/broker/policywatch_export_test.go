@@ -14,3 +14,7 @@ func (t *Topic) LedgerConfig() ledger.Config { return t.ml.Config() }
 
 // DedupActive reports whether the topic deduplicates SENDs now.
 func (t *Topic) DedupActive() bool { return t.dedup.Load() != nil }
+
+// PolicySnapshot returns the snapshot of namespace policies the topic runs
+// with, to compare by identity.
+func (t *Topic) PolicySnapshot() any { return t.pol.cur.Load() }

@@ -210,3 +210,52 @@ func TestPolicyMaxProducersAppliesToLoadedTopic(t *testing.T) {
 	}
 	e.send(p1, msg("b"))
 }
+
+// TestNamespacePoliciesShared: the topics of a namespace open with one
+// snapshot of its policies (read once, then remembered from the watch), a
+// change moves both to one new snapshot, and once the namespace is deleted
+// no topic can be created in it.
+func TestNamespacePoliciesShared(t *testing.T) {
+	e := newEnv(t)
+	svc := e.sa.Broker()
+	if err := svc.Resources().CreateNamespace(e.ctx, "public", "shared", broker.Policies{}); err != nil {
+		t.Fatal(err)
+	}
+	var names []broker.TopicName
+	for _, s := range []string{"a", "b"} {
+		tn, err := broker.ParseTopicName("persistent://public/shared/" + s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := svc.CreateTopic(e.ctx, tn, nil); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, tn)
+	}
+	ta, tb := broker.LoadedTopic(svc, names[0]), broker.LoadedTopic(svc, names[1])
+	first := ta.PolicySnapshot()
+	if first != tb.PolicySnapshot() {
+		t.Fatal("two topics of one namespace opened with separate snapshots of its policies")
+	}
+	setNamespaceField(e, "public/shared", "max_producers_per_topic", json.RawMessage("2"))
+	awaitCond(t, 10*time.Second, "the change to reach both topics", func() bool {
+		s := ta.PolicySnapshot()
+		return s != first && s == tb.PolicySnapshot()
+	})
+
+	for _, tn := range names {
+		if err := svc.DeleteTopic(e.ctx, tn, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := svc.Resources().DeleteNamespace(e.ctx, "public", "shared"); err != nil {
+		t.Fatal(err)
+	}
+	i := 0
+	awaitCond(t, 10*time.Second, "creations in the deleted namespace to fail", func() bool {
+		i++
+		tn, _ := broker.ParseTopicName(fmt.Sprintf("persistent://public/shared/late-%d", i))
+		err := svc.CreateTopic(e.ctx, tn, nil)
+		return err != nil && strings.Contains(err.Error(), "Namespace not found")
+	})
+}

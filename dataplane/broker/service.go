@@ -300,10 +300,11 @@ func (s *Service) openTopic(ctx context.Context, t TopicName, mode topicOpen) (*
 	// The namespace policies read here govern the topic's creation; the
 	// snapshot taken from them is kept current while the topic stays open
 	// (policywatch.go).
-	pol, polVersion, err := s.namespacePoliciesVersioned(ctx, t)
+	snap, err := s.namespaceSnapshot(ctx, t)
 	if err != nil {
 		return nil, err
 	}
+	pol := snap.Policies
 	if err := s.checkOwned(ctx, pol, t); err != nil {
 		return nil, err
 	}
@@ -318,7 +319,7 @@ func (s *Service) openTopic(ctx context.Context, t TopicName, mode topicOpen) (*
 	}
 	if t.Domain == NonPersistent {
 		tp := newTopic(s, t, nil)
-		tp.pol.cur.Store(newPolicySnapshot(pol, polVersion))
+		tp.pol.cur.Store(snap)
 		return tp, nil
 	}
 	// Whether the managed ledger exists is learnt by opening (or
@@ -348,7 +349,7 @@ func (s *Service) openTopic(ctx context.Context, t TopicName, mode topicOpen) (*
 		s.log.Warn("apply retention/persistence policies failed", "topic", t.String(), "err", err)
 	}
 	tp := newTopic(s, t, ml)
-	tp.pol.cur.Store(newPolicySnapshot(pol, polVersion))
+	tp.pol.cur.Store(snap)
 	s.metrics.topicLoads.Inc()
 	if pol.DeduplicationEnabled != nil && *pol.DeduplicationEnabled {
 		d, err := loadDedup(ctx, ml)
