@@ -54,17 +54,8 @@ func (s *Service) TopicsOfNamespace(ctx context.Context, tenant, ns, mode string
 // openTopic returns the topic named t if it is open on this broker.
 func (s *Service) openedTopic(t TopicName) *Topic {
 	s.mu.Lock()
-	f, ok := s.topics[t.String()]
-	s.mu.Unlock()
-	if !ok {
-		return nil
-	}
-	select {
-	case <-f.done:
-		return f.topic
-	default:
-		return nil
-	}
+	defer s.mu.Unlock()
+	return s.topics[t.ledgerName()].topic
 }
 
 // TopicExists reports whether the non-partitioned topic (or partition) t

@@ -34,7 +34,7 @@ type Service struct {
 	wg       sync.WaitGroup
 
 	mu     sync.Mutex
-	topics map[string]*topicFuture
+	topics map[string]topicSlot // by TopicName.ledgerName (see nameIn)
 	conns  map[*conn]struct{}
 
 	own     *ownership // membership and bundle ownership
@@ -45,6 +45,16 @@ type Service struct {
 	pw      policyWatch // newest namespace policies seen (policywatch.go)
 }
 
+// topicSlot is a registered topic: loaded (topic) or being opened (fut).
+// A loaded topic costs the registry no allocation of its own: a million
+// topics make every word count.
+type topicSlot struct {
+	topic *Topic
+	fut   *topicFuture
+}
+
+// topicFuture is a topic being opened; concurrent opens of one name share
+// it, and find the outcome in it once done is closed.
 type topicFuture struct {
 	done  chan struct{}
 	topic *Topic
@@ -53,9 +63,6 @@ type topicFuture struct {
 
 // shutdownClosers is how many topics Shutdown closes at once.
 const shutdownClosers = 64
-
-// closedChan is the done channel of every topicFuture whose open completed.
-var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // New returns a broker over a metadata store and a managed-ledger factory.
 func New(cfg Config, md metadata.Store, mlf *ledger.Factory) (*Service, error) {
@@ -66,7 +73,7 @@ func New(cfg Config, md metadata.Store, mlf *ledger.Factory) (*Service, error) {
 	s := &Service{
 		cfg: cfg, md: md, res: NewResources(md), mlf: mlf, log: cfg.Logger, schemas: schemaRegistry{md},
 		stopping: make(chan struct{}),
-		topics:   map[string]*topicFuture{},
+		topics:   map[string]topicSlot{},
 		conns:    map[*conn]struct{}{},
 		pending:  newByteBudget(cfg.MaxPendingPublishBytes),
 	}
@@ -158,9 +165,9 @@ func (s *Service) Shutdown(ctx context.Context) error {
 	for c := range s.conns {
 		c.close()
 	}
-	futures := make([]*topicFuture, 0, len(s.topics))
-	for _, f := range s.topics {
-		futures = append(futures, f)
+	slots := make([]topicSlot, 0, len(s.topics))
+	for _, sl := range s.topics {
+		slots = append(slots, sl)
 	}
 	s.mu.Unlock()
 	// Topics are closed shutdownClosers at a time: closing one that was
@@ -171,23 +178,27 @@ func (s *Service) Shutdown(ctx context.Context) error {
 		errs  []error
 		errMu sync.Mutex
 		wg    sync.WaitGroup
-		slots = make(chan struct{}, shutdownClosers)
+		sem   = make(chan struct{}, shutdownClosers)
 	)
-	for _, f := range futures {
-		<-f.done
-		if f.topic == nil {
+	for _, sl := range slots {
+		t := sl.topic
+		if sl.fut != nil {
+			<-sl.fut.done
+			t = sl.fut.topic
+		}
+		if t == nil {
 			continue
 		}
-		slots <- struct{}{}
+		sem <- struct{}{}
 		wg.Add(1)
 		go func(t *Topic) { // joined by wg.Wait below
 			defer wg.Done()
 			err := t.close(ctx)
-			<-slots
+			<-sem
 			errMu.Lock()
 			errs = append(errs, err)
 			errMu.Unlock()
-		}(f.topic)
+		}(t)
 	}
 	wg.Wait()
 	done := make(chan struct{})
@@ -248,7 +259,8 @@ func (s *Service) GetTopic(ctx context.Context, t TopicName, create bool) (*Topi
 }
 
 func (s *Service) getTopic(ctx context.Context, t TopicName, mode topicOpen) (*Topic, error) {
-	key := t.String()
+	key := t.ledgerName() // registry key and managed ledger name
+	t = t.nameIn(key)
 	for {
 		s.mu.Lock()
 		select {
@@ -257,20 +269,24 @@ func (s *Service) getTopic(ctx context.Context, t TopicName, mode topicOpen) (*T
 			return nil, protocol.ErrServiceNotReady.WithMessage("broker is shutting down")
 		default:
 		}
-		f, ok := s.topics[key]
-		if !ok {
-			f = &topicFuture{done: make(chan struct{})}
-			s.topics[key] = f
+		sl, ok := s.topics[key]
+		if sl.topic != nil {
 			s.mu.Unlock()
-			f.topic, f.err = s.openTopic(ctx, t, mode)
+			if mode == createTopic {
+				return nil, fmt.Errorf("%w: topic %s", ErrAlreadyExists, t)
+			}
+			return sl.topic, nil
+		}
+		if !ok {
+			f := &topicFuture{done: make(chan struct{})}
+			s.topics[key] = topicSlot{fut: f}
+			s.mu.Unlock()
+			f.topic, f.err = s.openTopic(ctx, t, key, mode)
 			s.mu.Lock()
 			if f.err != nil {
 				delete(s.topics, key)
-			} else if s.topics[key] == f {
-				// An open topic is registered without a channel of its
-				// own (waiters already hold f): one less allocation per
-				// loaded topic.
-				s.topics[key] = &topicFuture{done: closedChan, topic: f.topic}
+			} else if s.topics[key].fut == f {
+				s.topics[key] = topicSlot{topic: f.topic}
 			}
 			s.mu.Unlock()
 			close(f.done)
@@ -279,6 +295,7 @@ func (s *Service) getTopic(ctx context.Context, t TopicName, mode topicOpen) (*T
 			}
 			return f.topic, f.err
 		}
+		f := sl.fut
 		s.mu.Unlock()
 		select {
 		case <-f.done:
@@ -296,7 +313,8 @@ func (s *Service) getTopic(ctx context.Context, t TopicName, mode topicOpen) (*T
 	}
 }
 
-func (s *Service) openTopic(ctx context.Context, t TopicName, mode topicOpen) (*Topic, error) {
+// openTopic opens t; name is t.ledgerName(), the string the registry keeps.
+func (s *Service) openTopic(ctx context.Context, t TopicName, name string, mode topicOpen) (*Topic, error) {
 	// The namespace policies read here govern the topic's creation; the
 	// snapshot taken from them is kept current while the topic stays open
 	// (policywatch.go).
@@ -327,14 +345,14 @@ func (s *Service) openTopic(ctx context.Context, t TopicName, mode topicOpen) (*
 	var ml *ledger.ManagedLedger
 	switch allowed, _ := s.autoCreate(pol, t); {
 	case mode == createTopic:
-		ml, err = s.mlf.Create(ctx, t.ledgerName(), ledgerConfig(pol))
+		ml, err = s.mlf.Create(ctx, name, ledgerConfig(pol))
 		if errors.Is(err, ledger.ErrExists) {
 			return nil, fmt.Errorf("%w: topic %s", ErrAlreadyExists, t)
 		}
 	case mode == openAutoCreate && allowed:
-		ml, err = s.mlf.Open(ctx, t.ledgerName(), ledgerConfig(pol))
+		ml, err = s.mlf.Open(ctx, name, ledgerConfig(pol))
 	default:
-		ml, err = s.mlf.OpenExisting(ctx, t.ledgerName(), ledgerConfig(pol))
+		ml, err = s.mlf.OpenExisting(ctx, name, ledgerConfig(pol))
 		if errors.Is(err, ledger.ErrNotFound) {
 			return nil, protocol.ErrTopicNotFound.WithMessage("Topic " + t.String() + " does not exist")
 		}
@@ -407,8 +425,9 @@ func ledgerConfig(p Policies) *ledger.Config {
 func (s *Service) forgetTopic(t *Topic) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if f, ok := s.topics[t.name.String()]; ok && f.topic == t {
-		delete(s.topics, t.name.String())
+	key := t.name.ledgerName()
+	if s.topics[key].topic == t {
+		delete(s.topics, key)
 	}
 }
 
@@ -417,13 +436,9 @@ func (s *Service) openTopics() []*Topic {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]*Topic, 0, len(s.topics))
-	for _, f := range s.topics {
-		select {
-		case <-f.done:
-			if f.topic != nil {
-				out = append(out, f.topic)
-			}
-		default:
+	for _, sl := range s.topics {
+		if sl.topic != nil {
+			out = append(out, sl.topic)
 		}
 	}
 	return out

@@ -119,3 +119,18 @@ func (t TopicName) Partition(i int) TopicName {
 func (t TopicName) ledgerName() string {
 	return t.Tenant + "/" + t.Namespace + "/" + string(t.Domain) + "/" + t.Local
 }
+
+// nameIn returns t with its parts as substrings of key, its ledgerName: a
+// loaded topic holds its name once (the broker's registry key, the topic's
+// name and the managed ledger's name share it), and the domain is the
+// package's constant, not a piece of a request.
+func (t TopicName) nameIn(key string) TopicName {
+	tenant, rest, _ := strings.Cut(key, "/")
+	ns, rest, _ := strings.Cut(rest, "/")
+	_, local, _ := strings.Cut(rest, "/")
+	d := Persistent
+	if t.Domain == NonPersistent {
+		d = NonPersistent
+	}
+	return TopicName{Domain: d, Tenant: tenant, Namespace: ns, Local: local}
+}

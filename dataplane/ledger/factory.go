@@ -26,12 +26,19 @@ type Factory struct {
 
 	mu      sync.Mutex
 	closed  bool
-	ledgers map[string]*openFuture
+	ledgers map[string]ledgerSlot
 	configs map[Config]*Config // see intern
 }
 
-// openFuture is a managed ledger being opened or open; concurrent Opens of
-// one name share it.
+// ledgerSlot is a registered managed ledger: open (ml) or being opened
+// (fut). An open one costs the registry no allocation of its own.
+type ledgerSlot struct {
+	ml  *ManagedLedger
+	fut *openFuture
+}
+
+// openFuture is a managed ledger being opened; concurrent Opens of one name
+// share it, and find the outcome in it once done is closed.
 type openFuture struct {
 	done chan struct{}
 	mode openMode
@@ -58,7 +65,7 @@ func NewFactory(cfg FactoryConfig) (*Factory, error) {
 		log:     cfg.Logger,
 		cache:   newEntryCache(defs.CacheSize),
 		pacer:   &readPacer{rate: float64(cfg.BacklogReadRate)},
-		ledgers: map[string]*openFuture{},
+		ledgers: map[string]ledgerSlot{},
 	}, nil
 }
 
@@ -111,8 +118,16 @@ func (f *Factory) open(ctx context.Context, name string, cfg *Config, mode openM
 			f.mu.Unlock()
 			return nil, fmt.Errorf("%w: factory", ErrClosed)
 		}
-		fut := f.ledgers[name]
-		if fut != nil {
+		sl, ok := f.ledgers[name]
+		if sl.ml != nil {
+			f.mu.Unlock()
+			if mode == createNew {
+				return nil, fmt.Errorf("%w: managed ledger %q", ErrExists, name)
+			}
+			return sl.ml, nil
+		}
+		if ok {
+			fut := sl.fut
 			f.mu.Unlock()
 			select {
 			case <-fut.done:
@@ -132,8 +147,8 @@ func (f *Factory) open(ctx context.Context, name string, cfg *Config, mode openM
 			}
 			return fut.ml, nil
 		}
-		fut = &openFuture{done: make(chan struct{}), mode: mode}
-		f.ledgers[name] = fut
+		fut := &openFuture{done: make(chan struct{}), mode: mode}
+		f.ledgers[name] = ledgerSlot{fut: fut}
 		f.mu.Unlock()
 
 		ml, err := openManagedLedger(ctx, f, name, f.intern(c), mode)
@@ -142,10 +157,7 @@ func (f *Factory) open(ctx context.Context, name string, cfg *Config, mode openM
 		if err != nil {
 			delete(f.ledgers, name)
 		} else {
-			// An open managed ledger is registered without a channel of
-			// its own (waiters already hold fut): one less allocation per
-			// open topic.
-			f.ledgers[name] = &openFuture{done: closedChan, mode: mode, ml: ml}
+			f.ledgers[name] = ledgerSlot{ml: ml}
 		}
 		close(fut.done)
 		f.mu.Unlock()
@@ -176,7 +188,7 @@ func (f *Factory) intern(c Config) *Config {
 func (f *Factory) forget(ml *ManagedLedger) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if fut := f.ledgers[ml.name]; fut != nil && fut.ml == ml {
+	if f.ledgers[ml.name].ml == ml {
 		delete(f.ledgers, ml.name)
 	}
 }
@@ -222,18 +234,20 @@ func (f *Factory) Delete(ctx context.Context, name string) error {
 		return err
 	}
 	f.mu.Lock()
-	fut := f.ledgers[name]
+	sl := f.ledgers[name]
 	f.mu.Unlock()
-	if fut != nil {
+	ml := sl.ml
+	if sl.fut != nil {
 		select {
-		case <-fut.done:
+		case <-sl.fut.done:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if fut.ml != nil {
-			if err := fut.ml.Close(ctx); err != nil && !errors.Is(err, ErrFenced) {
-				return err
-			}
+		ml = sl.fut.ml
+	}
+	if ml != nil {
+		if err := ml.Close(ctx); err != nil && !errors.Is(err, ErrFenced) {
+			return err
 		}
 	}
 	kv, err := f.md.Get(ctx, infoKey(name))
@@ -273,43 +287,46 @@ func (f *Factory) Delete(ctx context.Context, name string) error {
 // Close closes every managed ledger open in the factory (each within the
 // OperationTimeout of the defaults) and refuses further Opens.
 func (f *Factory) Close() error {
-	f.mu.Lock()
-	f.closed = true
-	futs := make([]*openFuture, 0, len(f.ledgers))
-	for _, fut := range f.ledgers {
-		futs = append(futs, fut)
-	}
-	f.mu.Unlock()
 	var errs []error
-	for _, fut := range futs {
-		<-fut.done
-		if fut.ml == nil {
-			continue
-		}
+	for _, ml := range f.closeAll() {
 		ctx, cancel := context.WithTimeout(context.Background(), f.defs.OperationTimeout)
-		if err := fut.ml.Close(ctx); err != nil && !errors.Is(err, ErrFenced) {
-			errs = append(errs, fmt.Errorf("%s: %w", fut.ml.name, err))
+		if err := ml.Close(ctx); err != nil && !errors.Is(err, ErrFenced) {
+			errs = append(errs, fmt.Errorf("%s: %w", ml.name, err))
 		}
 		cancel()
 	}
 	return errors.Join(errs...)
 }
 
+// closeAll refuses further Opens and returns the registered managed
+// ledgers once the opens under way have completed.
+func (f *Factory) closeAll() []*ManagedLedger {
+	f.mu.Lock()
+	f.closed = true
+	slots := make([]ledgerSlot, 0, len(f.ledgers))
+	for _, sl := range f.ledgers {
+		slots = append(slots, sl)
+	}
+	f.mu.Unlock()
+	mls := make([]*ManagedLedger, 0, len(slots))
+	for _, sl := range slots {
+		ml := sl.ml
+		if sl.fut != nil {
+			<-sl.fut.done
+			ml = sl.fut.ml
+		}
+		if ml != nil {
+			mls = append(mls, ml)
+		}
+	}
+	return mls
+}
+
 // crash stops every managed ledger's goroutines without closing ledgers or
 // writing metadata, as if the process died (tests).
 func (f *Factory) crash() {
-	f.mu.Lock()
-	f.closed = true
-	futs := make([]*openFuture, 0, len(f.ledgers))
-	for _, fut := range f.ledgers {
-		futs = append(futs, fut)
-	}
-	f.mu.Unlock()
-	for _, fut := range futs {
-		<-fut.done
-		if fut.ml != nil {
-			fut.ml.crash()
-		}
+	for _, ml := range f.closeAll() {
+		ml.crash()
 	}
 }
 

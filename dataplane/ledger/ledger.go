@@ -16,7 +16,7 @@ import (
 	"github.com/magnetar-dev/magnetar/dataplane/metadata"
 )
 
-type mlState int
+type mlState uint8
 
 const (
 	stateOpen mlState = iota
@@ -80,7 +80,6 @@ type ManagedLedger struct {
 	sendMu sync.Mutex
 
 	mu            sync.Mutex
-	state         mlState
 	stateErr      error
 	ledgers       []LedgerInfo // sorted by id (ids grow)
 	terminated    *Position
@@ -94,15 +93,17 @@ type ManagedLedger struct {
 	cursors       map[string]*Cursor
 	nonDurable    map[*Cursor]struct{}
 	dirty         map[*Cursor]struct{}
-	trimAt        Position  // when LedgerID > 0: trim once LastConfirmed reaches it (see sealRecord)
-	rollAfter     time.Time // earliest retry of a failed rollover
-	needLedger    bool
-	trimWanted    bool
+	trimAt        Position // when LedgerID > 0: trim once LastConfirmed reaches it (see sealRecord)
+	rollAfter     int64    // earliest retry of a failed rollover, Unix ns
 
 	// The delivery goroutine and the worker run only while they have
 	// something to do (see "Concurrency" in doc.go), so an idle managed
-	// ledger owns no goroutine: at most three stopped timers. (The flags
-	// are kept together: a managed ledger per topic makes its size count.)
+	// ledger owns no goroutine: at most three stopped timers. (The state
+	// and the flags are kept together, and rollAfter is not a time.Time:
+	// a managed ledger per topic makes its size count, 384 bytes now.)
+	state       mlState
+	needLedger  bool
+	trimWanted  bool
 	delivering  bool        // a delivery goroutine runs
 	deliverGone bool        // Close or crash: no delivery goroutine is started any more
 	working     bool        // a worker goroutine runs
@@ -850,8 +851,8 @@ func (ml *ManagedLedger) rollDueLocked(now time.Time) (bool, time.Duration) {
 	var wait time.Duration
 	switch {
 	case full && age >= minAge, w.sent > 0 && age >= ml.cfg.MaxLedgerAge:
-		if now.Before(ml.rollAfter) {
-			return false, ml.rollAfter.Sub(now)
+		if retry := time.Unix(0, ml.rollAfter); now.Before(retry) {
+			return false, retry.Sub(now)
 		}
 		return true, 0
 	case full:
@@ -892,7 +893,7 @@ func (ml *ManagedLedger) switchLedger(forFailure bool) {
 		if ml.cur == nil {
 			ml.failUnsentLocked(fmt.Errorf("%w: %w", ErrWriteFailed, err))
 		} else {
-			ml.rollAfter = time.Now().Add(time.Second)
+			ml.rollAfter = time.Now().Add(time.Second).UnixNano()
 		}
 		ml.mu.Unlock()
 		return
@@ -920,7 +921,7 @@ func (ml *ManagedLedger) switchLedger(forFailure bool) {
 		} else if ml.cur == nil {
 			ml.failUnsentLocked(fmt.Errorf("%w: %w", ErrWriteFailed, err))
 		} else {
-			ml.rollAfter = time.Now().Add(time.Second)
+			ml.rollAfter = time.Now().Add(time.Second).UnixNano()
 		}
 		ml.mu.Unlock()
 		return
