@@ -188,6 +188,11 @@ func runBlock(ctx context.Context, o options, s system, round int, tmp string, r
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return fmt.Errorf("streambench: %w", err)
 		}
+		// Every run starts on a disk with nothing left to write back:
+		// durability (b) leaves hundreds of MB of dirty pages that the
+		// kernel otherwise writes back during the next run, which put
+		// 50-140 ms stalls into the next round's (a) and (b) runs.
+		machine.Quiesce()
 		srv, err := s.start(ctx, dir, d)
 		if errors.Is(err, errUnsupported) {
 			for _, r := range runs {
@@ -206,6 +211,7 @@ func runBlock(ctx context.Context, o options, s system, round int, tmp string, r
 				spec.partitions = r.partitions
 			}
 			r.load.pid = srv.pid()
+			machine.Quiesce()
 			rr, err := runLoad(ctx, srv.newAdapter(), spec, r.load)
 			if err != nil {
 				srv.stop()
