@@ -315,8 +315,11 @@ func (j *Journal) createFile(id, start uint64) error {
 	var f vfs.File
 	var err error
 	if reuse != 0 {
+		// A kept file that cannot be reused (someone removed it, or the
+		// rename failed) is no reason to stop: a new file does as well.
 		f, err = fs.ReuseForWrite(fs.PathJoin(j.opts.Dir, FileName(reuse)), name, vfs.WriteCategoryUnspecified)
-	} else {
+	}
+	if reuse == 0 || err != nil {
 		f, err = fs.Create(name, vfs.WriteCategoryUnspecified)
 	}
 	if err != nil {

@@ -419,3 +419,61 @@ func TestReplayV1Files(t *testing.T) {
 		t.Fatalf("end %d, want %d", end, want)
 	}
 }
+
+// TestRecycledFileGone: a file kept for reuse that disappeared (removed by
+// hand, say) does not stop the journal: the next rotation creates a new
+// file, and everything appended replays.
+func TestRecycledFileGone(t *testing.T) {
+	fs := vfs.NewMem()
+	if err := fs.MkdirAll("/j", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const maxFile = 8 << 10
+	data := bytes.Repeat([]byte{0xcd}, 1000)
+	j, err := Open(Options{FS: fs, Dir: "/j", MaxFileBytes: maxFile, RecycleFiles: 1}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	var end uint64
+	for e := range int64(12) { // past one rotation
+		end = appendWait(t, j, 1, e, data)
+	}
+	if doomed := j.Release(end - uint64(EncodedLen(len(data)))); len(doomed) != 0 {
+		t.Fatalf("released %v for deletion, want the one old file kept for reuse", doomed)
+	}
+	names, err := fs.List("/j")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := ""
+	for _, n := range names {
+		if id, ok := parseFileName(n); ok && id != j.fileID {
+			kept = n
+		}
+	}
+	if kept == "" {
+		t.Fatalf("no kept file among %v", names)
+	}
+	if err := fs.Remove(fs.PathJoin("/j", kept)); err != nil {
+		t.Fatal(err)
+	}
+	for e := range int64(20) { // rotates into where the kept file was
+		end = appendWait(t, j, 2, e, data)
+	}
+	if err := j.Err(); err != nil {
+		t.Fatalf("journal failed after its kept file vanished: %v", err)
+	}
+	var n int
+	if _, _, err := Replay(fs, "/j", 0, func(_ uint64, r Record) error {
+		if r.Ledger == 2 {
+			n++
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n != 20 {
+		t.Fatalf("replayed %d records of ledger 2, want 20", n)
+	}
+}
