@@ -19,9 +19,9 @@ import (
 	"github.com/magnetar-dev/magnetar/bench/internal/machine"
 )
 
-// manyTopicsWorkers is how many admin requests, and producer creations, W5
-// keeps in flight.
-const manyTopicsWorkers = 16
+// attachWorkers is how many producer creations W5 keeps in flight (its
+// admin requests: options.createInflight).
+const attachWorkers = 16
 
 // manyTopicsResult is one W5 run against one Magnetar standalone.
 type manyTopicsResult struct {
@@ -89,10 +89,10 @@ func runManyTopics(ctx context.Context, m *magnetarSystem, dir string, o options
 	for i := range names {
 		names[i] = fmt.Sprintf("w5-%d", i)
 	}
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: manyTopicsWorkers}}
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: o.createInflight}}
 	defer hc.CloseIdleConnections()
 	t0 := time.Now()
-	err = forEachParallel(ctx, names, func(ctx context.Context, name string) error {
+	err = forEachParallel(ctx, o.createInflight, names, func(ctx context.Context, name string) error {
 		return httpPut(ctx, hc, "http://"+srv.http+"/admin/v2/persistent/public/default/"+name)
 	})
 	res.create = time.Since(t0)
@@ -174,16 +174,16 @@ func produceOnce(ctx context.Context, srv *magnetarServer, topic string) error {
 	return nil
 }
 
-// forEachParallel calls f for every item, manyTopicsWorkers at a time, and
-// returns the first error (after which the remaining items are skipped).
-func forEachParallel(ctx context.Context, items []string, f func(context.Context, string) error) error {
+// forEachParallel calls f for every item, workers at a time, and returns
+// the first error (after which the remaining items are skipped).
+func forEachParallel(ctx context.Context, workers int, items []string, f func(context.Context, string) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	work := make(chan string)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var first error
-	for range manyTopicsWorkers {
+	for range workers {
 		wg.Add(1)
 		go func() { // owned by forEachParallel: ends when work is closed
 			defer wg.Done()
@@ -288,7 +288,7 @@ func (a *manyTopicsAdapter) setup(ctx context.Context, spec topicSpec, onAck fun
 	}
 	a.producers = make([]pulsar.Producer, len(a.names))
 	t0 := time.Now()
-	err = forEachParallel(ctx, a.names, func(ctx context.Context, name string) error {
+	err = forEachParallel(ctx, attachWorkers, a.names, func(ctx context.Context, name string) error {
 		p, err := a.client.CreateProducer(pulsar.ProducerOptions{Topic: "persistent://public/default/" + name,
 			DisableBatching: true, MaxPendingMessages: 64, SendTimeout: time.Minute})
 		if err != nil {
