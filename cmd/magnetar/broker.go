@@ -24,6 +24,7 @@ func newBrokerCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signalContext()
 			defer stop()
+			serverGC()
 			cfg.MetadataEndpoints = strings.Split(endpoints, ",")
 			start := time.Now()
 			n, err := brokernode.Start(ctx, cfg)

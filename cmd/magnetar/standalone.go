@@ -23,6 +23,7 @@ func newStandaloneCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signalContext()
 			defer stop()
+			serverGC()
 			cfg.JournalNoSync = !journalSync
 			start := time.Now()
 			s, err := standalone.Start(ctx, cfg)

@@ -220,7 +220,7 @@ func (s *Service) DeletePartitionedTopic(ctx context.Context, t TopicName, force
 func (t *Topic) active() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(t.producers) > 0 || len(t.waiting) > 0 {
+	if len(t.producers) > 0 || len(t.waitingLocked()) > 0 {
 		return true
 	}
 	for _, s := range t.subs {

@@ -314,7 +314,7 @@ func (t *Topic) applyPolicies(snap *policySnapshot) {
 	}
 	t.pol.cur.Store(snap)
 	t.mu.Lock()
-	t.quota.checked = time.Time{} // the next SEND re-evaluates the quota
+	t.quota.checked = 0 // the next SEND re-evaluates the quota
 	closed := t.closed
 	t.mu.Unlock()
 	if closed || t.ml == nil {

@@ -67,8 +67,8 @@ type backlogQuota struct {
 
 // quotaState is a topic's quota bookkeeping, guarded by Topic.mu.
 type quotaState struct {
-	checked time.Time // last evaluation for producers
-	err     error     // its verdict; nil: within quota
+	checked int64 // last evaluation for producers, Unix ns (0: none; not a time.Time: per topic)
+	err     error // its verdict; nil: within quota
 	// oldest is, per durable subscription with a backlog, the publish
 	// time of its first unacknowledged entry, measured by the periodic
 	// pass at mark-delete position md.
@@ -100,7 +100,7 @@ func (t *Topic) quotaError() error {
 		return nil
 	}
 	t.mu.Lock()
-	if time.Since(t.quota.checked) < quotaCheckInterval {
+	if time.Duration(time.Now().UnixNano()-t.quota.checked) < quotaCheckInterval {
 		err := t.quota.err
 		t.mu.Unlock()
 		return err
@@ -110,7 +110,7 @@ func (t *Topic) quotaError() error {
 	now := time.Now()
 	err := t.evalQuota(now, oldest)
 	t.mu.Lock()
-	t.quota.checked, t.quota.err = now, err
+	t.quota.checked, t.quota.err = now.UnixNano(), err
 	t.mu.Unlock()
 	return err
 }
@@ -233,7 +233,7 @@ func (t *Topic) checkBacklogQuota(ctx context.Context, now time.Time) error {
 	}
 	// Producers see the new measurements at their next SEND.
 	t.mu.Lock()
-	t.quota.checked = time.Time{}
+	t.quota.checked = 0
 	t.mu.Unlock()
 	if moved {
 		t.notifySubscriptions()

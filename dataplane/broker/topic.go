@@ -24,9 +24,7 @@ type Topic struct {
 	mu        sync.Mutex
 	producers map[uint64]*Producer // by broker-wide producer key
 	names     map[string]*Producer
-	exclusive *Producer   // holder of exclusive access, if any
-	waiting   []*Producer // WaitForExclusive producers in arrival order
-	epoch     uint64
+	excl      *exclusiveAccess // nil until the first exclusive producer
 	subs      map[string]*Subscription
 	closed    bool
 	npSeq     int64 // message ids of a non-persistent topic
@@ -40,6 +38,47 @@ type Topic struct {
 	// assignedURL, when set before close, sends clients to that broker
 	// (CLOSE_PRODUCER/CLOSE_CONSUMER assigned_broker_service_url).
 	assignedURL atomic.Pointer[string]
+}
+
+// exclusiveAccess is the producer access state of a topic that has had an
+// exclusive producer; most topics never do, and do not carry it.
+type exclusiveAccess struct {
+	holder  *Producer   // holder of exclusive access, if any
+	waiting []*Producer // WaitForExclusive producers in arrival order
+	epoch   uint64      // bumped at every grant of exclusive access
+}
+
+// exclusiveLocked returns the holder of exclusive access, if any.
+func (t *Topic) exclusiveLocked() *Producer {
+	if t.excl == nil {
+		return nil
+	}
+	return t.excl.holder
+}
+
+// waitingLocked returns the WaitForExclusive producers in arrival order.
+func (t *Topic) waitingLocked() []*Producer {
+	if t.excl == nil {
+		return nil
+	}
+	return t.excl.waiting
+}
+
+// grantLocked gives p exclusive access, in a new epoch.
+func (t *Topic) grantLocked(p *Producer) {
+	if t.excl == nil {
+		t.excl = &exclusiveAccess{}
+	}
+	t.excl.holder = p
+	t.excl.epoch++
+}
+
+// epochLocked is the current access epoch (0 before any exclusive grant).
+func (t *Topic) epochLocked() uint64 {
+	if t.excl == nil {
+		return 0
+	}
+	return t.excl.epoch
 }
 
 // assigned returns the broker URL clients are sent to on close, or "".
@@ -134,39 +173,39 @@ func (t *Topic) addProducer(p *Producer) (ready bool, err error) {
 	// max_producers_per_topic (0: no limit). A fencing producer replaces
 	// the others, so it is never refused for their number.
 	if limit := t.policies().maxProducers; limit > 0 && p.mode != pb.ProducerAccessMode_ExclusiveWithFencing &&
-		len(t.producers)+len(t.waiting) >= limit {
+		len(t.producers)+len(t.waitingLocked()) >= limit {
 		return false, protocol.ErrProducerBusy.WithMessage("Topic reached max producers limit")
 	}
 	switch p.mode {
 	case pb.ProducerAccessMode_Shared:
-		if t.exclusive != nil {
-			return false, protocol.ErrProducerBusy.WithMessage("Topic has an existing exclusive producer: " + t.exclusive.name)
+		if ex := t.exclusiveLocked(); ex != nil {
+			return false, protocol.ErrProducerBusy.WithMessage("Topic has an existing exclusive producer: " + ex.name)
 		}
 	case pb.ProducerAccessMode_Exclusive:
-		if t.exclusive != nil || len(t.producers) > 0 {
+		if t.exclusiveLocked() != nil || len(t.producers) > 0 {
 			return false, protocol.ErrProducerFenced.WithMessage("Topic has existing shared producers or an exclusive producer")
 		}
-		t.exclusive = p
-		t.epoch++
+		t.grantLocked(p)
 	case pb.ProducerAccessMode_ExclusiveWithFencing:
 		for _, old := range t.producers {
 			old.closeByBroker()
 			t.removeProducerLocked(old)
 		}
-		t.exclusive = p
-		t.epoch++
+		t.grantLocked(p)
 	case pb.ProducerAccessMode_WaitForExclusive:
-		if t.exclusive != nil || len(t.producers) > 0 {
-			t.waiting = append(t.waiting, p)
+		if t.exclusiveLocked() != nil || len(t.producers) > 0 {
+			if t.excl == nil {
+				t.excl = &exclusiveAccess{}
+			}
+			t.excl.waiting = append(t.excl.waiting, p)
 			setKey(&t.names, p.name, p)
 			return false, nil
 		}
-		t.exclusive = p
-		t.epoch++
+		t.grantLocked(p)
 	default:
 		return false, protocol.ErrNotAllowed.WithMessage("unknown producer access mode")
 	}
-	p.epoch = t.epoch
+	p.epoch = t.epochLocked()
 	setKey(&t.producers, p.key(), p)
 	setKey(&t.names, p.name, p)
 	return true, nil
@@ -182,26 +221,31 @@ func (t *Topic) removeProducerLocked(p *Producer) {
 	if t.names[p.name] == p {
 		delete(t.names, p.name)
 	}
-	for i, w := range t.waiting {
-		if w == p {
-			t.waiting = append(t.waiting[:i], t.waiting[i+1:]...)
-			return
+	if ex := t.excl; ex != nil {
+		for i, w := range ex.waiting {
+			if w == p {
+				ex.waiting = append(ex.waiting[:i], ex.waiting[i+1:]...)
+				return
+			}
 		}
 	}
 	if _, ok := t.producers[p.key()]; !ok {
 		return
 	}
 	delete(t.producers, p.key())
-	if t.exclusive == p {
-		t.exclusive = nil
+	ex := t.excl
+	if ex == nil {
+		return // never exclusive: nobody waits
+	}
+	if ex.holder == p {
+		ex.holder = nil
 	}
 	// Hand exclusive access to the next waiting producer.
-	if t.exclusive == nil && len(t.producers) == 0 && len(t.waiting) > 0 {
-		next := t.waiting[0]
-		t.waiting = t.waiting[1:]
-		t.exclusive = next
-		t.epoch++
-		next.epoch = t.epoch
+	if ex.holder == nil && len(t.producers) == 0 && len(ex.waiting) > 0 {
+		next := ex.waiting[0]
+		ex.waiting = ex.waiting[1:]
+		t.grantLocked(next)
+		next.epoch = ex.epoch
 		setKey(&t.producers, next.key(), next)
 		next.conn.send(protocol.NewProducerSuccess(next.requestID, next.name, -1, nil, &next.epoch, true))
 	}
