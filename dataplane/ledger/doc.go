@@ -56,7 +56,12 @@
 //	{"ledgers":[{"id":12,"entries":50000,"size":51200000,"timestamp":1767225600000},
 //	            {"id":15,"entries":0,"size":0,"timestamp":0}],
 //	 "terminatedPosition":{"ledgerId":12,"entryId":49999},   // only once terminated
-//	 "properties":{"k":"v"}}
+//	 "properties":{"k":"v"},
+//	 "createdMs":1767225000000}
+//
+// createdMs is when the record was created (ManagedLedger.Created; the
+// topic's creation time in its stats); records written before the field
+// existed lack it.
 //
 // timestamp is the close time in Unix milliseconds; 0 marks a ledger still
 // open (being written, or left open by a crash), whose entries and size are
