@@ -317,7 +317,9 @@ func TestClusterNoWaitAndPulsarResources(t *testing.T) {
 	}
 
 	// Without an agent the wait gives up at --timeout and says how to resume.
-	r = cp.as(t, key, "cluster", "create", "acme/dev2", "--region", "local-a", "--timeout", "300ms")
+	// (--timeout covers the create call too: 300 ms was sometimes spent
+	// before the operation existed on a loaded machine.)
+	r = cp.as(t, key, "cluster", "create", "acme/dev2", "--region", "local-a", "--timeout", "2s")
 	if r.err == nil {
 		t.Fatalf("cluster create without an agent: want an error")
 	}

@@ -366,30 +366,6 @@ func TestDelayedDelivery(t *testing.T) {
 	}
 }
 
-func TestTerminatedTopicRefusesProducers(t *testing.T) {
-	e := newEnv(t)
-	topic := "persistent://public/default/terminate-me"
-	p := e.producer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true, SendTimeout: 5 * time.Second})
-	e.send(p, msg("before"))
-	tn, _ := broker.ParseTopicName(topic)
-	if _, err := e.sa.Broker().TerminateTopic(e.ctx, tn); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, err := p.Send(e.ctx, msg("after"))
-		if errors.Is(err, pulsar.ErrTopicTerminated) || errors.Is(err, pulsar.ErrProducerClosed) {
-			break
-		}
-		if err == nil || time.Now().After(deadline) {
-			t.Fatalf("send to a terminated topic: %v", err)
-		}
-	}
-	if _, err := e.client.CreateProducer(pulsar.ProducerOptions{Topic: topic}); err == nil {
-		t.Fatal("producer created on a terminated topic")
-	}
-}
-
 func TestBacklogQuotaStopsProducers(t *testing.T) {
 	e := newEnv(t)
 	res := e.sa.Broker().Resources()
