@@ -356,6 +356,9 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 	if err != nil {
 		return nil, errors.Join(err, srv.Close())
 	}
+	// Checked at every read: a member added later (etcd allows it at run
+	// time) turns reads linearizable again.
+	st.alone = func() bool { return len(es.Cluster().Members()) == 1 }
 	return &Embedded{Store: st, srv: srv}, nil
 }
 

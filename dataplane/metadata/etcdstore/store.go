@@ -27,6 +27,12 @@ type Store struct {
 	cfg Config
 	cli *clientv3.Client
 	pfx string
+	// alone, when set, reports whether the member this store calls is a
+	// cluster of its own (the embedded store): then reads are served
+	// from its state without a round of the consensus protocol
+	// (serializable), which is as current as a linearizable read because a
+	// lone member answers a write only after applying it. See reads.
+	alone func() bool
 
 	// ctx lives as long as the store; watches and session keepalives run
 	// under it.
@@ -163,7 +169,7 @@ func (s *Store) Get(ctx context.Context, key string) (metadata.KV, error) {
 	if err := s.check(); err != nil {
 		return metadata.KV{}, err
 	}
-	resp, err := s.cli.Get(ctx, s.pfx+key)
+	resp, err := s.cli.Get(ctx, s.pfx+key, s.reads()...)
 	if err != nil {
 		return metadata.KV{}, s.mapErr("get "+key, err)
 	}
@@ -284,11 +290,11 @@ func (s *Store) Children(ctx context.Context, parent string) ([]string, error) {
 		rev   int64
 	)
 	for {
-		opts := []clientv3.OpOption{
+		opts := append([]clientv3.OpOption{
 			clientv3.WithRange(end), clientv3.WithKeysOnly(),
 			clientv3.WithLimit(int64(s.cfg.PageSize)),
 			clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend),
-		}
+		}, s.reads()...)
 		if rev != 0 {
 			opts = append(opts, clientv3.WithRev(rev))
 		}
@@ -325,6 +331,18 @@ func ChildKey(parent, name string) string {
 		return "/" + name
 	}
 	return parent + "/" + name
+}
+
+// serializable is the read option of a store whose member is alone.
+var serializable = []clientv3.OpOption{clientv3.WithSerializable()}
+
+// reads returns the options of a read (Get, Children): serializable when
+// the member is alone (see Store.alone), linearizable otherwise.
+func (s *Store) reads() []clientv3.OpOption {
+	if s.alone != nil && s.alone() {
+		return serializable
+	}
+	return nil
 }
 
 // Revision implements metadata.Store.
