@@ -38,16 +38,14 @@ package broker
 // loaded topics; a topic that finishes opening checks that record after it
 // became visible to the walk (catchUpPolicies), so no change falls between.
 //
-// Opening a topic takes the newest snapshot the watch recorded for its
-// namespace instead of reading the record (namespaceSnapshot): the topics
-// of a namespace share one snapshot, and a creation costs one metadata
-// read fewer. A namespace the watch has not seen change since the broker
-// started is read once and remembered. The record is trusted only while a
-// watch runs; a broken watch forgets everything (a deletion may have been
-// missed), and a read that raced with a deletion the watch delivered is
-// not remembered (the deletion's revision is kept). A change that is still
-// on its way through the watch reaches the topic as it would any loaded
-// topic (catchUpPolicies), the delay Pulsar's watched metadata caches have.
+// Opening a topic reads its namespace's record (so a change made just
+// before, say a policy set right before an unload, always applies) but
+// shares the snapshot: when the record's version is the one the broker
+// already holds for the namespace, the topic takes that snapshot instead
+// of decoding its own (namespaceSnapshot), so the topics of a namespace
+// hold one. (Taking the watch's snapshot without the read was tried: a
+// topic reloaded right after a policy change could open with the old
+// policies, TestDeduplicationRebuiltFromEntries caught it.)
 //
 // Lock order: Topic.pol.mu before Topic.mu; policyWatch.mu is a leaf (never
 // held while calling into topics or the Service).
@@ -121,23 +119,15 @@ func (t *Topic) policies() *policySnapshot {
 type policyWatch struct {
 	mu     sync.Mutex
 	latest map[string]*policySnapshot
-	gone   map[string]int64 // namespaces the watch saw deleted, at that revision
-	live   bool             // a watch runs: latest is current, up to its delay
-	gen    uint64           // bumped when a watch ends
 }
 
-// namespaceSnapshot returns the policies of t's namespace for a topic that
-// opens: the newest snapshot the watch recorded, or the record read from
-// the store (then remembered for the namespace's other topics). A missing
-// namespace is TopicNotFound for the client.
+// namespaceSnapshot reads the policies of t's namespace for a topic that
+// opens and returns them as the broker's snapshot of that version: the
+// one it already holds for the namespace when the versions match (shared
+// by the namespace's topics), else a new one, which it then holds. A
+// missing namespace is TopicNotFound for the client.
 func (s *Service) namespaceSnapshot(ctx context.Context, t TopicName) (*policySnapshot, error) {
 	name := t.NamespaceName()
-	s.pw.mu.Lock()
-	snap, live, gen := s.pw.latest[name], s.pw.live, s.pw.gen
-	s.pw.mu.Unlock()
-	if live && snap != nil {
-		return snap, nil
-	}
 	p, v, err := s.res.GetNamespace(ctx, t.Tenant, t.Namespace)
 	if errors.Is(err, ErrNotFound) {
 		return nil, protocol.ErrTopicNotFound.WithMessage("Namespace not found: " + name)
@@ -145,33 +135,20 @@ func (s *Service) namespaceSnapshot(ctx context.Context, t TopicName) (*policySn
 	if err != nil {
 		return nil, err
 	}
-	snap = newPolicySnapshot(p, int64(v))
 	s.pw.mu.Lock()
 	defer s.pw.mu.Unlock()
-	if !s.pw.live || s.pw.gen != gen || snap.version <= s.pw.gone[name] {
-		return snap, nil
-	}
-	if cur := s.pw.latest[name]; cur != nil && cur.version >= snap.version {
+	cur := s.pw.latest[name]
+	if cur != nil && cur.version == int64(v) {
 		return cur, nil
 	}
-	if s.pw.latest == nil {
-		s.pw.latest = map[string]*policySnapshot{}
+	snap := newPolicySnapshot(p, int64(v))
+	if cur == nil || cur.version < snap.version {
+		if s.pw.latest == nil {
+			s.pw.latest = map[string]*policySnapshot{}
+		}
+		s.pw.latest[name] = snap
 	}
-	s.pw.latest[name] = snap
 	return snap, nil
-}
-
-// setWatchLive records whether a policy watch runs. When one ends, what
-// was recorded is forgotten: changes made until the next one starts are
-// seen by no one.
-func (s *Service) setWatchLive(live bool) {
-	s.pw.mu.Lock()
-	defer s.pw.mu.Unlock()
-	if !live && s.pw.live {
-		s.pw.gen++
-		s.pw.latest, s.pw.gone = nil, nil
-	}
-	s.pw.live = live
 }
 
 // startPolicyWatch starts following namespace policy changes. The first
@@ -183,8 +160,6 @@ func (s *Service) startPolicyWatch() {
 	if err != nil {
 		s.log.Warn("namespace policy watch failed; retrying", "err", err)
 		w = nil
-	} else {
-		s.setWatchLive(true)
 	}
 	s.wg.Add(1)
 	go s.policyWatchLoop(ctx, cancel, w)
@@ -199,7 +174,6 @@ func (s *Service) policyWatchLoop(ctx context.Context, cancel context.CancelFunc
 			for ev := range w.Events() {
 				s.onPolicyEvent(ev)
 			}
-			s.setWatchLive(false)
 			err := w.Err()
 			w.Close()
 			w = nil
@@ -219,7 +193,6 @@ func (s *Service) policyWatchLoop(ctx context.Context, cancel context.CancelFunc
 			continue
 		}
 		w = nw
-		s.setWatchLive(true)
 		// Changes made while no watch ran are only in the store.
 		s.resyncPolicies(ctx)
 	}
@@ -240,10 +213,6 @@ func (s *Service) onPolicyEvent(ev metadata.Event) {
 	if ev.Type == metadata.EventDelete {
 		s.pw.mu.Lock()
 		delete(s.pw.latest, name)
-		if s.pw.gone == nil {
-			s.pw.gone = map[string]int64{}
-		}
-		s.pw.gone[name] = ev.Revision
 		s.pw.mu.Unlock()
 		return
 	}

@@ -212,9 +212,8 @@ func TestPolicyMaxProducersAppliesToLoadedTopic(t *testing.T) {
 }
 
 // TestNamespacePoliciesShared: the topics of a namespace open with one
-// snapshot of its policies (read once, then remembered from the watch), a
-// change moves both to one new snapshot, and once the namespace is deleted
-// no topic can be created in it.
+// snapshot of its policies, a change moves both to one new snapshot, and
+// once the namespace is deleted no topic can be created in it.
 func TestNamespacePoliciesShared(t *testing.T) {
 	e := newEnv(t)
 	svc := e.sa.Broker()
