@@ -15,7 +15,6 @@ import (
 	"time"
 )
 
-// options are the command's flags.
 // defaultWindow is W2's messages in flight. A closed loop measures the
 // system only when the window is not the limit: with 1,024 (the first
 // choice) spread over 16 partitions, no producer's batch ever filled, each
@@ -34,6 +33,7 @@ const defaultWindow = 8192
 // A rate target is measured at saturation, like W2.
 const defaultCreateInflight = 64
 
+// options are the command's flags.
 type options struct {
 	workloads      map[string]bool
 	systems        []string

@@ -190,8 +190,9 @@ func runBlock(ctx context.Context, o options, s system, round int, tmp string, r
 		}
 		// Every run starts on a disk with nothing left to write back:
 		// durability (b) leaves hundreds of MB of dirty pages that the
-		// kernel otherwise writes back during the next run, which put
-		// 50-140 ms stalls into the next round's (a) and (b) runs.
+		// kernel would otherwise write back during the next runs. (It
+		// did not remove the round-to-round spread of W1's tail, which
+		// docs/benchmarks.md leaves unexplained.)
 		machine.Quiesce()
 		srv, err := s.start(ctx, dir, d)
 		if errors.Is(err, errUnsupported) {
