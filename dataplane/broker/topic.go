@@ -64,13 +64,19 @@ func (t *Topic) waitingLocked() []*Producer {
 	return t.excl.waiting
 }
 
-// grantLocked gives p exclusive access, in a new epoch.
-func (t *Topic) grantLocked(p *Producer) {
+// accessLocked returns the exclusive-access state, made on first use.
+func (t *Topic) accessLocked() *exclusiveAccess {
 	if t.excl == nil {
 		t.excl = &exclusiveAccess{}
 	}
-	t.excl.holder = p
-	t.excl.epoch++
+	return t.excl
+}
+
+// grantLocked gives p exclusive access, in a new epoch.
+func (t *Topic) grantLocked(p *Producer) {
+	ex := t.accessLocked()
+	ex.holder = p
+	ex.epoch++
 }
 
 // epochLocked is the current access epoch (0 before any exclusive grant).
@@ -194,10 +200,8 @@ func (t *Topic) addProducer(p *Producer) (ready bool, err error) {
 		t.grantLocked(p)
 	case pb.ProducerAccessMode_WaitForExclusive:
 		if t.exclusiveLocked() != nil || len(t.producers) > 0 {
-			if t.excl == nil {
-				t.excl = &exclusiveAccess{}
-			}
-			t.excl.waiting = append(t.excl.waiting, p)
+			ex := t.accessLocked()
+			ex.waiting = append(ex.waiting, p)
 			setKey(&t.names, p.name, p)
 			return false, nil
 		}
