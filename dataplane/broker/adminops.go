@@ -95,7 +95,7 @@ func (s *Service) CreateTopic(ctx context.Context, t TopicName, props map[string
 		return err
 	}
 	// Creating the managed ledger is what tells whether the topic existed
-	// (one metadata write, no reads), and it is opened with the
+	// (one metadata write, no read of its own), and it is opened with the
 	// namespace's policies at once. The record keeps the creation time
 	// (ManagedLedger.Created), so nothing else is written.
 	tp, err := s.getTopic(ctx, t, createTopic)
