@@ -241,3 +241,25 @@ func TestBacklogReadRateFlag(t *testing.T) {
 		t.Logf("read 2 MiB of backlog in %v at 256 KiB/s", took)
 	}
 }
+
+// TestStandaloneGCPercent: `magnetar standalone` runs the Go collector at
+// GOGC 50 unless GOGC is set, as its /metrics report (go_gc_gogc_percent).
+func TestStandaloneGCPercent(t *testing.T) {
+	for _, tc := range []struct{ env, want string }{{"", "50"}, {"80", "80"}} {
+		t.Setenv("GOGC", tc.env)
+		sp := startStandaloneProc(t, filepath.Join(t.TempDir(), "data"))
+		resp, err := http.Get("http://" + sp.httpAddr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "\ngo_gc_gogc_percent " + tc.want + "\n"; !strings.Contains(string(body), want) {
+			t.Errorf("GOGC=%q: /metrics lacks %q", tc.env, strings.TrimSpace(want))
+		}
+		sp.Terminate()
+	}
+}
