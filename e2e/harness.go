@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/magnetar-dev/magnetar/internal/freeport"
 )
 
 // Binary builds the magnetar binary once per test binary and returns its path.
@@ -45,12 +47,11 @@ var (
 // FreeAddr returns a loopback address with a port that was free a moment ago.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	a, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return a
 }
 
 // Process is one magnetar process that can be killed, paused and restarted

@@ -10,7 +10,6 @@ import (
 	"bufio"
 	"flag"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +17,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/magnetar-dev/magnetar/internal/freeport"
 )
 
 func main() {
@@ -106,10 +107,9 @@ func summary(v []float64) string {
 }
 
 func freeAddr() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	a, err := freeport.Addr()
 	check(err)
-	defer l.Close()
-	return l.Addr().String()
+	return a
 }
 
 func check(err error) {

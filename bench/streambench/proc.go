@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/magnetar-dev/magnetar/internal/freeport"
 )
 
 // process is a server subprocess with its output in a log file.
@@ -100,12 +101,7 @@ func (p *process) logTail() string {
 // freeAddr returns a loopback address with a port that was free a moment
 // ago.
 func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("streambench: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return freeport.Addr()
 }
 
 func freeAddrs(n int) ([]string, error) {

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/magnetar-dev/magnetar/dataplane/metadata"
+	"github.com/magnetar-dev/magnetar/internal/freeport"
 )
 
 // Embedded server defaults. They keep a standalone node small: a short raft
@@ -140,7 +141,7 @@ func (c EmbeddedConfig) withDefaults() (EmbeddedConfig, error) {
 		if *u != "" {
 			continue
 		}
-		p, err := FreePort()
+		p, err := pickPort()
 		if err != nil {
 			return c, err
 		}
@@ -170,15 +171,12 @@ func (c EmbeddedConfig) withDefaults() (EmbeddedConfig, error) {
 	return c, nil
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("etcdstore: find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+// pickPort chooses the ports of absent URLs; tests replace it.
+var pickPort = FreePort
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago
+// (package freeport: outside the kernel's ephemeral range).
+func FreePort() (int, error) { return freeport.Port() }
 
 func (c EmbeddedConfig) etcdConfig() (*embed.Config, error) {
 	ec := embed.NewConfig()
@@ -250,15 +248,33 @@ func StartServer(ctx context.Context, cfg EmbeddedConfig) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg, err := cfg.withDefaults()
-	if err != nil {
-		return nil, err
+	// Ports this function picks were free a moment before etcd binds them;
+	// another process can take one in between (seen in CI). Only then is
+	// the start tried again with new ports: the listeners are bound before
+	// etcd writes anything to the data directory.
+	const attempts = 5
+	picked := cfg.ClientURL == "" || cfg.PeerURL == ""
+	for i := 1; ; i++ {
+		full, err := cfg.withDefaults()
+		if err != nil {
+			return nil, err
+		}
+		srv := &Server{cfg: full}
+		err = srv.start(ctx)
+		if err == nil {
+			return srv, nil
+		}
+		if !picked || i == attempts || !addrInUse(err) || ctx.Err() != nil {
+			return nil, err
+		}
 	}
-	srv := &Server{cfg: cfg}
-	if err := srv.start(ctx); err != nil {
-		return nil, err
-	}
-	return srv, nil
+}
+
+// addrInUse reports whether err is a failure to bind a port another
+// socket holds. etcd does not always keep the syscall error in the chain,
+// so the message is checked too.
+func addrInUse(err error) bool {
+	return errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")
 }
 
 func (srv *Server) start(ctx context.Context) error {

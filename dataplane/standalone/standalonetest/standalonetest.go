@@ -7,7 +7,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	plog "github.com/apache/pulsar-client-go/pulsar/log"
 
 	"github.com/magnetar-dev/magnetar/dataplane/standalone"
+	"github.com/magnetar-dev/magnetar/internal/freeport"
 )
 
 // QuietLogger discards everything.
@@ -23,12 +23,11 @@ func QuietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 // FreeAddr returns a loopback address whose port was free a moment ago.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	a, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return a
 }
 
 // Config returns a standalone configuration on dir with ephemeral broker and

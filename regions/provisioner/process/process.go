@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/magnetar-dev/magnetar/internal/freeport"
 	"github.com/magnetar-dev/magnetar/regions/provisioner"
 )
 
@@ -691,20 +692,13 @@ func stillThere(pid int) bool {
 }
 
 func freeAddrs(n int) ([]string, error) {
-	var out []string
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
+	out := make([]string, 0, n)
 	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		a, err := freeport.Addr()
 		if err != nil {
 			return nil, fmt.Errorf("process: pick a free port: %w", err)
 		}
-		ls = append(ls, l)
-		out = append(out, l.Addr().String())
+		out = append(out, a)
 	}
 	return out, nil
 }

@@ -1,0 +1,54 @@
+package etcdstore
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// TestStartRetriesTakenPort: a port picked for an absent URL that another
+// socket takes before etcd binds it makes the start pick again, and a port
+// the caller named is never replaced.
+func TestStartRetriesTakenPort(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	port := taken.Addr().(*net.TCPAddr).Port
+	calls := 0
+	pickPort = func() (int, error) {
+		calls++
+		if calls <= 2 {
+			return port, nil // the first start's client and peer ports
+		}
+		return FreePort()
+	}
+	defer func() { pickPort = FreePort }()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg := EmbeddedConfig{Dir: t.TempDir(), UnsafeNoFsync: true,
+		HeartbeatInterval: 10 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond, Logger: zap.NewNop()}
+	srv, err := StartServer(ctx, cfg)
+	if err != nil {
+		t.Fatalf("start with a taken port picked: %v", err)
+	}
+	defer srv.Close()
+	if calls < 4 {
+		t.Fatalf("ports picked %d times, want a second pick after the taken one", calls)
+	}
+	if got := srv.Config().ClientURL; got == "http://127.0.0.1:"+strconv.Itoa(port) {
+		t.Fatalf("server kept the taken port %s", got)
+	}
+
+	cfg.Dir = t.TempDir()
+	cfg.ClientURL = "http://" + taken.Addr().String()
+	if _, err := StartServer(ctx, cfg); err == nil || !addrInUse(err) {
+		t.Fatalf("start on a named taken port = %v, want address in use", err)
+	}
+}
