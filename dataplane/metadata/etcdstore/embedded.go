@@ -21,6 +21,18 @@ import (
 	"github.com/magnetar-dev/magnetar/internal/freeport"
 )
 
+// Raft timings of a member that starts alone. A lone member is its own
+// quorum: its leadership never lapses, and the election timeout only
+// matters at start, where etcd fast-forwards all but one tick of it and
+// raft then waits a random 1 to ElectionTimeout/HeartbeatInterval ticks
+// more. At etcd's defaults (100ms, 1s) that made a standalone's start
+// take 0.2-1.1 s; at these, 50-250 ms. A heartbeat tick every 50 ms
+// costs nothing measurable at idle.
+const (
+	LoneHeartbeatInterval = 50 * time.Millisecond
+	LoneElectionTimeout   = 250 * time.Millisecond
+)
+
 // Embedded server defaults. They keep a standalone node small: a short raft
 // log in memory, a bounded database and hourly compaction of old revisions.
 const (
@@ -69,8 +81,11 @@ type EmbeddedConfig struct {
 	// DefaultAutoCompactionRetention; negative disables compaction.
 	AutoCompactionRetention time.Duration
 	// HeartbeatInterval and ElectionTimeout are raft's timings. Defaults
-	// 100ms and 1s (etcd's); a single member in tests can use much shorter
-	// ones to start faster. The lease TTL floor is 1.5 election timeouts.
+	// 100ms and 1s (etcd's) for a member of a multi-member initial
+	// cluster; LoneHeartbeatInterval and LoneElectionTimeout for a member
+	// that starts alone (the standalone's). The lease TTL floor is 1.5
+	// election timeouts. Give them explicitly for a lone member that others
+	// will join at run time.
 	HeartbeatInterval, ElectionTimeout time.Duration
 	// UnsafeNoFsync skips fsync: only for tests, a crash can lose data.
 	UnsafeNoFsync bool
@@ -149,6 +164,9 @@ func (c EmbeddedConfig) withDefaults() (EmbeddedConfig, error) {
 	}
 	if c.InitialCluster == "" {
 		c.InitialCluster = c.Name + "=" + c.PeerURL
+	}
+	if c.HeartbeatInterval == 0 && c.ElectionTimeout == 0 && !strings.Contains(c.InitialCluster, ",") {
+		c.HeartbeatInterval, c.ElectionTimeout = LoneHeartbeatInterval, LoneElectionTimeout
 	}
 	if c.ClusterState == "" {
 		c.ClusterState = ClusterStateNew

@@ -52,3 +52,35 @@ func TestStartRetriesTakenPort(t *testing.T) {
 		t.Fatalf("start on a named taken port = %v, want address in use", err)
 	}
 }
+
+// TestLoneMemberTimings: a member that starts alone gets the short raft
+// timings; a member of a multi-member cluster and explicit timings are
+// left to the caller and etcd.
+func TestLoneMemberTimings(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		cfg           EmbeddedConfig
+		wantHB, wantE time.Duration
+	}{
+		{"alone", EmbeddedConfig{Dir: "d"}, LoneHeartbeatInterval, LoneElectionTimeout},
+		{"alone by name", EmbeddedConfig{Dir: "d", Name: "m1", PeerURL: "http://127.0.0.1:1", InitialCluster: "m1=http://127.0.0.1:1"}, LoneHeartbeatInterval, LoneElectionTimeout},
+		{"three members", EmbeddedConfig{Dir: "d", Name: "m1", PeerURL: "http://127.0.0.1:1",
+			InitialCluster: "m1=http://127.0.0.1:1,m2=http://127.0.0.1:2,m3=http://127.0.0.1:3"}, 0, 0},
+		{"explicit", EmbeddedConfig{Dir: "d", HeartbeatInterval: 10 * time.Millisecond}, 10 * time.Millisecond, 0},
+	} {
+		got, err := tc.cfg.withDefaults()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.HeartbeatInterval != tc.wantHB || got.ElectionTimeout != tc.wantE {
+			t.Errorf("%s: heartbeat %v, election %v; want %v, %v", tc.name, got.HeartbeatInterval, got.ElectionTimeout, tc.wantHB, tc.wantE)
+		}
+		ec, err := got.etcdConfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.wantE == LoneElectionTimeout && (ec.TickMs != 50 || ec.ElectionMs != 250) {
+			t.Errorf("%s: etcd ticks %d ms, election %d ms", tc.name, ec.TickMs, ec.ElectionMs)
+		}
+	}
+}
