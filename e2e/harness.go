@@ -131,6 +131,13 @@ func (w lockedWriter) Write(b []byte) (int, error) {
 	return w.b.Write(b)
 }
 
+// Pid returns the process id of the current incarnation.
+func (p *Process) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd.Process.Pid
+}
+
 // Output returns what the current incarnation printed.
 func (p *Process) Output() string {
 	p.mu.Lock()

@@ -34,13 +34,16 @@ func main() {
 		fmt.Fprintf(os.Stderr, "build: %v\n%s", err, out)
 		os.Exit(1)
 	}
-	var fresh, restart, rss []float64
+	var fresh, restart []float64
+	rss := make([][]float64, len(rssFields))
 	for i := 0; i < *runs; i++ {
 		dir := filepath.Join(tmp, fmt.Sprintf("data-%d", i))
 		ports := []string{freeAddr(), freeAddr(), freeAddr()}
 		d, kb := run(bin, dir, ports, *settle)
 		fresh = append(fresh, d.Seconds()*1000)
-		rss = append(rss, kb/1024)
+		for j := range rssFields {
+			rss[j] = append(rss[j], kb[j]/1024)
+		}
 		d, _ = run(bin, dir, ports, 0)
 		restart = append(restart, d.Seconds()*1000)
 	}
@@ -50,12 +53,19 @@ func main() {
 	fmt.Println("|---|---|")
 	fmt.Printf("| ready on a fresh data dir (ms) | %s |\n", summary(fresh))
 	fmt.Printf("| ready on existing data, restart (ms) | %s |\n", summary(restart))
-	fmt.Printf("| resident memory after %v idle (MiB) | %s |\n", *settle, summary(rss))
+	for j, f := range rssFields {
+		fmt.Printf("| %s after %v idle (MiB) | %s |\n", f, *settle, summary(rss[j]))
+	}
 }
 
+// rssFields are the lines of /proc/PID/status reported: all resident
+// memory, then its anonymous (heap, stacks) and file-backed (the
+// executable's pages) parts.
+var rssFields = []string{"VmRSS", "RssAnon", "RssFile"}
+
 // run starts the standalone, waits for health, optionally idles and reads
-// VmRSS, then stops it with SIGTERM.
-func run(bin, dir string, ports []string, settle time.Duration) (time.Duration, float64) {
+// rssFields (KiB), then stops it with SIGTERM.
+func run(bin, dir string, ports []string, settle time.Duration) (time.Duration, []float64) {
 	cmd := exec.Command(bin, "standalone", "--data-dir", dir, "--broker-addr", ports[0], "--http-addr", ports[1], "--bookie-addr", ports[2])
 	start := time.Now()
 	check(cmd.Start())
@@ -79,25 +89,26 @@ func run(bin, dir string, ports []string, settle time.Duration) (time.Duration, 
 	}
 	ready := time.Since(start)
 	if settle == 0 {
-		return ready, 0
+		return ready, nil
 	}
 	time.Sleep(settle)
-	return ready, vmRSSKiB(cmd.Process.Pid)
+	return ready, residentKiB(cmd.Process.Pid)
 }
 
-func vmRSSKiB(pid int) float64 {
+func residentKiB(pid int) []float64 {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	check(err)
 	defer f.Close()
+	out := make([]float64, len(rssFields))
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			var kb float64
-			fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &kb)
-			return kb
+		for j, name := range rssFields {
+			if v, ok := strings.CutPrefix(sc.Text(), name+":"); ok {
+				fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &out[j])
+			}
 		}
 	}
-	return 0
+	return out
 }
 
 func summary(v []float64) string {

@@ -151,6 +151,7 @@ func runBookie(ctx context.Context, cfg bookie.Config, metadataURL, httpAddr str
 		}
 		defer stopHTTP()
 	}
+	releaseStartupPages()
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), bookieShutdownTimeout)
 	defer cancel()

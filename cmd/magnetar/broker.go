@@ -33,6 +33,7 @@ func newBrokerCommand() *cobra.Command {
 			}
 			fmt.Fprintf(os.Stderr, "magnetar broker ready in %v: %s  admin %s\n",
 				time.Since(start).Round(time.Millisecond), n.ServiceURL(), n.WebServiceURL())
+			releaseStartupPages()
 			<-ctx.Done()
 			sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()

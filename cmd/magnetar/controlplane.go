@@ -54,6 +54,7 @@ func newControlPlaneCommand() *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(os.Stderr, "magnetar controlplane ready: http://%s (gRPC and REST)\n", s.Addr())
+			releaseStartupPages()
 			errc := make(chan error, 1)
 			go func() { errc <- s.Serve(ctx) }()
 			select {

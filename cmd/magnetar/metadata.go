@@ -29,6 +29,7 @@ func metadataCommand() *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(os.Stderr, "magnetar metadata: member %s serving clients on %s\n", srv.Config().Name, srv.Config().ClientURL)
+			releaseStartupPages()
 			select {
 			case <-ctx.Done():
 			case err = <-srv.Err():

@@ -32,6 +32,7 @@ func newStandaloneCommand() *cobra.Command {
 			}
 			fmt.Fprintf(os.Stderr, "magnetar standalone ready in %v: %s  admin %s\n",
 				time.Since(start).Round(time.Millisecond), s.ServiceURL(), s.WebServiceURL())
+			releaseStartupPages()
 			<-ctx.Done()
 			sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
