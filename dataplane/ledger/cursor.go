@@ -285,7 +285,7 @@ func (ml *ManagedLedger) flushCursors() error {
 	dirty := slices.Collect(maps.Keys(ml.dirty))
 	clear(ml.dirty)
 	ml.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), ml.cfg.OperationTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), ml.conf().OperationTimeout)
 	defer cancel()
 	var errs []error
 	for _, c := range dirty {
@@ -344,7 +344,7 @@ func (c *Cursor) info() cursorInfo {
 
 func (c *Cursor) infoLocked() cursorInfo {
 	info := cursorInfo{MarkDelete: c.markDelete, Properties: maps.Clone(c.props), LastActive: c.lastActive.UnixMilli()}
-	n := min(len(c.acks.r), c.ml.cfg.MaxPersistedAckRanges)
+	n := min(len(c.acks.r), c.ml.conf().MaxPersistedAckRanges)
 	info.IndividuallyDeleted = slices.Clone(c.acks.r[:n])
 	for _, b := range c.batches {
 		info.BatchAcks = append(info.BatchAcks, batchAck{Pos: b.Pos, Size: b.Size, Acked: slices.Clone(b.Acked)})

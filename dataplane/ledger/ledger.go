@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/magnetar-dev/magnetar/dataplane/bookie/client"
@@ -64,8 +65,10 @@ type ManagedLedger struct {
 	name string
 	// cfg is shared with every managed ledger of the same effective
 	// configuration (Factory.intern) and never changed in place:
-	// Reconfigure replaces it under mu.
-	cfg     *Config
+	// Reconfigure replaces it (under mu, so two Reconfigures do not lose
+	// one). Read it with conf(), with or without mu: workers read it
+	// outside the lock.
+	cfg     atomic.Pointer[Config]
 	created int64 // Unix ms the record was created; 0 for records older than the field
 
 	// infoMu serializes changes to the stored record (held across the
@@ -130,10 +133,11 @@ var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); retu
 
 func openManagedLedger(ctx context.Context, f *Factory, name string, cfg *Config, mode openMode) (*ManagedLedger, error) {
 	ml := &ManagedLedger{
-		f: f, name: name, cfg: cfg,
+		f: f, name: name,
 		// Its maps stay nil until used (setKey): most topics never need
 		// several of them.
 	}
+	ml.cfg.Store(cfg)
 	if err := ml.init(ctx, mode); err != nil {
 		return nil, err
 	}
@@ -281,7 +285,7 @@ func (ml *ManagedLedger) init(ctx context.Context, mode openMode) error {
 func (ml *ManagedLedger) createLedger(ctx context.Context) (*client.WriteHandle, error) {
 	// Reconfigure may change the replication meanwhile: read it under mu.
 	ml.mu.Lock()
-	e, qw, qa := ml.cfg.Ensemble, ml.cfg.WriteQuorum, ml.cfg.AckQuorum
+	e, qw, qa := ml.conf().Ensemble, ml.conf().WriteQuorum, ml.conf().AckQuorum
 	var after int64 // ledger ids grow along the list (positions compare by them)
 	if n := len(ml.ledgers); n > 0 {
 		after = ml.ledgers[n-1].ID
@@ -314,11 +318,10 @@ func (ml *ManagedLedger) Name() string { return ml.name }
 func (ml *ManagedLedger) logger() *slog.Logger { return ml.f.log.With("managedLedger", ml.name) }
 
 // Config returns the managed ledger's effective configuration.
-func (ml *ManagedLedger) Config() Config {
-	ml.mu.Lock()
-	defer ml.mu.Unlock()
-	return *ml.cfg
-}
+func (ml *ManagedLedger) Config() Config { return *ml.conf() }
+
+// conf returns the current configuration; it never changes in place.
+func (ml *ManagedLedger) conf() *Config { return ml.cfg.Load() }
 
 // Created returns when the managed ledger's record was created, in Unix
 // milliseconds, or 0 when the record was written by a version that did not
@@ -342,13 +345,13 @@ func (ml *ManagedLedger) Reconfigure(cfg *Config) error {
 	}
 	ml.mu.Lock()
 	defer ml.mu.Unlock()
-	next := *ml.cfg
+	next := *ml.conf()
 	next.RetentionTime, next.RetentionSize = c.RetentionTime, c.RetentionSize
 	next.Ensemble, next.WriteQuorum, next.AckQuorum = c.Ensemble, c.WriteQuorum, c.AckQuorum
-	if next == *ml.cfg {
+	if next == *ml.conf() {
 		return nil // unchanged: no trim pass
 	}
-	ml.cfg = ml.f.intern(next)
+	ml.cfg.Store(ml.f.intern(next))
 	ml.trimWanted = true
 	ml.kickLocked()
 	return nil
@@ -483,10 +486,10 @@ func (ml *ManagedLedger) addEntry(data []byte, cb AddCallback) {
 
 // fullLocked reports whether w has reached its limits and may roll over.
 func (ml *ManagedLedger) fullLocked(w *writer) bool {
-	if w.sent < ml.cfg.MaxEntriesPerLedger && w.sentBytes < ml.cfg.MaxLedgerSize {
+	if w.sent < ml.conf().MaxEntriesPerLedger && w.sentBytes < ml.conf().MaxLedgerSize {
 		return false
 	}
-	return ml.cfg.MinLedgerAge <= 0 || time.Since(w.created) >= ml.cfg.MinLedgerAge
+	return ml.conf().MinLedgerAge <= 0 || time.Since(w.created) >= ml.conf().MinLedgerAge
 }
 
 // assignLocked records that op goes to w and asks for a rollover when w is
@@ -499,7 +502,7 @@ func (ml *ManagedLedger) assignLocked(op *addOp, w *writer) {
 		// From now on the ledger may roll over by age alone.
 		ml.armRollLocked(time.Now())
 	}
-	if w.sent == ml.cfg.MaxEntriesPerLedger || (w.sentBytes >= ml.cfg.MaxLedgerSize && w.sentBytes-int64(len(op.data)) < ml.cfg.MaxLedgerSize) {
+	if w.sent == ml.conf().MaxEntriesPerLedger || (w.sentBytes >= ml.conf().MaxLedgerSize && w.sentBytes-int64(len(op.data)) < ml.conf().MaxLedgerSize) {
 		ml.kickLocked()
 	}
 }
@@ -764,9 +767,9 @@ func (ml *ManagedLedger) armTimersLocked() {
 	case trimmable && !ml.trimArmed:
 		ml.trimArmed = true
 		if ml.trimTimer == nil {
-			ml.trimTimer = time.AfterFunc(ml.cfg.TrimCheckInterval, ml.onTrimTimer)
+			ml.trimTimer = time.AfterFunc(ml.conf().TrimCheckInterval, ml.onTrimTimer)
 		} else {
-			ml.trimTimer.Reset(ml.cfg.TrimCheckInterval)
+			ml.trimTimer.Reset(ml.conf().TrimCheckInterval)
 		}
 	case !trimmable && ml.trimArmed:
 		if ml.trimTimer.Stop() {
@@ -800,9 +803,9 @@ func (ml *ManagedLedger) armFlushLocked() {
 	}
 	ml.flushArmed = true
 	if ml.flushTimer == nil {
-		ml.flushTimer = time.AfterFunc(ml.cfg.CursorPersistInterval, ml.onFlushTimer)
+		ml.flushTimer = time.AfterFunc(ml.conf().CursorPersistInterval, ml.onFlushTimer)
 	} else {
-		ml.flushTimer.Reset(ml.cfg.CursorPersistInterval)
+		ml.flushTimer.Reset(ml.conf().CursorPersistInterval)
 	}
 }
 
@@ -843,24 +846,24 @@ func (ml *ManagedLedger) stopWorkerLocked() {
 func (ml *ManagedLedger) rollDueLocked(now time.Time) (bool, time.Duration) {
 	w := ml.cur
 	if w == nil || ml.state != stateOpen {
-		return false, ml.cfg.MaxLedgerAge
+		return false, ml.conf().MaxLedgerAge
 	}
 	age := now.Sub(w.created)
-	minAge := max(ml.cfg.MinLedgerAge, 0)
-	full := w.sent >= ml.cfg.MaxEntriesPerLedger || w.sentBytes >= ml.cfg.MaxLedgerSize
+	minAge := max(ml.conf().MinLedgerAge, 0)
+	full := w.sent >= ml.conf().MaxEntriesPerLedger || w.sentBytes >= ml.conf().MaxLedgerSize
 	var wait time.Duration
 	switch {
-	case full && age >= minAge, w.sent > 0 && age >= ml.cfg.MaxLedgerAge:
+	case full && age >= minAge, w.sent > 0 && age >= ml.conf().MaxLedgerAge:
 		if retry := time.Unix(0, ml.rollAfter); now.Before(retry) {
 			return false, retry.Sub(now)
 		}
 		return true, 0
 	case full:
 		wait = minAge - age
-	case age >= ml.cfg.MaxLedgerAge:
-		wait = ml.cfg.MaxLedgerAge
+	case age >= ml.conf().MaxLedgerAge:
+		wait = ml.conf().MaxLedgerAge
 	default:
-		wait = ml.cfg.MaxLedgerAge - age
+		wait = ml.conf().MaxLedgerAge - age
 	}
 	return false, max(wait, time.Millisecond)
 }
@@ -870,7 +873,7 @@ func (ml *ManagedLedger) rollDueLocked(now time.Time) (bool, time.Duration) {
 // forFailure, writers that failed while current are closed first and their
 // failed adds re-sent to the new ledger.
 func (ml *ManagedLedger) switchLedger(forFailure bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), ml.cfg.OperationTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), ml.conf().OperationTimeout)
 	defer cancel()
 
 	ml.mu.Lock()
@@ -963,7 +966,7 @@ func (ml *ManagedLedger) switchLedger(forFailure bool) {
 		ml.bgWG.Add(1)
 		go func() {
 			defer ml.bgWG.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), ml.cfg.OperationTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), ml.conf().OperationTimeout)
 			defer cancel()
 			ml.closeWriter(ctx, old)
 		}()

@@ -457,7 +457,7 @@ func TestReconfigureSharedConfig(t *testing.T) {
 	f := c.newFactory(testConfig())
 	a := openML(t, f, "t/ns/persistent/a", nil)
 	b := openML(t, f, "t/ns/persistent/b", nil)
-	if a.cfg != b.cfg {
+	if a.conf() != b.conf() {
 		t.Fatal("two managed ledgers of one configuration hold separate copies")
 	}
 	want := b.Config()
@@ -474,7 +474,7 @@ func TestReconfigureSharedConfig(t *testing.T) {
 	if err := a.Reconfigure(nil); err != nil {
 		t.Fatal(err)
 	}
-	if a.cfg != b.cfg {
+	if a.conf() != b.conf() {
 		t.Fatal("reconfigured back to the defaults, but not sharing them")
 	}
 }
@@ -508,3 +508,47 @@ func TestConfigValidate(t *testing.T) {
 func DefaultConfigForTest() Config { return Config{}.WithDefaults() }
 
 var _ = context.Background
+
+// TestReconfigureWhileWorking: the trim passes and cursor flushes that a
+// Reconfigure starts read the configuration without the managed ledger's
+// lock while further Reconfigures replace it (the race detector checks).
+func TestReconfigureWhileWorking(t *testing.T) {
+	c := newCluster(t, clusterOpts{})
+	f := c.newFactory(testConfig())
+	ml := openML(t, f, "t/ns/persistent/reconf", nil)
+	cur, err := ml.OpenCursor(ctxT(t), "sub", InitialEarliest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			rt := time.Duration(i%2+1) * time.Hour
+			if err := ml.Reconfigure(&Config{RetentionTime: rt, RetentionSize: -1, Ensemble: 1, WriteQuorum: 1, AckQuorum: 1}); err != nil {
+				t.Error(err)
+				return
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}()
+	for i := range 5 {
+		pos := addN(t, ml, i*20, 20)
+		for _, p := range pos {
+			if err := cur.Ack(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(20 * time.Millisecond) // cursor flushes and trim passes run
+	}
+	close(stop)
+	<-done
+	if got := ml.Config().RetentionSize; got != -1 {
+		t.Fatalf("retention size %d after the reconfigurations", got)
+	}
+}

@@ -42,7 +42,7 @@ func (ml *ManagedLedger) trim() {
 		c.mu.Unlock()
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), ml.cfg.OperationTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), ml.conf().OperationTimeout)
 	defer cancel()
 	ml.infoMu.Lock()
 	defer ml.infoMu.Unlock()
@@ -58,8 +58,8 @@ func (ml *ManagedLedger) trim() {
 		if !l.closed() || slowest.Less(Position{l.ID, l.Entries - 1}) {
 			break
 		}
-		overSize := ml.cfg.RetentionSize >= 0 && total-deleted > ml.cfg.RetentionSize
-		expired := ml.cfg.RetentionTime >= 0 && now-l.Timestamp >= ml.cfg.RetentionTime.Milliseconds()
+		overSize := ml.conf().RetentionSize >= 0 && total-deleted > ml.conf().RetentionSize
+		expired := ml.conf().RetentionTime >= 0 && now-l.Timestamp >= ml.conf().RetentionTime.Milliseconds()
 		if !overSize && !expired {
 			break
 		}
