@@ -3,7 +3,7 @@ GO      ?= go
 PKGS    ?= ./...
 TESTFLAGS ?= -race -timeout 15m
 
-.PHONY: build test vet generate bench fuzz clean compat compat-clustered
+.PHONY: build test vet generate bench bench-ledger fuzz clean compat compat-clustered
 
 build:
 	$(GO) build -o bin/magnetar ./cmd/magnetar
@@ -30,10 +30,14 @@ generate:
 	GO=$(GO) $(GO) generate ./...
 
 # The streaming benchmark side by side with NATS JetStream and Redis streams
-# (bench/streambench: W1, W2, W3, W7, machine limits; ~11-15 min), then the
-# ledger-append benchmark next to the machine's fsync'd-append limit.
+# (bench/streambench: every workload W1-W7, 5 interleaved rounds, machine
+# limits; under 15 min on 2 cores).
 bench: build
 	$(GO) run ./bench/streambench -markdown $${BENCH_MD:-/dev/null}
+
+# The ledger-append benchmark next to the machine's fsync'd-append limit
+# (bench/ledgerbench; the storage issue's table).
+bench-ledger:
 	$(GO) run ./bench/ledgerbench -dir $${BENCH_DIR:-$$(mktemp -d)}
 
 # The Apache Pulsar Go client's integration tests against a fresh
