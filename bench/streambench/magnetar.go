@@ -22,6 +22,9 @@ type magnetarSystem struct {
 	// backlogReadRate is passed as --backlog-read-rate (bytes/s; 0: the
 	// default, unpaced).
 	backlogReadRate int64
+	// pprofAddr is passed as --pprof-addr: profile the server while a
+	// workload runs (servers run one at a time, so one address serves).
+	pprofAddr string
 }
 
 func (m *magnetarSystem) name() string { return "magnetar" }
@@ -54,6 +57,9 @@ func (m *magnetarSystem) startAt(ctx context.Context, dir string, d durability, 
 	}
 	if m.backlogReadRate > 0 {
 		args = append(args, "--backlog-read-rate", strconv.FormatInt(m.backlogReadRate, 10))
+	}
+	if m.pprofAddr != "" {
+		args = append(args, "--pprof-addr", m.pprofAddr)
 	}
 	p, err := startProcess(dir, "magnetar.log", m.bin, args...)
 	if err != nil {

@@ -55,12 +55,14 @@ type options struct {
 	catchupLimit   time.Duration // W6 longest catch-up before it is reported as not caught up
 	// backlogReadRate starts Magnetar with --backlog-read-rate (bytes/s).
 	backlogReadRate int64
-	topics          int // W5 topics
-	topicsRate      int // W5 total msg/s spread over the topics
-	dir             string
-	root            string // module root, where `go build` runs
-	installRedis    bool
-	command         string
+	// pprofAddr starts Magnetar with --pprof-addr.
+	pprofAddr    string
+	topics       int // W5 topics
+	topicsRate   int // W5 total msg/s spread over the topics
+	dir          string
+	root         string // module root, where `go build` runs
+	installRedis bool
+	command      string
 }
 
 // defaults: every workload, 5 interleaved rounds of 3 systems, stays
@@ -110,6 +112,7 @@ func main() {
 	flag.StringVar(&fanouts, "fanouts", joinInts(o.fanouts), "W4 subscription counts")
 	flag.StringVar(&backlog, "backlog", sizeName(int(o.backlog)), "W6 backlog to build and catch up on (the full run: 1GiB)")
 	flag.IntVar(&o.catchupRate, "catchup-rate", o.catchupRate, "W6 producer msg/s while the backlog is read")
+	flag.StringVar(&o.pprofAddr, "pprof-addr", "", "start Magnetar with --pprof-addr (for example 127.0.0.1:6061) to profile it while a workload runs")
 	flag.Int64Var(&o.backlogReadRate, "backlog-read-rate", 0, "start Magnetar with --backlog-read-rate (bytes/s; catch-up reads paced; 0: unpaced, the default)")
 	flag.DurationVar(&o.catchupLimit, "catchup-limit", o.catchupLimit, "W6 longest catch-up (then reported as not caught up)")
 	flag.IntVar(&o.topics, "topics", o.topics, "W5 topics to create (the full run: 100000)")
@@ -201,7 +204,7 @@ func buildSystems(o options) []system {
 	for _, s := range o.systems {
 		switch s {
 		case "magnetar":
-			out = append(out, &magnetarSystem{root: o.root, backlogReadRate: o.backlogReadRate})
+			out = append(out, &magnetarSystem{root: o.root, backlogReadRate: o.backlogReadRate, pprofAddr: o.pprofAddr})
 		case "nats":
 			out = append(out, &natsSystem{root: o.root})
 		case "magnetar-cluster":

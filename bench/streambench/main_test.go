@@ -166,8 +166,9 @@ func TestPlan(t *testing.T) {
 	for _, d := range allDurabilities {
 		count[d] = len(plan(o, "magnetar", d))
 	}
-	// (a): W1 + W3 at 1k/5k/20k (50k is W1's) + W2; (b): W1; (c): W1.
-	if count[durFsync] != 5 || count[durOS] != 1 || count[durMemory] != 1 {
+	// (a): W1 + W3 at 1k/5k/20k (50k is W1's) + W2 + W4 at four fan-outs
+	// (W5 and W6 are not planned runs); (b): W1; (c): W1.
+	if count[durFsync] != 9 || count[durOS] != 1 || count[durMemory] != 1 {
 		t.Errorf("runs per durability: %v", count)
 	}
 	o.workloads = map[string]bool{"W7": true}
