@@ -233,8 +233,9 @@ func (c EmbeddedConfig) etcdConfig() (*embed.Config, error) {
 	return ec, nil
 }
 
-// quietCore drops every log entry below fatal while the server shuts down:
-// etcd reports its own closed listeners as errors.
+// quietCore drops every log entry below fatal while the server shuts down
+// (etcd reports its own closed listeners as errors), and always drops
+// benignStartupError.
 type quietCore struct {
 	zapcore.Core
 	closing *atomic.Bool
@@ -243,11 +244,18 @@ type quietCore struct {
 func (c quietCore) With(f []zapcore.Field) zapcore.Core { return quietCore{c.Core.With(f), c.closing} }
 
 func (c quietCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
-	if c.closing.Load() && e.Level < zapcore.FatalLevel {
+	if c.closing.Load() && e.Level < zapcore.FatalLevel || e.Message == benignStartupError {
 		return ce
 	}
 	return c.Core.Check(e, ce)
 }
+
+// benignStartupError is what etcd's storage-version monitor logs, as an
+// error, when it runs on a new member before the first raft term is on disk
+// ("missing term information"); it tries again a few seconds later and
+// succeeds. With a lone member's short election timeout the race is won
+// about one start in three.
+const benignStartupError = "failed to update storage version"
 
 // Server is one etcd member run inside the process, without a client. The
 // `magnetar metadata` command runs one; StartEmbedded pairs one with a

@@ -2,12 +2,16 @@ package etcdstore
 
 import (
 	"context"
+	"errors"
 	"net"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // TestStartRetriesTakenPort: a port picked for an absent URL that another
@@ -82,5 +86,20 @@ func TestLoneMemberTimings(t *testing.T) {
 		if tc.wantE == LoneElectionTimeout && (ec.TickMs != 50 || ec.ElectionMs != 250) {
 			t.Errorf("%s: etcd ticks %d ms, election %d ms", tc.name, ec.TickMs, ec.ElectionMs)
 		}
+	}
+}
+
+// TestQuietCore: the benign storage-version error is dropped, other errors
+// pass, and nothing below fatal passes while the server closes.
+func TestQuietCore(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	var closing atomic.Bool
+	lg := zap.New(quietCore{core, &closing})
+	lg.Error(benignStartupError, zap.Error(errors.New("cannot detect storage schema version: missing term information")))
+	lg.Error("something else")
+	closing.Store(true)
+	lg.Error("listener closed")
+	if got := logs.All(); len(got) != 1 || got[0].Message != "something else" {
+		t.Fatalf("logged %v, want only \"something else\"", got)
 	}
 }
