@@ -53,7 +53,8 @@ func BenchmarkTopicFootprint(b *testing.B) {
 		runtime.MemProfileRate = 64
 		defer func() { runtime.MemProfileRate = old }()
 	}
-	md, web := startCountedStandalone(b)
+	md, node := startCountedStandalone(b)
+	web := node.WebServiceURL()
 	base := web + "/admin/v2/persistent/public/default/"
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: footprintWorkers}}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -145,7 +146,7 @@ func BenchmarkTopicFootprint(b *testing.B) {
 // the broker node with E=Qw=Qa=1 and no auditor), with the broker's view of
 // the metadata store counting its calls. It returns the counter and the web
 // service URL; everything is stopped when b ends.
-func startCountedStandalone(b *testing.B) (*countingStore, string) {
+func startCountedStandalone(b testing.TB) (*countingStore, *brokernode.Node) {
 	b.Helper()
 	dir := b.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -178,7 +179,7 @@ func startCountedStandalone(b *testing.B) (*countingStore, string) {
 			b.Errorf("broker node shutdown: %v", err)
 		}
 	})
-	return md, node.WebServiceURL()
+	return md, node
 }
 
 // countingStore counts the reads (Get, Children) and writes (Put, Create,
@@ -187,6 +188,7 @@ type countingStore struct {
 	metadata.Store
 	reads, writes       atomic.Int64
 	readTime, writeTime atomic.Int64 // nanoseconds
+	policyReads         atomic.Int64 // Gets of tenant and namespace records
 }
 
 func (c *countingStore) read(t0 time.Time) {
@@ -201,6 +203,9 @@ func (c *countingStore) write(t0 time.Time) {
 
 func (c *countingStore) Get(ctx context.Context, key string) (metadata.KV, error) {
 	defer c.read(time.Now())
+	if strings.HasPrefix(key, "/admin/policies/") {
+		c.policyReads.Add(1)
+	}
 	return c.Store.Get(ctx, key)
 }
 

@@ -38,14 +38,21 @@ package broker
 // loaded topics; a topic that finishes opening checks that record after it
 // became visible to the walk (catchUpPolicies), so no change falls between.
 //
-// Opening a topic reads its namespace's record (so a change made just
-// before, say a policy set right before an unload, always applies) but
-// shares the snapshot: when the record's version is the one the broker
-// already holds for the namespace, the topic takes that snapshot instead
-// of decoding its own (namespaceSnapshot), so the topics of a namespace
-// hold one. (Taking the watch's snapshot without the read was tried: a
-// topic reloaded right after a policy change could open with the old
-// policies, TestDeduplicationRebuiltFromEntries caught it.)
+// Opening a topic takes the broker's snapshot of its namespace without
+// reading the store while the watch runs: that snapshot is the newest the
+// watch delivered, or the broker's own last write of the record (Resources
+// tells the Service of every namespace record it writes, so a policy set
+// through this broker right before an unload applies at the reopen:
+// TestDeduplicationRebuiltFromEntries), or what an earlier open read. A
+// change made through another broker reaches a topic opened meanwhile by
+// the watch, as it reaches every loaded topic (the open is only as stale as
+// the watch's delivery delay; Pulsar's brokers cache policies the same
+// way). A deletion leaves a tombstone, so a slow read cannot bring a
+// deleted namespace back. Without a live watch (broken, being re-created)
+// opens read the record, and a new watch starts from an empty set of
+// snapshots (policyWatch.gen). The snapshot is shared: the topics of a
+// namespace hold one. Reading at every open cost 12% of the standalone's
+// CPU when creating topics (docs/benchmarks.md, sixth session).
 //
 // Lock order: Topic.pol.mu before Topic.mu; policyWatch.mu is a leaf (never
 // held while calling into topics or the Service).
@@ -73,6 +80,7 @@ const policyRewatchBackoff = 500 * time.Millisecond
 type policySnapshot struct {
 	Policies
 	version      int64                   // metadata version of the record
+	deleted      bool                    // a tombstone: the record was deleted at version
 	quotas       map[string]backlogQuota // backlog_quota_map, by quota type
 	maxProducers int                     // max_producers_per_topic; 0: no limit
 }
@@ -114,11 +122,20 @@ func (t *Topic) policies() *policySnapshot {
 	return &policySnapshot{}
 }
 
-// policyWatch holds the newest snapshot the watch saw of each namespace
-// ("tenant/ns"), for topics that were opening while it arrived.
+// policyWatch holds the newest snapshot the broker knows of each namespace
+// ("tenant/ns"): from the watch, from its own writes (Resources'
+// onNamespace) and from reads at topic opens. While the watch runs (live)
+// that is the namespace's current record, up to the watch's delivery delay,
+// and a topic opens with it without reading the store.
 type policyWatch struct {
 	mu     sync.Mutex
 	latest map[string]*policySnapshot
+	// live: a watch runs and every entry of latest was learnt while it
+	// did. gen counts the watches created: an entry read from the store
+	// is kept only if no watch was created while it was being read (the
+	// read could predate the new watch's start and miss a change).
+	live bool
+	gen  uint64
 }
 
 // namespaceSnapshot reads the policies of t's namespace for a topic that
@@ -128,6 +145,13 @@ type policyWatch struct {
 // missing namespace is TopicNotFound for the client.
 func (s *Service) namespaceSnapshot(ctx context.Context, t TopicName) (*policySnapshot, error) {
 	name := t.NamespaceName()
+	s.pw.mu.Lock()
+	if cur := s.pw.latest[name]; s.pw.live && cur != nil && !cur.deleted {
+		s.pw.mu.Unlock()
+		return cur, nil
+	}
+	gen := s.pw.gen
+	s.pw.mu.Unlock()
 	p, v, err := s.res.GetNamespace(ctx, t.Tenant, t.Namespace)
 	if errors.Is(err, ErrNotFound) {
 		return nil, protocol.ErrTopicNotFound.WithMessage("Namespace not found: " + name)
@@ -142,13 +166,38 @@ func (s *Service) namespaceSnapshot(ctx context.Context, t TopicName) (*policySn
 		return cur, nil
 	}
 	snap := newPolicySnapshot(p, int64(v))
-	if cur == nil || cur.version < snap.version {
+	if (cur == nil || cur.version < snap.version) && s.pw.gen == gen {
 		if s.pw.latest == nil {
 			s.pw.latest = map[string]*policySnapshot{}
 		}
 		s.pw.latest[name] = snap
 	}
 	return snap, nil
+}
+
+// namespaceWritten records a namespace record this broker wrote (p nil: it
+// deleted it at revision v), so its next topic opens see the write before
+// the watch delivers it.
+func (s *Service) namespaceWritten(name string, p *Policies, v metadata.Version) {
+	if p == nil {
+		s.recordNamespaceDeleted(name, int64(v))
+		return
+	}
+	s.publishPolicies(name, newPolicySnapshot(*p, int64(v)))
+}
+
+// recordNamespaceDeleted leaves a tombstone: a read of the record that
+// started before the deletion and ends after it cannot put the old policies
+// back.
+func (s *Service) recordNamespaceDeleted(name string, rev int64) {
+	s.pw.mu.Lock()
+	defer s.pw.mu.Unlock()
+	if cur := s.pw.latest[name]; cur == nil || cur.version < rev {
+		if s.pw.latest == nil {
+			s.pw.latest = map[string]*policySnapshot{}
+		}
+		s.pw.latest[name] = &policySnapshot{version: rev, deleted: true}
+	}
 }
 
 // startPolicyWatch starts following namespace policy changes. The first
@@ -160,6 +209,11 @@ func (s *Service) startPolicyWatch() {
 	if err != nil {
 		s.log.Warn("namespace policy watch failed; retrying", "err", err)
 		w = nil
+	} else {
+		s.pw.mu.Lock()
+		s.pw.gen++
+		s.pw.live = true
+		s.pw.mu.Unlock()
 	}
 	s.wg.Add(1)
 	go s.policyWatchLoop(ctx, cancel, w)
@@ -177,6 +231,9 @@ func (s *Service) policyWatchLoop(ctx context.Context, cancel context.CancelFunc
 			err := w.Err()
 			w.Close()
 			w = nil
+			s.pw.mu.Lock()
+			s.pw.live = false // opens read the store until a new watch runs
+			s.pw.mu.Unlock()
 			if ctx.Err() != nil {
 				return
 			}
@@ -193,7 +250,14 @@ func (s *Service) policyWatchLoop(ctx context.Context, cancel context.CancelFunc
 			continue
 		}
 		w = nw
-		// Changes made while no watch ran are only in the store.
+		// Changes made while no watch ran are only in the store: forget
+		// what was learnt meanwhile, then read again the namespaces of
+		// loaded topics.
+		s.pw.mu.Lock()
+		s.pw.gen++
+		s.pw.latest = nil
+		s.pw.live = true
+		s.pw.mu.Unlock()
 		s.resyncPolicies(ctx)
 	}
 }
@@ -211,9 +275,7 @@ func (s *Service) onPolicyEvent(ev metadata.Event) {
 	}
 	name := tenant + "/" + ns
 	if ev.Type == metadata.EventDelete {
-		s.pw.mu.Lock()
-		delete(s.pw.latest, name)
-		s.pw.mu.Unlock()
+		s.recordNamespaceDeleted(name, ev.Revision)
 		return
 	}
 	var p Policies
@@ -267,7 +329,7 @@ func (s *Service) catchUpPolicies(t *Topic) {
 	s.pw.mu.Lock()
 	snap := s.pw.latest[t.name.NamespaceName()]
 	s.pw.mu.Unlock()
-	if snap != nil {
+	if snap != nil && !snap.deleted {
 		t.applyPolicies(snap)
 	}
 }

@@ -258,3 +258,58 @@ func TestNamespacePoliciesShared(t *testing.T) {
 		return err != nil && strings.Contains(err.Error(), "Namespace not found")
 	})
 }
+
+// TestTopicOpenUsesWatchedPolicies: while the policy watch runs, a topic
+// opens with the broker's snapshot of its namespace without reading the
+// record; a change this broker writes applies to the very next open
+// (without waiting for the watch), and once it deleted the namespace no
+// topic can be created in it.
+func TestTopicOpenUsesWatchedPolicies(t *testing.T) {
+	md, node := startCountedStandalone(t)
+	svc := node.Broker()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res := svc.Resources()
+	if err := res.CreateNamespace(ctx, "public", "cached", broker.Policies{}); err != nil {
+		t.Fatal(err)
+	}
+	topic := func(name string) broker.TopicName {
+		tn, err := broker.ParseTopicName("persistent://public/cached/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tn
+	}
+	before := md.policyReads.Load()
+	for _, name := range []string{"a", "b", "c"} {
+		if err := svc.CreateTopic(ctx, topic(name), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := md.policyReads.Load() - before; got != 0 {
+		t.Fatalf("three topic creations read policy records %d times, want none", got)
+	}
+	first := broker.LoadedTopic(svc, topic("a")).PolicySnapshot()
+
+	on := true
+	if err := res.UpdateNamespace(ctx, "public", "cached", func(p *broker.Policies) error {
+		p.DeduplicationEnabled = &on
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.CreateTopic(ctx, topic("d"), nil); err != nil {
+		t.Fatal(err)
+	}
+	d, a := broker.LoadedTopic(svc, topic("d")).PolicySnapshot(), broker.LoadedTopic(svc, topic("a")).PolicySnapshot()
+	if d == first || d != a {
+		t.Fatal("a topic opened right after a policy change this broker wrote did not get the new policies")
+	}
+
+	if err := res.DeleteNamespace(ctx, "public", "cached"); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.CreateTopic(ctx, topic("e"), nil); err == nil {
+		t.Fatal("a topic was created in a deleted namespace")
+	}
+}

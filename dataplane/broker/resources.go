@@ -83,7 +83,13 @@ type BundlesData struct {
 
 // Resources reads and writes tenants, namespaces and partitioned-topic
 // metadata in the metadata store.
-type Resources struct{ md metadata.Store }
+type Resources struct {
+	md metadata.Store
+	// onNamespace, when set (by the Service, before use), learns every
+	// namespace record this Resources wrote: its policies and new version,
+	// or nil policies when it deleted the record.
+	onNamespace func(name string, p *Policies, v metadata.Version)
+}
 
 // NewResources returns the resource layer over md.
 func NewResources(md metadata.Store) *Resources { return &Resources{md: md} }
@@ -103,27 +109,44 @@ func (r *Resources) getJSON(ctx context.Context, key string, v any) (metadata.Ve
 }
 
 func (r *Resources) createJSON(ctx context.Context, key string, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	_, err = r.md.Create(ctx, key, b)
-	if errors.Is(err, metadata.ErrExists) {
-		return fmt.Errorf("%w: %s", ErrAlreadyExists, key)
-	}
+	_, err := r.createJSONVersion(ctx, key, v)
 	return err
 }
 
-func (r *Resources) putJSON(ctx context.Context, key string, v any, expected metadata.Version) error {
+func (r *Resources) createJSONVersion(ctx context.Context, key string, v any) (metadata.Version, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	_, err = r.md.Put(ctx, key, b, expected)
-	if errors.Is(err, metadata.ErrBadVersion) {
-		return fmt.Errorf("%w: %s", ErrConflict, key)
+	ver, err := r.md.Create(ctx, key, b)
+	if errors.Is(err, metadata.ErrExists) {
+		return 0, fmt.Errorf("%w: %s", ErrAlreadyExists, key)
 	}
+	return ver, err
+}
+
+func (r *Resources) putJSON(ctx context.Context, key string, v any, expected metadata.Version) error {
+	_, err := r.putJSONVersion(ctx, key, v, expected)
 	return err
+}
+
+func (r *Resources) putJSONVersion(ctx context.Context, key string, v any, expected metadata.Version) (metadata.Version, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return 0, err
+	}
+	ver, err := r.md.Put(ctx, key, b, expected)
+	if errors.Is(err, metadata.ErrBadVersion) {
+		return 0, fmt.Errorf("%w: %s", ErrConflict, key)
+	}
+	return ver, err
+}
+
+// namespaceWritten tells onNamespace about a namespace record written.
+func (r *Resources) namespaceWritten(tenant, ns string, p *Policies, v metadata.Version) {
+	if r.onNamespace != nil {
+		r.onNamespace(tenant+"/"+ns, p, v)
+	}
 }
 
 func (r *Resources) delete(ctx context.Context, key string) error {
@@ -203,7 +226,11 @@ func (r *Resources) CreateNamespace(ctx context.Context, tenant, ns string, p Po
 	if _, err := r.GetTenant(ctx, tenant); err != nil {
 		return err
 	}
-	return r.createJSON(ctx, namespaceKey(tenant, ns), p)
+	v, err := r.createJSONVersion(ctx, namespaceKey(tenant, ns), p)
+	if err == nil {
+		r.namespaceWritten(tenant, ns, &p, v)
+	}
+	return err
 }
 
 // GetNamespace returns a namespace's policies and version.
@@ -224,7 +251,10 @@ func (r *Resources) UpdateNamespace(ctx context.Context, tenant, ns string, fn f
 		if err := fn(&p); err != nil {
 			return err
 		}
-		err = r.putJSON(ctx, namespaceKey(tenant, ns), p, v)
+		nv, err := r.putJSONVersion(ctx, namespaceKey(tenant, ns), p, v)
+		if err == nil {
+			r.namespaceWritten(tenant, ns, &p, nv)
+		}
 		if !errors.Is(err, ErrConflict) {
 			return err
 		}
@@ -232,7 +262,14 @@ func (r *Resources) UpdateNamespace(ctx context.Context, tenant, ns string, fn f
 }
 
 func (r *Resources) DeleteNamespace(ctx context.Context, tenant, ns string) error {
-	return r.delete(ctx, namespaceKey(tenant, ns))
+	err := r.delete(ctx, namespaceKey(tenant, ns))
+	if err == nil && r.onNamespace != nil {
+		// The store's revision now is at or after the deletion's.
+		if rev, rerr := r.md.Revision(ctx); rerr == nil {
+			r.namespaceWritten(tenant, ns, nil, metadata.Version(rev))
+		}
+	}
+	return err
 }
 
 // Namespaces lists the namespaces of a tenant as "tenant/ns".

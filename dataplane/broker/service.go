@@ -77,6 +77,7 @@ func New(cfg Config, md metadata.Store, mlf *ledger.Factory) (*Service, error) {
 		conns:    map[*conn]struct{}{},
 		pending:  newByteBudget(cfg.MaxPendingPublishBytes),
 	}
+	s.res.onNamespace = s.namespaceWritten
 	s.metrics = newMetrics(s)
 	return s, nil
 }
