@@ -80,7 +80,9 @@ func (s *Service) DomainTopics(ctx context.Context, tenant, ns string, d Domain)
 
 // CreateTopic creates the non-partitioned topic t with properties.
 func (s *Service) CreateTopic(ctx context.Context, t TopicName, props map[string]string) error {
-	if t.PartitionIndex() < 0 {
+	// A persistent topic's name is guarded against a partitioned topic of
+	// that name by the managed ledger's creation itself (openTopic).
+	if t.PartitionIndex() < 0 && t.Domain != Persistent {
 		n, err := s.res.Partitions(ctx, t)
 		if err != nil {
 			return err
@@ -95,8 +97,8 @@ func (s *Service) CreateTopic(ctx context.Context, t TopicName, props map[string
 		return err
 	}
 	// Creating the managed ledger is what tells whether the topic existed
-	// (one metadata write, no read of its own), and it is opened with the
-	// namespace's policies at once. The record keeps the creation time
+	// or a partitioned topic has its name (one metadata write, no read of
+	// its own), and it is opened with the namespace's policies at once. The record keeps the creation time
 	// (ManagedLedger.Created), so nothing else is written.
 	tp, err := s.getTopic(ctx, t, createTopic)
 	if err != nil {

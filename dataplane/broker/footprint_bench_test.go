@@ -189,6 +189,7 @@ type countingStore struct {
 	reads, writes       atomic.Int64
 	readTime, writeTime atomic.Int64 // nanoseconds
 	policyReads         atomic.Int64 // Gets of tenant and namespace records
+	partitionedReads    atomic.Int64 // Gets of partitioned-topic records
 }
 
 func (c *countingStore) read(t0 time.Time) {
@@ -203,8 +204,11 @@ func (c *countingStore) write(t0 time.Time) {
 
 func (c *countingStore) Get(ctx context.Context, key string) (metadata.KV, error) {
 	defer c.read(time.Now())
-	if strings.HasPrefix(key, "/admin/policies/") {
+	switch {
+	case strings.HasPrefix(key, "/admin/policies/"):
 		c.policyReads.Add(1)
+	case strings.HasPrefix(key, "/admin/partitioned-topics/"):
+		c.partitionedReads.Add(1)
 	}
 	return c.Store.Get(ctx, key)
 }

@@ -280,7 +280,10 @@ func TestTopicOpenUsesWatchedPolicies(t *testing.T) {
 		}
 		return tn
 	}
-	before := md.policyReads.Load()
+	if err := svc.CreateTopic(ctx, topic("first"), nil); err != nil { // acquires the bundle
+		t.Fatal(err)
+	}
+	before, reads := md.policyReads.Load(), md.partitionedReads.Load()
 	for _, name := range []string{"a", "b", "c"} {
 		if err := svc.CreateTopic(ctx, topic(name), nil); err != nil {
 			t.Fatal(err)
@@ -288,6 +291,16 @@ func TestTopicOpenUsesWatchedPolicies(t *testing.T) {
 	}
 	if got := md.policyReads.Load() - before; got != 0 {
 		t.Fatalf("three topic creations read policy records %d times, want none", got)
+	}
+	if got := md.partitionedReads.Load() - reads; got != 0 {
+		t.Fatalf("three topic creations read partitioned-topic records %d times, want none", got)
+	}
+	// The partitioned-topic check is part of the creation's write.
+	if err := res.CreatePartitioned(ctx, topic("p"), 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.CreateTopic(ctx, topic("p"), nil); !errors.Is(err, broker.ErrAlreadyExists) || !strings.Contains(err.Error(), "partitioned") {
+		t.Fatalf("creating a topic with a partitioned topic's name = %v, want already exists (partitioned)", err)
 	}
 	first := broker.LoadedTopic(svc, topic("a")).PolicySnapshot()
 

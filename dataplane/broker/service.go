@@ -346,8 +346,20 @@ func (s *Service) openTopic(ctx context.Context, t TopicName, name string, mode 
 	var ml *ledger.ManagedLedger
 	switch allowed, _ := s.autoCreate(pol, t); {
 	case mode == createTopic:
-		ml, err = s.mlf.Create(ctx, name, ledgerConfig(pol))
+		// The record is created only if no partitioned topic has the name:
+		// one metadata transaction, atomic with a concurrent creation of
+		// the partitioned topic (a read before it would not be).
+		var guard []string
+		if t.PartitionIndex() < 0 {
+			guard = []string{partitionedKey(t)}
+		}
+		ml, err = s.mlf.CreateUnless(ctx, name, ledgerConfig(pol), guard...)
 		if errors.Is(err, ledger.ErrExists) {
+			if len(guard) > 0 {
+				if n, perr := s.res.Partitions(ctx, t); perr == nil && n > 0 {
+					return nil, fmt.Errorf("%w: partitioned topic %s already exists", ErrAlreadyExists, t)
+				}
+			}
 			return nil, fmt.Errorf("%w: topic %s", ErrAlreadyExists, t)
 		}
 	case mode == openAutoCreate && allowed:

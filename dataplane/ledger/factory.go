@@ -83,14 +83,14 @@ const (
 // ledger already open in this factory is returned as is (cfg is then
 // ignored). cfg nil means the factory's defaults.
 func (f *Factory) Open(ctx context.Context, name string, cfg *Config) (*ManagedLedger, error) {
-	return f.open(ctx, name, cfg, openOrCreate)
+	return f.open(ctx, name, cfg, openOrCreate, nil)
 }
 
 // OpenExisting is Open for a managed ledger that must exist: without a
 // stored record it fails with ErrNotFound and creates nothing. It spares
 // the caller a separate Exists.
 func (f *Factory) OpenExisting(ctx context.Context, name string, cfg *Config) (*ManagedLedger, error) {
-	return f.open(ctx, name, cfg, openExisting)
+	return f.open(ctx, name, cfg, openExisting, nil)
 }
 
 // Create creates the managed ledger name and opens it, as Open does; it
@@ -98,10 +98,17 @@ func (f *Factory) OpenExisting(ctx context.Context, name string, cfg *Config) (*
 // this factory). A new managed ledger has nothing to recover, so creating
 // it is a single metadata write.
 func (f *Factory) Create(ctx context.Context, name string, cfg *Config) (*ManagedLedger, error) {
-	return f.open(ctx, name, cfg, createNew)
+	return f.open(ctx, name, cfg, createNew, nil)
 }
 
-func (f *Factory) open(ctx context.Context, name string, cfg *Config, mode openMode) (*ManagedLedger, error) {
+// CreateUnless is Create that also fails with ErrExists, in the same
+// metadata write, when any metadata key of absent exists (the broker
+// guards a topic's name against a partitioned topic of that name).
+func (f *Factory) CreateUnless(ctx context.Context, name string, cfg *Config, absent ...string) (*ManagedLedger, error) {
+	return f.open(ctx, name, cfg, createNew, absent)
+}
+
+func (f *Factory) open(ctx context.Context, name string, cfg *Config, mode openMode, absent []string) (*ManagedLedger, error) {
 	if err := checkName("managed ledger", name); err != nil {
 		return nil, err
 	}
@@ -151,7 +158,7 @@ func (f *Factory) open(ctx context.Context, name string, cfg *Config, mode openM
 		f.ledgers[name] = ledgerSlot{fut: fut}
 		f.mu.Unlock()
 
-		ml, err := openManagedLedger(ctx, f, name, f.intern(c), mode)
+		ml, err := openManagedLedger(ctx, f, name, f.intern(c), mode, absent)
 		f.mu.Lock()
 		fut.ml, fut.err = ml, err
 		if err != nil {

@@ -131,14 +131,14 @@ type ManagedLedger struct {
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-func openManagedLedger(ctx context.Context, f *Factory, name string, cfg *Config, mode openMode) (*ManagedLedger, error) {
+func openManagedLedger(ctx context.Context, f *Factory, name string, cfg *Config, mode openMode, absent []string) (*ManagedLedger, error) {
 	ml := &ManagedLedger{
 		f: f, name: name,
 		// Its maps stay nil until used (setKey): most topics never need
 		// several of them.
 	}
 	ml.cfg.Store(cfg)
-	if err := ml.init(ctx, mode); err != nil {
+	if err := ml.init(ctx, mode, absent); err != nil {
 		return nil, err
 	}
 	ml.mu.Lock()
@@ -156,7 +156,9 @@ func openManagedLedger(ctx context.Context, f *Factory, name string, cfg *Config
 // any previous owner), drops empty ones and claims the record by
 // compare-and-set, then loads the cursors. It creates no bookie ledger: the
 // first add asks the worker for one (see "Ledger creation" in doc.go).
-func (ml *ManagedLedger) init(ctx context.Context, mode openMode) error {
+// init loads (or creates) the record; absent are keys that must not exist
+// when the record is created (Factory.CreateUnless).
+func (ml *ManagedLedger) init(ctx context.Context, mode openMode, absent []string) error {
 	md, key := ml.f.md, infoKey(ml.name)
 	var rec mlInfo
 	var ver metadata.Version
@@ -173,10 +175,14 @@ func (ml *ManagedLedger) init(ctx context.Context, mode openMode) error {
 			}
 			rec = mlInfo{Ledgers: []LedgerInfo{}, Created: nowMillis()}
 			b, _ := json.Marshal(rec)
-			ver, err = md.Create(ctx, key, b)
+			if len(absent) > 0 {
+				ver, err = md.CreateUnless(ctx, key, b, absent...)
+			} else {
+				ver, err = md.Create(ctx, key, b)
+			}
 			if errors.Is(err, metadata.ErrExists) {
 				if mode == createNew {
-					return fmt.Errorf("%w: managed ledger %q", ErrExists, ml.name)
+					return fmt.Errorf("%w: managed ledger %q (%w)", ErrExists, ml.name, err)
 				}
 				continue
 			}

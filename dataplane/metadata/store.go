@@ -79,6 +79,11 @@ type Store interface {
 	Put(ctx context.Context, key string, value []byte, expected Version) (Version, error)
 	// Create is Put with NotExists: it fails with ErrExists if the key exists.
 	Create(ctx context.Context, key string, value []byte) (Version, error)
+	// CreateUnless is Create that also fails, atomically, when any key of
+	// absent exists: ErrExists in both cases, naming the key found (a
+	// partitioned topic's record guards the name of a non-partitioned
+	// one).
+	CreateUnless(ctx context.Context, key string, value []byte, absent ...string) (Version, error)
 	// Delete removes the key if its version equals expected (or AnyVersion).
 	// ErrNotFound if absent, ErrBadVersion on mismatch.
 	Delete(ctx context.Context, key string, expected Version) error

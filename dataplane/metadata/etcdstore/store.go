@@ -223,6 +223,38 @@ func (s *Store) Create(ctx context.Context, key string, value []byte) (metadata.
 	return s.Put(ctx, key, value, metadata.NotExists)
 }
 
+// CreateUnless implements metadata.Store: one transaction comparing the
+// create revision of every key with 0. When it fails, the keys are read
+// (in the same transaction) to name the one found.
+func (s *Store) CreateUnless(ctx context.Context, key string, value []byte, absent ...string) (metadata.Version, error) {
+	keys := append([]string{key}, absent...)
+	cmps := make([]clientv3.Cmp, 0, len(keys))
+	gets := make([]clientv3.Op, 0, len(keys))
+	for _, k := range keys {
+		if err := metadata.ValidateKey(k); err != nil {
+			return 0, err
+		}
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(s.pfx+k), "=", 0))
+		gets = append(gets, clientv3.OpGet(s.pfx+k, clientv3.WithCountOnly()))
+	}
+	if err := s.check(); err != nil {
+		return 0, err
+	}
+	resp, err := s.cli.Txn(ctx).If(cmps...).Then(clientv3.OpPut(s.pfx+key, string(value))).Else(gets...).Commit()
+	if err != nil {
+		return 0, s.mapErr("create "+key, err)
+	}
+	if !resp.Succeeded {
+		for i, r := range resp.Responses {
+			if rr := r.GetResponseRange(); rr != nil && rr.Count > 0 {
+				return 0, fmt.Errorf("%w: %s", metadata.ErrExists, keys[i])
+			}
+		}
+		return 0, fmt.Errorf("%w: %s", metadata.ErrExists, key)
+	}
+	return metadata.Version(resp.Header.Revision), nil
+}
+
 // Delete implements metadata.Store.
 func (s *Store) Delete(ctx context.Context, key string, expected metadata.Version) error {
 	if err := metadata.ValidateKey(key); err != nil {

@@ -376,6 +376,25 @@ func (s *Store) Create(ctx context.Context, key string, value []byte) (metadata.
 	return s.Put(ctx, key, value, metadata.NotExists)
 }
 
+// CreateUnless implements metadata.Store.
+func (s *Store) CreateUnless(ctx context.Context, key string, value []byte, absent ...string) (metadata.Version, error) {
+	for _, k := range append([]string{key}, absent...) {
+		if err := metadata.ValidateKey(k); err != nil {
+			return 0, err
+		}
+	}
+	if err := s.lock(ctx); err != nil {
+		return 0, err
+	}
+	defer s.mu.Unlock()
+	for _, k := range append([]string{key}, absent...) {
+		if s.kvs[k] != nil {
+			return 0, fmt.Errorf("%w: %s", metadata.ErrExists, k)
+		}
+	}
+	return s.putLocked(key, value, 0), nil
+}
+
 // Delete implements metadata.Store.
 func (s *Store) Delete(ctx context.Context, key string, expected metadata.Version) error {
 	if err := metadata.ValidateKey(key); err != nil {

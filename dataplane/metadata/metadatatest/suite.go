@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -65,6 +66,7 @@ func Run(t *testing.T, h Harness) {
 		{"InvalidKeys", testInvalidKeys},
 		{"GetPutCAS", testGetPutCAS},
 		{"CreateIfAbsent", testCreateIfAbsent},
+		{"CreateUnless", testCreateUnless},
 		{"VersionsNeverRepeat", testVersionsNeverRepeat},
 		{"Delete", testDelete},
 		{"Children", testChildren},
@@ -322,6 +324,53 @@ func testCreateIfAbsent(t *testing.T, e *env) {
 	wg.Wait()
 	if wins != 1 {
 		t.Fatalf("%d creators won, want 1", wins)
+	}
+}
+
+// testCreateUnless: the key is created only while it and every guard key
+// are absent; the error names the key found; a guard and a creator of it
+// racing never both win.
+func testCreateUnless(t *testing.T, e *env) {
+	const k, g1, g2 = "/unless/topic", "/unless/guards/a", "/unless/guards/b"
+	v, err := e.s.CreateUnless(e.ctx, k, []byte("v"), g1, g2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kv, err := e.s.Get(e.ctx, k); err != nil || string(kv.Value) != "v" || kv.Version != v {
+		t.Fatalf("Get = %+v, %v; want v@%d", kv, err, v)
+	}
+	_, err = e.s.CreateUnless(e.ctx, k, []byte("w"), g1)
+	wantErr(t, "CreateUnless of an existing key", err, metadata.ErrExists)
+	if !strings.Contains(err.Error(), k) {
+		t.Errorf("error %q does not name %s", err, k)
+	}
+	e.put(t, g2, "guard")
+	_, err = e.s.CreateUnless(e.ctx, "/unless/other", []byte("w"), g1, g2)
+	wantErr(t, "CreateUnless with a guard present", err, metadata.ErrExists)
+	if !strings.Contains(err.Error(), g2) {
+		t.Errorf("error %q does not name the guard %s", err, g2)
+	}
+	e.mustAbsent(t, "/unless/other")
+	if _, err := e.s.CreateUnless(e.ctx, "/unless/bad/", nil, g1); err == nil {
+		t.Error("CreateUnless accepted an invalid key")
+	}
+	if _, err := e.s.CreateUnless(e.ctx, "/unless/x", nil, "bad"); err == nil {
+		t.Error("CreateUnless accepted an invalid guard")
+	}
+	// A creator of the guard and a guarded creator race: at most one wins.
+	for i := range 10 {
+		key, guard := "/unless/race/k"+strconv.Itoa(i), "/unless/race/g"+strconv.Itoa(i)
+		var wg sync.WaitGroup
+		var errK, errG error
+		wg.Go(func() { _, errK = e.s.CreateUnless(e.ctx, key, nil, guard) })
+		wg.Go(func() { _, errG = e.s.CreateUnless(e.ctx, guard, nil, key) })
+		wg.Wait()
+		if errK == nil && errG == nil {
+			t.Fatalf("round %d: both the key and its guard were created", i)
+		}
+		if errK != nil && errG != nil {
+			t.Fatalf("round %d: neither was created: %v; %v", i, errK, errG)
+		}
 	}
 }
 
