@@ -293,8 +293,17 @@ func (s *Service) publishPolicies(name string, snap *policySnapshot) {
 	if s.pw.latest == nil {
 		s.pw.latest = map[string]*policySnapshot{}
 	}
-	if cur := s.pw.latest[name]; cur == nil || cur.version < snap.version {
+	switch cur := s.pw.latest[name]; {
+	case cur == nil || cur.version < snap.version:
 		s.pw.latest[name] = snap
+	case cur.deleted:
+		s.pw.mu.Unlock()
+		return // deleted since: nothing to apply
+	default:
+		// The same version (the broker's own write and the watch's event
+		// of it race) or a newer one: hand out the recorded snapshot, so a
+		// namespace's topics share one per version.
+		snap = cur
 	}
 	s.pw.mu.Unlock()
 	for _, t := range s.openTopics() {
