@@ -228,6 +228,11 @@ func (c *countingStore) Create(ctx context.Context, key string, value []byte) (m
 	return c.Store.Create(ctx, key, value)
 }
 
+func (c *countingStore) CreateUnless(ctx context.Context, key string, value []byte, absent ...string) (metadata.Version, error) {
+	defer c.write(time.Now())
+	return c.Store.CreateUnless(ctx, key, value, absent...)
+}
+
 func (c *countingStore) Delete(ctx context.Context, key string, expected metadata.Version) error {
 	defer c.write(time.Now())
 	return c.Store.Delete(ctx, key, expected)

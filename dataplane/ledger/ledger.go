@@ -175,11 +175,7 @@ func (ml *ManagedLedger) init(ctx context.Context, mode openMode, absent []strin
 			}
 			rec = mlInfo{Ledgers: []LedgerInfo{}, Created: nowMillis()}
 			b, _ := json.Marshal(rec)
-			if len(absent) > 0 {
-				ver, err = md.CreateUnless(ctx, key, b, absent...)
-			} else {
-				ver, err = md.Create(ctx, key, b)
-			}
+			ver, err = md.CreateUnless(ctx, key, b, absent...) // Create when absent is empty
 			if errors.Is(err, metadata.ErrExists) {
 				if mode == createNew {
 					return fmt.Errorf("%w: managed ledger %q (%w)", ErrExists, ml.name, err)
