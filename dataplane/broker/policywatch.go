@@ -138,6 +138,29 @@ type policyWatch struct {
 	gen  uint64
 }
 
+// recordLocked keeps snap as the newest of namespace name unless one at
+// least as new is held, and returns the one held afterwards.
+func (pw *policyWatch) recordLocked(name string, snap *policySnapshot) *policySnapshot {
+	if cur := pw.latest[name]; cur != nil && cur.version >= snap.version {
+		return cur
+	}
+	if pw.latest == nil {
+		pw.latest = map[string]*policySnapshot{}
+	}
+	pw.latest[name] = snap
+	return snap
+}
+
+// started records that a new watch runs: what was learnt before it may
+// have missed changes and is dropped.
+func (pw *policyWatch) started() {
+	pw.mu.Lock()
+	pw.gen++
+	pw.latest = nil
+	pw.live = true
+	pw.mu.Unlock()
+}
+
 // namespaceSnapshot reads the policies of t's namespace for a topic that
 // opens and returns them as the broker's snapshot of that version: the
 // one it already holds for the namespace when the versions match (shared
@@ -166,11 +189,8 @@ func (s *Service) namespaceSnapshot(ctx context.Context, t TopicName) (*policySn
 		return cur, nil
 	}
 	snap := newPolicySnapshot(p, int64(v))
-	if (cur == nil || cur.version < snap.version) && s.pw.gen == gen {
-		if s.pw.latest == nil {
-			s.pw.latest = map[string]*policySnapshot{}
-		}
-		s.pw.latest[name] = snap
+	if s.pw.gen == gen {
+		s.pw.recordLocked(name, snap)
 	}
 	return snap, nil
 }
@@ -192,12 +212,7 @@ func (s *Service) namespaceWritten(name string, p *Policies, v metadata.Version)
 func (s *Service) recordNamespaceDeleted(name string, rev int64) {
 	s.pw.mu.Lock()
 	defer s.pw.mu.Unlock()
-	if cur := s.pw.latest[name]; cur == nil || cur.version < rev {
-		if s.pw.latest == nil {
-			s.pw.latest = map[string]*policySnapshot{}
-		}
-		s.pw.latest[name] = &policySnapshot{version: rev, deleted: true}
-	}
+	s.pw.recordLocked(name, &policySnapshot{version: rev, deleted: true})
 }
 
 // startPolicyWatch starts following namespace policy changes. The first
@@ -210,10 +225,7 @@ func (s *Service) startPolicyWatch() {
 		s.log.Warn("namespace policy watch failed; retrying", "err", err)
 		w = nil
 	} else {
-		s.pw.mu.Lock()
-		s.pw.gen++
-		s.pw.live = true
-		s.pw.mu.Unlock()
+		s.pw.started()
 	}
 	s.wg.Add(1)
 	go s.policyWatchLoop(ctx, cancel, w)
@@ -253,11 +265,7 @@ func (s *Service) policyWatchLoop(ctx context.Context, cancel context.CancelFunc
 		// Changes made while no watch ran are only in the store: forget
 		// what was learnt meanwhile, then read again the namespaces of
 		// loaded topics.
-		s.pw.mu.Lock()
-		s.pw.gen++
-		s.pw.latest = nil
-		s.pw.live = true
-		s.pw.mu.Unlock()
+		s.pw.started()
 		s.resyncPolicies(ctx)
 	}
 }
@@ -289,23 +297,15 @@ func (s *Service) onPolicyEvent(ev metadata.Event) {
 // publishPolicies records snap as the newest of namespace name, then hands
 // it to every loaded topic of the namespace.
 func (s *Service) publishPolicies(name string, snap *policySnapshot) {
+	// The one held may be the same version (the broker's own write and the
+	// watch's event of it race) or a newer one: topics get the held one, so
+	// a namespace's topics share one snapshot per version.
 	s.pw.mu.Lock()
-	if s.pw.latest == nil {
-		s.pw.latest = map[string]*policySnapshot{}
-	}
-	switch cur := s.pw.latest[name]; {
-	case cur == nil || cur.version < snap.version:
-		s.pw.latest[name] = snap
-	case cur.deleted:
-		s.pw.mu.Unlock()
-		return // deleted since: nothing to apply
-	default:
-		// The same version (the broker's own write and the watch's event
-		// of it race) or a newer one: hand out the recorded snapshot, so a
-		// namespace's topics share one per version.
-		snap = cur
-	}
+	snap = s.pw.recordLocked(name, snap)
 	s.pw.mu.Unlock()
+	if snap.deleted {
+		return // deleted since: nothing to apply
+	}
 	for _, t := range s.openTopics() {
 		if t.name.NamespaceName() == name {
 			t.applyPolicies(snap)
