@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+
+	"github.com/magnetar-dev/magnetar/internal/freeport"
 )
 
 // clusterSystem is Magnetar as a region runs it: one `magnetar metadata`
@@ -28,7 +30,7 @@ func (c *clusterSystem) prepare(ctx context.Context, dir string) error {
 }
 
 func (c *clusterSystem) start(ctx context.Context, dir string, d durability) (_ server, err error) {
-	addrs, err := freeAddrs(9)
+	addrs, err := freeport.Addrs(9)
 	if err != nil {
 		return nil, err
 	}

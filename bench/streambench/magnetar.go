@@ -12,6 +12,8 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 	plog "github.com/apache/pulsar-client-go/pulsar/log"
+
+	"github.com/magnetar-dev/magnetar/internal/freeport"
 )
 
 // magnetarSystem runs `magnetar standalone` built from this repository and
@@ -35,7 +37,7 @@ func (m *magnetarSystem) prepare(ctx context.Context, dir string) error {
 }
 
 func (m *magnetarSystem) start(ctx context.Context, dir string, d durability) (server, error) {
-	addrs, err := freeAddrs(3)
+	addrs, err := freeport.Addrs(3)
 	if err != nil {
 		return nil, err
 	}

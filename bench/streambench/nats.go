@@ -11,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/magnetar-dev/magnetar/internal/freeport"
 )
 
 // natsSystem runs nats-server built from its Go module (the version in
@@ -31,7 +33,7 @@ func (n *natsSystem) prepare(ctx context.Context, dir string) error {
 }
 
 func (n *natsSystem) start(ctx context.Context, dir string, d durability) (server, error) {
-	addr, err := freeAddr()
+	addr, err := freeport.Addr()
 	if err != nil {
 		return nil, err
 	}

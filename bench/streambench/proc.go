@@ -10,8 +10,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/magnetar-dev/magnetar/internal/freeport"
 )
 
 // process is a server subprocess with its output in a log file.
@@ -96,24 +94,6 @@ func (p *process) logTail() string {
 	b, _ := os.ReadFile(p.logPath)
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	return strings.Join(lines[max(0, len(lines)-15):], "\n")
-}
-
-// freeAddr returns a loopback address with a port that was free a moment
-// ago.
-func freeAddr() (string, error) {
-	return freeport.Addr()
-}
-
-func freeAddrs(n int) ([]string, error) {
-	var out []string
-	for range n {
-		a, err := freeAddr()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, a)
-	}
-	return out, nil
 }
 
 // goBuild builds pkg (a package path or module path) into out, from the

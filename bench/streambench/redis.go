@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/magnetar-dev/magnetar/internal/freeport"
 )
 
 // redisSystem runs Debian's redis-server and drives Redis streams through
@@ -40,7 +42,7 @@ func (r *redisSystem) prepare(ctx context.Context, dir string) error {
 }
 
 func (r *redisSystem) start(ctx context.Context, dir string, d durability) (server, error) {
-	addr, err := freeAddr()
+	addr, err := freeport.Addr()
 	if err != nil {
 		return nil, err
 	}

@@ -73,3 +73,16 @@ func Addr() (string, error) {
 	}
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(p)), nil
 }
+
+// Addrs returns n addresses from Addr, all different.
+func Addrs(n int) ([]string, error) {
+	out := make([]string, 0, n)
+	for range n {
+		a, err := Addr()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}

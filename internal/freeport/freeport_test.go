@@ -69,3 +69,20 @@ func TestAddr(t *testing.T) {
 		t.Fatalf("Addr() = %q, %v", a, err)
 	}
 }
+
+func TestAddrs(t *testing.T) {
+	as, err := Addrs(9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, a := range as {
+		if seen[a] {
+			t.Fatalf("Addrs returned %s twice: %v", a, as)
+		}
+		seen[a] = true
+	}
+	if len(as) != 9 {
+		t.Fatalf("Addrs(9) returned %d", len(as))
+	}
+}

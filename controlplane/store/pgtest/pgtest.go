@@ -179,7 +179,7 @@ func (s *Server) run(ctx context.Context, name string, args ...string) ([]byte, 
 // test binary takes it down: Pdeathsig) and waits until it accepts
 // connections.
 func (s *Server) startPostmaster(ctx context.Context) error {
-	port, err := freePort()
+	port, err := freeport.Port()
 	if err != nil {
 		return err
 	}
@@ -253,8 +253,6 @@ func (s *Server) kill() error {
 	s.cmd = nil
 	return nil
 }
-
-func freePort() (int, error) { return freeport.Port() }
 
 // DSN is the URL of database db on this server.
 func (s *Server) DSN(db string) string {

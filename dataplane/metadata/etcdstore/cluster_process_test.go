@@ -19,6 +19,7 @@ import (
 	"github.com/magnetar-dev/magnetar/dataplane/metadata"
 	"github.com/magnetar-dev/magnetar/dataplane/metadata/etcdstore"
 	"github.com/magnetar-dev/magnetar/dataplane/metadata/metadatatest"
+	"github.com/magnetar-dev/magnetar/internal/freeport"
 )
 
 // member is one `magnetar metadata` process.
@@ -60,11 +61,11 @@ func startMembers(t *testing.T, bin string, n int) []*member {
 		peerURL []string
 	)
 	for i := range n {
-		cp, err := etcdstore.FreePort()
+		cp, err := freeport.Port()
 		if err != nil {
 			t.Fatal(err)
 		}
-		pp, err := etcdstore.FreePort()
+		pp, err := freeport.Port()
 		if err != nil {
 			t.Fatal(err)
 		}

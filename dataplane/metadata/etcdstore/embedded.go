@@ -189,12 +189,9 @@ func (c EmbeddedConfig) withDefaults() (EmbeddedConfig, error) {
 	return c, nil
 }
 
-// pickPort chooses the ports of absent URLs; tests replace it.
-var pickPort = FreePort
-
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago
-// (package freeport: outside the kernel's ephemeral range).
-func FreePort() (int, error) { return freeport.Port() }
+// pickPort chooses the ports of absent URLs (outside the kernel's
+// ephemeral range: package freeport); tests replace it.
+var pickPort = freeport.Port
 
 func (c EmbeddedConfig) etcdConfig() (*embed.Config, error) {
 	ec := embed.NewConfig()

@@ -12,6 +12,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/magnetar-dev/magnetar/internal/freeport"
 )
 
 // TestStartRetriesTakenPort: a port picked for an absent URL that another
@@ -30,9 +32,9 @@ func TestStartRetriesTakenPort(t *testing.T) {
 		if calls <= 2 {
 			return port, nil // the first start's client and peer ports
 		}
-		return FreePort()
+		return freeport.Port()
 	}
-	defer func() { pickPort = FreePort }()
+	defer func() { pickPort = freeport.Port }()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

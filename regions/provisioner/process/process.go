@@ -296,21 +296,21 @@ func (p *Provisioner) resize(ctx context.Context, c *cluster, spec provisioner.C
 	st := &c.st
 	st.Size, st.Revision = spec.Size, spec.Revision
 	if st.Metadata == nil {
-		ports, err := freeAddrs(2)
+		ports, err := freeport.Addrs(2)
 		if err != nil {
 			return err
 		}
 		st.Metadata = &member{Role: "metadata", Addr: ports[0], PeerAddr: ports[1]}
 	}
 	for len(st.Bookies) < spec.Size.Bookies {
-		ports, err := freeAddrs(1)
+		ports, err := freeport.Addrs(1)
 		if err != nil {
 			return err
 		}
 		st.Bookies = append(st.Bookies, &member{Role: "bookie", Index: len(st.Bookies), Addr: ports[0]})
 	}
 	for len(st.Brokers) < spec.Size.Brokers {
-		ports, err := freeAddrs(2)
+		ports, err := freeport.Addrs(2)
 		if err != nil {
 			return err
 		}
@@ -689,16 +689,4 @@ func stillThere(pid int) bool {
 		return false
 	}
 	return isZombieFree(pid)
-}
-
-func freeAddrs(n int) ([]string, error) {
-	out := make([]string, 0, n)
-	for range n {
-		a, err := freeport.Addr()
-		if err != nil {
-			return nil, fmt.Errorf("process: pick a free port: %w", err)
-		}
-		out = append(out, a)
-	}
-	return out, nil
 }
