@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +16,8 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 	plog "github.com/apache/pulsar-client-go/pulsar/log"
+
+	"github.com/magnetar-dev/magnetar/internal/procstatus"
 )
 
 // standaloneProc is a `magnetar standalone` process on fixed loopback ports.
@@ -281,28 +282,10 @@ func TestStandaloneReleasesStartupPages(t *testing.T) {
 	limit := fi.Size() * 40 / 100
 	var file int64
 	waitFor(t, "file-backed resident memory under 40% of the binary", 20*time.Second, func() bool {
-		file = rssFileBytes(t, sp.Pid())
+		if file, err = procstatus.Field(sp.Pid(), "RssFile"); err != nil {
+			t.Fatal(err)
+		}
 		return file < limit
 	})
 	t.Logf("RssFile %d MiB of a %d MiB binary", file>>20, fi.Size()>>20)
-}
-
-// rssFileBytes reads RssFile of process pid.
-func rssFileBytes(t *testing.T, pid int) int64 {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "RssFile:"); ok {
-			n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n << 10
-		}
-	}
-	t.Fatal("no RssFile in /proc/PID/status")
-	return 0
 }

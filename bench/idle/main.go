@@ -7,7 +7,6 @@
 package main
 
 import (
-	"bufio"
 	"flag"
 	"fmt"
 	"net/http"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/magnetar-dev/magnetar/internal/freeport"
+	"github.com/magnetar-dev/magnetar/internal/procstatus"
 )
 
 func main() {
@@ -96,17 +96,11 @@ func run(bin, dir string, ports []string, settle time.Duration) (time.Duration, 
 }
 
 func residentKiB(pid int) []float64 {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	b, err := procstatus.Bytes(pid, rssFields...)
 	check(err)
-	defer f.Close()
-	out := make([]float64, len(rssFields))
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		for j, name := range rssFields {
-			if v, ok := strings.CutPrefix(sc.Text(), name+":"); ok {
-				fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &out[j])
-			}
-		}
+	out := make([]float64, len(b))
+	for i, v := range b {
+		out[i] = float64(v) / 1024
 	}
 	return out
 }

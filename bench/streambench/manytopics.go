@@ -1,15 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +14,7 @@ import (
 	plog "github.com/apache/pulsar-client-go/pulsar/log"
 
 	"github.com/magnetar-dev/magnetar/bench/internal/machine"
+	"github.com/magnetar-dev/magnetar/internal/procstatus"
 )
 
 // attachWorkers is how many producer creations W5 keeps in flight (its
@@ -262,20 +260,8 @@ func settledFootprint(ctx context.Context, pid int) (rss int64, fds int, err err
 // /proc/<pid>/status) in bytes and its number of open files (entries of
 // /proc/<pid>/fd).
 func procFootprint(pid int) (rss int64, fds int, err error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
+	if rss, err = procstatus.Field(pid, "VmRSS"); err != nil {
 		return 0, 0, fmt.Errorf("streambench: %w", err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			kb, perr := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			if perr != nil {
-				return 0, 0, fmt.Errorf("streambench: VmRSS %q: %w", v, perr)
-			}
-			rss = kb << 10
-		}
 	}
 	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 	if err != nil {

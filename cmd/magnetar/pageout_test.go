@@ -1,10 +1,9 @@
 package main
 
 import (
-	"os"
-	"strconv"
-	"strings"
 	"testing"
+
+	"github.com/magnetar-dev/magnetar/internal/procstatus"
 )
 
 func TestExeMappings(t *testing.T) {
@@ -42,21 +41,11 @@ func TestPageOutExecutable(t *testing.T) {
 	t.Logf("RssFile %d -> %d KiB (%d MiB of mappings advised)", before, after, n>>20)
 }
 
-func rssFileKiB(t *testing.T) int {
+func rssFileKiB(t *testing.T) int64 {
 	t.Helper()
-	b, err := os.ReadFile("/proc/self/status")
+	n, err := procstatus.Field(procstatus.Self, "RssFile")
 	if err != nil {
-		t.Skip("no /proc:", err)
+		t.Skip(err)
 	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "RssFile:"); ok {
-			n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
-	}
-	t.Skip("no RssFile in /proc/self/status")
-	return 0
+	return n >> 10
 }

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +21,7 @@ import (
 	"github.com/magnetar-dev/magnetar/dataplane/metadata"
 	"github.com/magnetar-dev/magnetar/dataplane/metadata/etcdstore"
 	"github.com/magnetar-dev/magnetar/dataplane/standalone/standalonetest"
+	"github.com/magnetar-dev/magnetar/internal/procstatus"
 )
 
 var footprintProfile = flag.String("footprint.heapprofile", "",
@@ -67,7 +67,7 @@ func BenchmarkTopicFootprint(b *testing.B) {
 	}
 	hc.CloseIdleConnections()
 	heap0, stack0, g0 := liveFootprint()
-	rss0, file0 := residentBytes(b), statusBytes(b, "RssFile:")
+	rss0, file0 := residentBytes(b), statusBytes(b, "RssFile")
 	reads0, writes0 := md.reads.Load(), md.writes.Load()
 	readTime0, writeTime0 := md.readTime.Load(), md.writeTime.Load()
 
@@ -130,7 +130,7 @@ func BenchmarkTopicFootprint(b *testing.B) {
 	b.ReportMetric(float64(residentBytes(b)-rss0)/n, "rssB/topic")
 	// The file-backed part of it: the metadata store's memory-mapped
 	// database pages.
-	b.ReportMetric(float64(statusBytes(b, "RssFile:")-file0)/n, "rssFileB/topic")
+	b.ReportMetric(float64(statusBytes(b, "RssFile")-file0)/n, "rssFileB/topic")
 	b.ReportMetric(float64(stack1-stack0)/n, "stackB/topic")
 	b.ReportMetric(float64(g1-g0)/n, "goroutines/topic")
 	b.ReportMetric(n/elapsed.Seconds(), "topics/s")
@@ -245,27 +245,17 @@ func (c *countingStore) NextID(ctx context.Context, sequence string) (int64, err
 
 // residentBytes returns the process's resident set size (VmRSS), which
 // the W5 workload measures of the standalone process.
-func residentBytes(b *testing.B) int64 { return statusBytes(b, "VmRSS:") }
+func residentBytes(b *testing.B) int64 { return statusBytes(b, "VmRSS") }
 
-// statusBytes returns a size field of /proc/self/status ("VmRSS:",
-// "RssFile:", ...) in bytes.
-func statusBytes(b *testing.B, field string) int64 {
+// statusBytes returns a size field of /proc/self/status ("VmRSS",
+// "RssFile", ...) in bytes.
+func statusBytes(b testing.TB, field string) int64 {
 	b.Helper()
-	raw, err := os.ReadFile("/proc/self/status")
+	n, err := procstatus.Field(procstatus.Self, field)
 	if err != nil {
-		b.Skip("no /proc/self/status:", err)
+		b.Skip(err)
 	}
-	for line := range strings.Lines(string(raw)) {
-		if v, ok := strings.CutPrefix(line, field); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			if err != nil {
-				b.Fatalf("%s %q: %v", field, v, err)
-			}
-			return kb << 10
-		}
-	}
-	b.Fatalf("no %s in /proc/self/status", field)
-	return 0
+	return n
 }
 
 // liveFootprint returns the live heap bytes after a collection, the bytes of
