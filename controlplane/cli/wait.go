@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	cpv1 "github.com/magnetar-dev/magnetar/api/controlplane/v1"
@@ -32,6 +33,13 @@ func (s *session) wait(ctx context.Context, op *cpv1.Operation) (*cpv1.Operation
 	for !op.GetDone() {
 		next, err := s.operations().WaitOperation(ctx, &cpv1.WaitOperationRequest{Name: op.GetName(), Timeout: durationpb.New(waitPoll)})
 		if err != nil {
+			if ctx.Err() == nil && status.Code(err) == codes.DeadlineExceeded {
+				if _, ok := ctx.Deadline(); ok {
+					// The server ran out of our own deadline (gRPC sends it
+					// along) a moment before our context did.
+					<-ctx.Done()
+				}
+			}
 			if ctx.Err() != nil {
 				why := "interrupted"
 				if errors.Is(ctx.Err(), context.DeadlineExceeded) {
