@@ -58,6 +58,9 @@ func (t EventType) String() string {
 
 // Event is one change seen by a watch. Revision is the store revision of the
 // change; passing it back to Watch as fromRevision+1 resumes right after it.
+// Several keys may change at one revision (a backend may commit concurrent
+// writes together, as the etcd store does): resume after the last revision
+// whose events were all handled.
 type Event struct {
 	Type     EventType
 	Key      string

@@ -28,11 +28,16 @@
 // the lease is lost. Elections use concurrency.Election. NextID advances a
 // counter key with a compare-and-swap loop.
 //
+// Concurrent writes of persistent keys (Put, Create, CreateUnless) are
+// committed together as one transaction of nested transactions, without
+// waiting for a timer (batch.go); writes that depend on each other never
+// share a batch.
+//
 // # Concurrency
 //
 // All methods are safe for concurrent use. Goroutines are owned as follows:
 // one per Watch (stopped by Watcher.Close, the watch context or
-// Store.Close), one keepalive per Session (concurrency.Session) and one per
+// Store.Close), one committing batched writes while any wait, one keepalive per Session (concurrency.Session) and one per
 // held Leadership (stopped by Resign or the end of its session). Store.Close
 // revokes the open sessions' leases, stops every goroutine and waits for
 // them. A Server owns the etcd member; Server.Close stops it.

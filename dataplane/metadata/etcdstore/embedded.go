@@ -39,6 +39,8 @@ const (
 	DefaultName                    = "magnetar"
 	DefaultClusterToken            = "magnetar-metadata"
 	DefaultSnapshotCount           = 5000
+	DefaultCatchUpEntries          = 1000
+	LoneCatchUpEntries             = 100
 	DefaultQuotaBackendBytes       = 1 << 30 // 1 GiB
 	DefaultAutoCompactionRetention = time.Hour
 )
@@ -73,6 +75,15 @@ type EmbeddedConfig struct {
 	// SnapshotCount is how many applied raft entries trigger a snapshot
 	// (and bound the raft log kept in memory). Default DefaultSnapshotCount.
 	SnapshotCount uint64
+	// CatchUpEntries is how many applied raft entries the member keeps in
+	// memory for followers that fall behind; one further behind is sent a
+	// snapshot. The store batches concurrent writes into one entry
+	// (batch.go), so an entry may hold up to 64 writes and the entries
+	// kept, not their number, are what costs memory: at etcd's 5,000, a
+	// run of 20,000 topic creations kept ~500 bytes per topic. Default
+	// DefaultCatchUpEntries, and LoneCatchUpEntries for a member that
+	// starts alone (it has no follower; one added later gets a snapshot).
+	CatchUpEntries uint64
 	// QuotaBackendBytes bounds the database size. Default
 	// DefaultQuotaBackendBytes.
 	QuotaBackendBytes int64
@@ -93,6 +104,10 @@ type EmbeddedConfig struct {
 	Prefix string
 	// Logger receives the server's logs. Default: errors only, to stderr.
 	Logger *zap.Logger
+
+	// maxTxnOps, when set, replaces etcd's limit of operations per
+	// transaction level (tests of write batching).
+	maxTxnOps uint
 }
 
 // Validate reports whether the config is usable.
@@ -165,8 +180,15 @@ func (c EmbeddedConfig) withDefaults() (EmbeddedConfig, error) {
 	if c.InitialCluster == "" {
 		c.InitialCluster = c.Name + "=" + c.PeerURL
 	}
-	if c.HeartbeatInterval == 0 && c.ElectionTimeout == 0 && !strings.Contains(c.InitialCluster, ",") {
+	alone := !strings.Contains(c.InitialCluster, ",")
+	if c.HeartbeatInterval == 0 && c.ElectionTimeout == 0 && alone {
 		c.HeartbeatInterval, c.ElectionTimeout = LoneHeartbeatInterval, LoneElectionTimeout
+	}
+	if c.CatchUpEntries == 0 {
+		c.CatchUpEntries = DefaultCatchUpEntries
+		if alone {
+			c.CatchUpEntries = LoneCatchUpEntries
+		}
 	}
 	if c.ClusterState == "" {
 		c.ClusterState = ClusterStateNew
@@ -211,7 +233,7 @@ func (c EmbeddedConfig) etcdConfig() (*embed.Config, error) {
 	ec.ClusterState = c.ClusterState
 	ec.InitialClusterToken = c.ClusterToken
 	ec.SnapshotCount = c.SnapshotCount
-	ec.SnapshotCatchUpEntries = min(ec.SnapshotCatchUpEntries, c.SnapshotCount)
+	ec.SnapshotCatchUpEntries = min(c.CatchUpEntries, c.SnapshotCount)
 	ec.QuotaBackendBytes = c.QuotaBackendBytes
 	if c.AutoCompactionRetention > 0 {
 		ec.AutoCompactionMode = "periodic"
@@ -226,6 +248,9 @@ func (c EmbeddedConfig) etcdConfig() (*embed.Config, error) {
 		ec.ElectionMs = uint(max(c.ElectionTimeout.Milliseconds(), 1))
 	}
 	ec.UnsafeNoFsync = c.UnsafeNoFsync
+	if c.maxTxnOps > 0 {
+		ec.MaxTxnOps = c.maxTxnOps
+	}
 	ec.EnableGRPCGateway = false
 	return ec, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -87,6 +88,15 @@ func TestLoneMemberTimings(t *testing.T) {
 		}
 		if tc.wantE == LoneElectionTimeout && (ec.TickMs != 50 || ec.ElectionMs != 250) {
 			t.Errorf("%s: etcd ticks %d ms, election %d ms", tc.name, ec.TickMs, ec.ElectionMs)
+		}
+		// Raft entries kept for followers: few for a lone member, since
+		// one entry may hold a batch of writes.
+		wantCatchUp := uint64(DefaultCatchUpEntries)
+		if strings.HasPrefix(tc.name, "alone") || tc.name == "explicit" {
+			wantCatchUp = LoneCatchUpEntries
+		}
+		if ec.SnapshotCatchUpEntries != wantCatchUp {
+			t.Errorf("%s: etcd keeps %d entries for followers, want %d", tc.name, ec.SnapshotCatchUpEntries, wantCatchUp)
 		}
 	}
 }

@@ -42,6 +42,7 @@ type Store struct {
 	mu       sync.Mutex
 	closed   bool
 	sessions map[*session]struct{}
+	batch    batching // writes waiting to be committed together (batch.go)
 
 	wg sync.WaitGroup // watch goroutines
 }
@@ -194,28 +195,38 @@ func (s *Store) put(ctx context.Context, key string, value []byte, expected meta
 	}
 	k := s.pfx + key
 	put := clientv3.OpPut(k, string(value), clientv3.WithLease(lease))
-	if expected == metadata.AnyVersion {
-		resp, err := s.cli.Do(ctx, put)
+	var cmps []clientv3.Cmp
+	switch expected {
+	case metadata.AnyVersion:
+	case metadata.NotExists:
+		cmps = []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k), "=", 0)}
+	default:
+		cmps = []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(k), "=", int64(expected))}
+	}
+	var (
+		ok  bool
+		rev int64
+	)
+	if lease == clientv3.NoLease {
+		w := &write{ctx: ctx, key: k, size: len(k) + len(value), cmps: cmps, then: []clientv3.Op{put}}
+		if err := s.submit(w); err != nil {
+			return 0, s.mapErr("put "+key, err)
+		}
+		ok, rev = w.succeeded, w.rev
+	} else {
+		resp, err := s.cli.Txn(ctx).If(cmps...).Then(put).Commit()
 		if err != nil {
 			return 0, s.mapErr("put "+key, err)
 		}
-		return metadata.Version(resp.Put().Header.Revision), nil
+		ok, rev = resp.Succeeded, resp.Header.Revision
 	}
-	cmp := clientv3.Compare(clientv3.ModRevision(k), "=", int64(expected))
-	if expected == metadata.NotExists {
-		cmp = clientv3.Compare(clientv3.CreateRevision(k), "=", 0)
-	}
-	resp, err := s.cli.Txn(ctx).If(cmp).Then(put).Commit()
-	if err != nil {
-		return 0, s.mapErr("put "+key, err)
-	}
-	if !resp.Succeeded {
+	if !ok {
 		if expected == metadata.NotExists {
 			return 0, fmt.Errorf("%w: %s", metadata.ErrExists, key)
 		}
 		return 0, fmt.Errorf("%w: %s, expected %d", metadata.ErrBadVersion, key, expected)
 	}
-	return metadata.Version(resp.Header.Revision), nil
+	return metadata.Version(rev), nil
 }
 
 // Create implements metadata.Store.
@@ -240,19 +251,23 @@ func (s *Store) CreateUnless(ctx context.Context, key string, value []byte, abse
 	if err := s.check(); err != nil {
 		return 0, err
 	}
-	resp, err := s.cli.Txn(ctx).If(cmps...).Then(clientv3.OpPut(s.pfx+key, string(value))).Else(gets...).Commit()
-	if err != nil {
+	w := &write{ctx: ctx, key: s.pfx + key, size: len(s.pfx) + len(key) + len(value),
+		cmps: cmps, then: []clientv3.Op{clientv3.OpPut(s.pfx+key, string(value))}, els: gets}
+	for _, k := range absent {
+		w.guards = append(w.guards, s.pfx+k)
+	}
+	if err := s.submit(w); err != nil {
 		return 0, s.mapErr("create "+key, err)
 	}
-	if !resp.Succeeded {
-		for i, r := range resp.Responses {
+	if !w.succeeded {
+		for i, r := range w.responses {
 			if rr := r.GetResponseRange(); rr != nil && rr.Count > 0 {
 				return 0, fmt.Errorf("%w: %s", metadata.ErrExists, keys[i])
 			}
 		}
 		return 0, fmt.Errorf("%w: %s", metadata.ErrExists, key)
 	}
-	return metadata.Version(resp.Header.Revision), nil
+	return metadata.Version(w.rev), nil
 }
 
 // Delete implements metadata.Store.

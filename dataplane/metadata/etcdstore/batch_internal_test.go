@@ -1,0 +1,151 @@
+package etcdstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/magnetar-dev/magnetar/dataplane/metadata"
+)
+
+func startBatchTestStore(t *testing.T, maxTxnOps uint) *Embedded {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	e, err := StartEmbedded(ctx, EmbeddedConfig{Dir: t.TempDir(), UnsafeNoFsync: true, Logger: zap.NewNop(), maxTxnOps: maxTxnOps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+// createConcurrently creates n keys from n goroutines at once and checks
+// every result against a read of the key.
+func createConcurrently(t *testing.T, s *Store, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	vers := make([]metadata.Version, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			k := fmt.Sprintf("/t/k%d", i)
+			vers[i], errs[i] = s.CreateUnless(ctx, k, []byte(k), fmt.Sprintf("/guard/k%d", i))
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("create %d: %v", i, errs[i])
+		}
+		kv, err := s.Get(ctx, fmt.Sprintf("/t/k%d", i))
+		if err != nil || kv.Version != vers[i] || string(kv.Value) != fmt.Sprintf("/t/k%d", i) {
+			t.Fatalf("key %d: read %q at %d (%v), create returned %d", i, kv.Value, kv.Version, err, vers[i])
+		}
+	}
+}
+
+// TestWritesBatched: concurrent creations share transactions, and each
+// still gets its own key's version.
+func TestWritesBatched(t *testing.T) {
+	e := startBatchTestStore(t, 0)
+	const n = 256
+	createConcurrently(t, e.Store, n)
+	if c := e.Store.batch.commits.Load(); c > n/2 {
+		t.Fatalf("%d creations took %d transactions: not batched", n, c)
+	}
+}
+
+// TestBatchRefusedForSizeRetriesAlone: a server allowing fewer operations
+// per transaction than a batch holds makes the store send the writes one
+// by one and lower its batch limit.
+func TestBatchRefusedForSizeRetriesAlone(t *testing.T) {
+	e := startBatchTestStore(t, 4)
+	createConcurrently(t, e.Store, 64)
+	e.Store.mu.Lock()
+	limit := e.Store.batch.maxWrites
+	e.Store.mu.Unlock()
+	if limit > 4 {
+		t.Fatalf("batch limit %d after the server refused batches over 4 operations", limit)
+	}
+}
+
+// TestTakeBatchConflicts: a batch equals its writes run one after another
+// in queue order: a write that compares or writes a key an earlier queued
+// write writes, or writes a key an earlier waiting write compares, waits
+// for a later batch; writes whose caller gave up are not sent.
+func TestTakeBatchConflicts(t *testing.T) {
+	s := &Store{}
+	bg := context.Background()
+	gone, cancel := context.WithCancel(bg)
+	cancel()
+	w := func(ctx context.Context, key string, guards ...string) *write {
+		return &write{ctx: ctx, key: key, guards: guards, done: make(chan struct{})}
+	}
+	a := w(bg, "a")
+	bGuardA := w(bg, "b", "a") // compares a, written by the batch
+	c := w(bg, "c")            // independent
+	b := w(bg, "b")            // writes b after the deferred write of b
+	dGuardC := w(bg, "d", "c") // compares c
+	eGuardX := w(bg, "e", "x") // compares x: shared guards are fine
+	fGuardX := w(bg, "f", "x") //
+	x := w(bg, "x")            // written after e and f compared it: their order
+	abandoned := w(gone, "g")  // caller gone
+	cAgain := w(bg, "c")       // c twice
+	s.batch.queue = []*write{a, bGuardA, c, b, dGuardC, eGuardX, fGuardX, x, abandoned, cAgain}
+
+	batch := s.takeBatchLocked()
+	if got, want := keysOf(batch), "a c e f x"; got != want {
+		t.Fatalf("first batch %q, want %q", got, want)
+	}
+	if got, want := keysOf(s.batch.queue), "b b d c"; got != want {
+		t.Fatalf("left %q, want %q", got, want)
+	}
+	select {
+	case <-abandoned.done:
+		if !errors.Is(abandoned.err, context.Canceled) {
+			t.Fatalf("abandoned write finished with %v", abandoned.err)
+		}
+	default:
+		t.Fatal("abandoned write not finished")
+	}
+	if got, want := keysOf(s.takeBatchLocked()), "b d c"; got != want {
+		t.Fatalf("second batch %q, want %q", got, want)
+	}
+	if got, want := keysOf(s.takeBatchLocked()), "b"; got != want {
+		t.Fatalf("third batch %q, want %q", got, want)
+	}
+
+	// Limits: writes beyond maxWrites or maxBatchBytes wait.
+	s.batch.maxWrites = 2
+	big := w(bg, "big")
+	big.size = maxBatchBytes + 1
+	s.batch.queue = []*write{w(bg, "1"), big, w(bg, "2"), w(bg, "3")}
+	if got, want := keysOf(s.takeBatchLocked()), "1 2"; got != want {
+		t.Fatalf("limited batch %q, want %q", got, want)
+	}
+	if got, want := keysOf(s.takeBatchLocked()), "big"; got != want {
+		t.Fatalf("a write over the byte limit goes alone: %q, want %q", got, want)
+	}
+}
+
+func keysOf(ws []*write) string {
+	s := ""
+	for i, w := range ws {
+		if i > 0 {
+			s += " "
+		}
+		s += w.key
+	}
+	return s
+}
