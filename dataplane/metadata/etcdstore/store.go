@@ -236,38 +236,40 @@ func (s *Store) Create(ctx context.Context, key string, value []byte) (metadata.
 
 // CreateUnless implements metadata.Store: one transaction comparing the
 // create revision of every key with 0. When it fails, the keys are read
-// (in the same transaction) to name the one found.
+// to name the one found (a read in the transaction's else branch would
+// cost every creation two more operations; failures are rare).
 func (s *Store) CreateUnless(ctx context.Context, key string, value []byte, absent ...string) (metadata.Version, error) {
-	keys := append([]string{key}, absent...)
-	cmps := make([]clientv3.Cmp, 0, len(keys))
-	gets := make([]clientv3.Op, 0, len(keys))
-	for _, k := range keys {
+	if err := metadata.ValidateKey(key); err != nil {
+		return 0, err
+	}
+	cmps := make([]clientv3.Cmp, 1, 1+len(absent))
+	cmps[0] = clientv3.Compare(clientv3.CreateRevision(s.pfx+key), "=", 0)
+	var guards []string
+	for _, k := range absent {
 		if err := metadata.ValidateKey(k); err != nil {
 			return 0, err
 		}
 		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(s.pfx+k), "=", 0))
-		gets = append(gets, clientv3.OpGet(s.pfx+k, clientv3.WithCountOnly()))
+		guards = append(guards, s.pfx+k)
 	}
 	if err := s.check(); err != nil {
 		return 0, err
 	}
-	w := &write{ctx: ctx, key: s.pfx + key, size: len(s.pfx) + len(key) + len(value),
-		cmps: cmps, then: []clientv3.Op{clientv3.OpPut(s.pfx+key, string(value))}, els: gets}
-	for _, k := range absent {
-		w.guards = append(w.guards, s.pfx+k)
-	}
+	w := &write{ctx: ctx, key: s.pfx + key, guards: guards, size: len(s.pfx) + len(key) + len(value),
+		cmps: cmps, then: []clientv3.Op{clientv3.OpPut(s.pfx+key, string(value))}}
 	if err := s.submit(w); err != nil {
 		return 0, s.mapErr("create "+key, err)
 	}
-	if !w.succeeded {
-		for i, r := range w.responses {
-			if rr := r.GetResponseRange(); rr != nil && rr.Count > 0 {
-				return 0, fmt.Errorf("%w: %s", metadata.ErrExists, keys[i])
-			}
-		}
-		return 0, fmt.Errorf("%w: %s", metadata.ErrExists, key)
+	if w.succeeded {
+		return metadata.Version(w.rev), nil
 	}
-	return metadata.Version(w.rev), nil
+	for _, k := range append([]string{key}, absent...) {
+		resp, err := s.cli.Get(ctx, s.pfx+k, clientv3.WithCountOnly())
+		if err == nil && resp.Count > 0 {
+			return 0, fmt.Errorf("%w: %s", metadata.ErrExists, k)
+		}
+	}
+	return 0, fmt.Errorf("%w: %s", metadata.ErrExists, key) // gone again meanwhile
 }
 
 // Delete implements metadata.Store.
