@@ -5,7 +5,6 @@ import (
 	"context"
 	"sync/atomic"
 
-	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -50,21 +49,17 @@ import (
 // either reason is committed in halves, and a refusal for its number of
 // operations lowers the limit for later batches.
 //
-// maxCommitting batches may be in flight at once. Batches in flight
-// together may be applied in either order; their writes were all waiting
-// at once, so either is an order in which the callers could have run them.
-// Two in flight (one proposed while the other waits for its fsync) made
-// 4.6-5.2k creations/s against 5.6-5.8k with one (BenchmarkTopicFootprint,
-// alternating runs): a second batch mostly splits the first.
+// One batch is in flight at a time. Two (one proposed while the other waits
+// for its fsync) made 4.6-5.2k creations/s against 5.6-5.8k with one
+// (BenchmarkTopicFootprint, alternating runs): the second mostly split the
+// first.
 const (
-	maxCommitting  = 1
 	maxBatchWrites = 64
 	maxBatchBytes  = 256 << 10
 )
 
-// A write is one conditional write: if cmps hold, then runs, else els
-// (reads that explain the failure). Its result is valid once done is
-// closed.
+// A write is one conditional write: if cmps hold, then runs. Its result is
+// valid once done is closed.
 type write struct {
 	ctx    context.Context
 	key    string   // the etcd key then puts
@@ -72,19 +67,17 @@ type write struct {
 	size   int      // bytes of key and value, for maxBatchBytes
 	cmps   []clientv3.Cmp
 	then   []clientv3.Op
-	els    []clientv3.Op
 	done   chan struct{}
 
 	succeeded bool
-	rev       int64            // revision of the transaction that ran it
-	responses []*pb.ResponseOp // of the branch that ran
+	rev       int64 // revision of the transaction that ran it
 	err       error
 }
 
 // batching is the Store's queue of writes, guarded by Store.mu.
 type batching struct {
 	queue      []*write
-	committing int          // commitLoop goroutines running
+	committing bool         // a commitLoop goroutine runs
 	maxWrites  int          // current limit (maxBatchWrites, lowered by refusals)
 	commits    atomic.Int64 // transactions sent, for tests
 }
@@ -100,8 +93,8 @@ func (s *Store) submit(w *write) error {
 		return metadata.ErrClosed
 	}
 	s.batch.queue = append(s.batch.queue, w)
-	if s.batch.committing < maxCommitting {
-		s.batch.committing++
+	if !s.batch.committing {
+		s.batch.committing = true
 		s.wg.Add(1)
 		go s.commitLoop()
 	}
@@ -121,7 +114,7 @@ func (s *Store) commitLoop() {
 		s.mu.Lock()
 		batch := s.takeBatchLocked()
 		if len(batch) == 0 {
-			s.batch.committing--
+			s.batch.committing = false
 			s.mu.Unlock()
 			return
 		}
@@ -192,16 +185,16 @@ func (s *Store) commit(batch []*write) {
 	s.batch.commits.Add(1)
 	if len(batch) == 1 {
 		w := batch[0]
-		resp, err := s.cli.Txn(ctx).If(w.cmps...).Then(w.then...).Else(w.els...).Commit()
+		resp, err := s.cli.Txn(ctx).If(w.cmps...).Then(w.then...).Commit()
 		if err == nil {
-			w.succeeded, w.rev, w.responses = resp.Succeeded, resp.Header.Revision, resp.Responses
+			w.succeeded, w.rev = resp.Succeeded, resp.Header.Revision
 		}
 		w.finish(err)
 		return
 	}
 	ops := make([]clientv3.Op, len(batch))
 	for i, w := range batch {
-		ops[i] = clientv3.OpTxn(w.cmps, w.then, w.els)
+		ops[i] = clientv3.OpTxn(w.cmps, w.then, nil)
 	}
 	resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
 	if err != nil && refusedForSize(err) {
@@ -220,8 +213,7 @@ func (s *Store) commit(batch []*write) {
 	}
 	for i, w := range batch {
 		if err == nil {
-			r := resp.Responses[i].GetResponseTxn()
-			w.succeeded, w.rev, w.responses = r.Succeeded, resp.Header.Revision, r.Responses
+			w.succeeded, w.rev = resp.Responses[i].GetResponseTxn().Succeeded, resp.Header.Revision
 		}
 		w.finish(err)
 	}

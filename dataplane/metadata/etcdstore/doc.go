@@ -37,8 +37,10 @@
 //
 // All methods are safe for concurrent use. Goroutines are owned as follows:
 // one per Watch (stopped by Watcher.Close, the watch context or
-// Store.Close), one committing batched writes while any wait, one keepalive per Session (concurrency.Session) and one per
-// held Leadership (stopped by Resign or the end of its session). Store.Close
-// revokes the open sessions' leases, stops every goroutine and waits for
-// them. A Server owns the etcd member; Server.Close stops it.
+// Store.Close), one committing batched writes while any are queued (it
+// ends when the queue is empty), one keepalive per Session
+// (concurrency.Session) and one per held Leadership (stopped by Resign or
+// the end of its session). Store.Close revokes the open sessions' leases,
+// stops every goroutine and waits for them. A Server owns the etcd member;
+// Server.Close stops it.
 package etcdstore
