@@ -44,7 +44,7 @@ type Store struct {
 	sessions map[*session]struct{}
 	batch    batching // writes waiting to be committed together (batch.go)
 
-	wg sync.WaitGroup // watch goroutines
+	wg sync.WaitGroup // watch goroutines and the batch committer
 }
 
 var _ metadata.Store = (*Store)(nil)
