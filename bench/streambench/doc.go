@@ -5,7 +5,7 @@
 //	go run ./bench/streambench [-workloads W1,W2,W3,W4,W5,W6,W7] [-rounds 5] [-duration 2s] [-warmup 1s]
 //	    [-systems magnetar,nats,redis] [-short] [-markdown FILE]
 //	    [-fanouts 1,4,16,64] [-fanout-rate 5000] [-backlog 48MiB] [-catchup-rate 5000]
-//	    [-catchup-limit 15s] [-topics 10000] [-topics-rate 1000] [-gogc 400]
+//	    [-catchup-limit 10s] [-topics 10000] [-topics-rate 1000] [-gogc 400]
 //
 // The load generator runs with GOGC 400 (-gogc): its own garbage collection
 // otherwise added tens of milliseconds to the tail it measures, for every
@@ -55,7 +55,7 @@
 //
 // By default every workload runs, 5 rounds, and the whole run stays under
 // 15 minutes on a 2-core machine (`make bench`): runs measure 2 s after 1 s
-// of warm-up, W6's backlog is 48 MiB and a catch-up is cut at 15 s (NATS
+// of warm-up, W6's backlog is 48 MiB and a catch-up is cut at 10 s (NATS
 // with sync always builds 48 MiB at ~4.5 MB/s and reads it back slower than
 // its producer writes). The full sizes of the benchmarks issue are flags:
 //
