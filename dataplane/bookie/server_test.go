@@ -72,7 +72,7 @@ func addReq(ledger, entry, lac int64, payload string, recovery bool) *wire.AddRe
 
 func add(c *wire.Conn, req *wire.AddRequest) error {
 	ch := make(chan error, 1)
-	c.Add(req, func(err error) { ch <- err })
+	c.Add(req, wire.AddFunc(func(err error) { ch <- err }))
 	return <-ch
 }
 
@@ -101,12 +101,12 @@ func TestPipelinedAddsAndReads(t *testing.T) {
 			var done sync.WaitGroup
 			for e := range perWriter {
 				done.Add(1)
-				c.Add(addReq(int64(w), int64(e), int64(e)-1, fmt.Sprintf("w%d-e%d", w, e), false), func(err error) {
+				c.Add(addReq(int64(w), int64(e), int64(e)-1, fmt.Sprintf("w%d-e%d", w, e), false), wire.AddFunc(func(err error) {
 					if err != nil {
 						errs <- err
 					}
 					done.Done()
-				})
+				}))
 			}
 			done.Wait()
 		}()

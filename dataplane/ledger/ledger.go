@@ -55,7 +55,22 @@ type addOp struct {
 	pos     Position
 	done    bool
 	err     error
+	first   addSend // the record of the first send (see send)
+	sent    bool    // first is in use
 }
+
+// addSend is one send of an addOp to one ledger: the bookie client reports
+// the outcome to it. The first send uses the op's own record; a retry to
+// another ledger allocates one, so a late outcome of the earlier send still
+// names its ledger (onAddDone ignores it).
+type addSend struct {
+	ml *ManagedLedger
+	op *addOp
+	w  *writer
+}
+
+// AddComplete implements client.AddHandler.
+func (s *addSend) AddComplete(id int64, err error) { s.ml.onAddDone(s.op, s.w, id, err) }
 
 // ManagedLedger is one topic's log: an ordered list of bookie ledgers with
 // a single writer (this process) and durable cursors. See the package
@@ -512,7 +527,14 @@ func (ml *ManagedLedger) assignLocked(op *addOp, w *writer) {
 // send hands op to w's ledger; sendMu is held, mu is not.
 func (ml *ManagedLedger) send(w *writer, op *addOp) {
 	op.lacSent = w.wh.LastAddConfirmed()
-	w.wh.AppendAsync(op.data, func(id int64, err error) { ml.onAddDone(op, w, id, err) })
+	var s *addSend
+	if !op.sent {
+		s, op.sent = &op.first, true
+	} else {
+		s = new(addSend)
+	}
+	*s = addSend{ml: ml, op: op, w: w}
+	w.wh.AppendTo(op.data, s)
 }
 
 // AddEntrySync appends data and waits for its position.

@@ -325,7 +325,7 @@ func (a *Auditor) copyFragment(ctx context.Context, m *LedgerMetadata, fi, idx i
 				conn.Add(&wire.AddRequest{
 					LedgerID: ent.LedgerID, EntryID: ent.EntryID, LAC: ent.LAC,
 					Payload: ent.Payload, Checksum: ent.Checksum, Recovery: true,
-				}, func(err error) { done <- err })
+				}, wire.AddFunc(func(err error) { done <- err }))
 				select {
 				case err = <-done:
 				case <-ctx.Done():

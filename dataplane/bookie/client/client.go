@@ -29,7 +29,7 @@ var (
 // BookieConn is one bookie as the ledger client uses it. *wire.Conn
 // implements it; see package wire for the contract of each call.
 type BookieConn interface {
-	Add(req *wire.AddRequest, cb func(error))
+	Add(req *wire.AddRequest, done wire.AddDone)
 	Read(ctx context.Context, ledgerID, entryID int64, flags wire.ReadFlags) (wire.Entry, error)
 	ReadLAC(ctx context.Context, ledgerID int64) (lac, lastEntry int64, err error)
 	Fence(ctx context.Context, ledgerID int64) (lac int64, err error)

@@ -101,7 +101,8 @@ func (b *fakeBookie) release() {
 	}
 }
 
-func (b *fakeBookie) Add(req *wire.AddRequest, cb func(error)) {
+func (b *fakeBookie) Add(req *wire.AddRequest, done wire.AddDone) {
+	cb := done.AddDone
 	b.set.mu.Lock()
 	if b.down {
 		b.set.mu.Unlock()

@@ -202,7 +202,7 @@ func (c *Client) recoveryAdd(ctx context.Context, m *LedgerMetadata, ent wire.En
 			ch <- err
 			continue
 		}
-		conn.Add(req, func(err error) { ch <- err })
+		conn.Add(req, wire.AddFunc(func(err error) { ch <- err }))
 	}
 	ok := 0
 	var lastErr error

@@ -15,18 +15,47 @@ import (
 // AddCallback receives the outcome of one append: the entry id on success.
 type AddCallback func(entryID int64, err error)
 
+// AddHandler receives the outcome of one append (AppendTo). A caller that
+// keeps a record per append anyway passes a pointer to it: no allocation
+// per append for the callback.
+type AddHandler interface {
+	AddComplete(entryID int64, err error)
+}
+
+// AddComplete calls f.
+func (f AddCallback) AddComplete(entryID int64, err error) { f(entryID, err) }
+
 // pendingAdd is an entry sent but not yet acknowledged to the caller.
 type pendingAdd struct {
 	entryID  int64
 	req      wire.AddRequest
 	acked    []bool // by ensemble index
 	ackCount int
-	cb       AddCallback
+	cb       AddHandler
 	ackedBuf [8]bool // backs acked for ensembles of up to 8 bookies
+	// sends are the records of the entry's first sends to bookies
+	// (sendLocked); a send beyond them, after an ensemble change,
+	// allocates its own.
+	sends  [3]addSend
+	nsends int
 }
 
+// addSend is one send of an entry to the bookie at ensemble index idx: the
+// connection reports the bookie's reply to it. A record is never reused,
+// so a late reply from a bookie replaced since still names the old address
+// and is ignored.
+type addSend struct {
+	h       *WriteHandle
+	idx     int
+	addr    string
+	entryID int64
+}
+
+// AddDone implements wire.AddDone.
+func (s *addSend) AddDone(err error) { s.h.onAddResult(s.idx, s.addr, s.entryID, err) }
+
 type completion struct {
-	cb      AddCallback
+	cb      AddHandler
 	entryID int64
 	err     error
 }
@@ -150,7 +179,10 @@ func (h *WriteHandle) Append(ctx context.Context, payload []byte) (int64, error)
 // AppendAsync adds payload without waiting; cb is called exactly once. The
 // handle keeps payload until the entry is acknowledged: the caller must not
 // modify it.
-func (h *WriteHandle) AppendAsync(payload []byte, cb AddCallback) {
+func (h *WriteHandle) AppendAsync(payload []byte, cb AddCallback) { h.AppendTo(payload, cb) }
+
+// AppendTo is AppendAsync reporting to cb's AddComplete.
+func (h *WriteHandle) AppendTo(payload []byte, cb AddHandler) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.err != nil || h.closing {
@@ -161,7 +193,7 @@ func (h *WriteHandle) AppendAsync(payload []byte, cb AddCallback) {
 		if h.stopped && !h.delivering {
 			// No delivery goroutine any more, and nothing left to order after.
 			h.mu.Unlock()
-			cb(-1, err)
+			cb.AddComplete(-1, err)
 			h.mu.Lock()
 			return
 		}
@@ -196,8 +228,15 @@ func (h *WriteHandle) AppendAsync(payload []byte, cb AddCallback) {
 
 // sendLocked sends p to the bookie at ensemble index idx.
 func (h *WriteHandle) sendLocked(p *pendingAdd, idx int) {
-	conn, addr, entryID := h.conns[idx], h.ensemble[idx], p.entryID
-	conn.Add(&p.req, func(err error) { h.onAddResult(idx, addr, entryID, err) })
+	var s *addSend
+	if p.nsends < len(p.sends) {
+		s = &p.sends[p.nsends]
+		p.nsends++
+	} else {
+		s = new(addSend)
+	}
+	*s = addSend{h: h, idx: idx, addr: h.ensemble[idx], entryID: p.entryID}
+	h.conns[idx].Add(&p.req, s)
 }
 
 // onAddResult handles one bookie's reply to an add.
@@ -296,7 +335,7 @@ func (h *WriteHandle) failLocked(err error) {
 
 // completeLocked queues a user callback and starts the delivery goroutine
 // unless it runs (it then picks the callback up) or the handle stopped.
-func (h *WriteHandle) completeLocked(cb AddCallback, id int64, err error) {
+func (h *WriteHandle) completeLocked(cb AddHandler, id int64, err error) {
 	h.done = append(h.done, completion{cb, id, err})
 	if h.delivering || h.stopped {
 		return
@@ -316,7 +355,7 @@ func (h *WriteHandle) deliver() {
 		batch, h.done = h.done, batch[:0]
 		h.mu.Unlock()
 		for i, c := range batch {
-			c.cb(c.entryID, c.err)
+			c.cb.AddComplete(c.entryID, c.err)
 			batch[i] = completion{}
 		}
 		h.mu.Lock()

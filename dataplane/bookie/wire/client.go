@@ -76,7 +76,7 @@ type Conn struct {
 type call struct {
 	req      Request
 	deadline time.Time
-	cb       func(error)  // ADD
+	done     AddDone      // ADD
 	res      chan *result // other ops; cap 1
 }
 
@@ -198,14 +198,25 @@ func (c *Conn) fail(err error) {
 	c.nc.Close()
 }
 
-// Add sends an entry without waiting for the reply. cb is called exactly
+// AddDone receives the outcome of an Add. A caller that keeps a record per
+// add anyway passes a pointer to it: no allocation per add for the
+// callback (a closure would be one).
+type AddDone interface{ AddDone(err error) }
+
+// AddFunc is a function used as an AddDone.
+type AddFunc func(err error)
+
+// AddDone calls f.
+func (f AddFunc) AddDone(err error) { f(err) }
+
+// Add sends an entry without waiting for the reply. done is called exactly
 // once: nil when the bookie stored the entry durably, otherwise an error
 // wrapping a sentinel of this package (ErrConnClosed when the connection
-// breaks first, ErrTimeout after RequestTimeout). cb runs on a connection
+// breaks first, ErrTimeout after RequestTimeout). done runs on a connection
 // goroutine (never the caller's), possibly concurrently with other
 // callbacks of the same connection, and must not block. Requests are written
-// in call order. req.Payload must not be modified until cb is called.
-func (c *Conn) Add(req *AddRequest, cb func(error)) {
+// in call order. req.Payload must not be modified until done is called.
+func (c *Conn) Add(req *AddRequest, done AddDone) {
 	cl := &call{
 		req: Request{
 			Op:       OpAdd,
@@ -216,7 +227,7 @@ func (c *Conn) Add(req *AddRequest, cb func(error)) {
 			Recovery: req.Recovery,
 			Payload:  req.Payload,
 		},
-		cb: cb,
+		done: done,
 	}
 	if size := headerSize + addReqFixed + len(req.Payload) + crcSize; size > c.cfg.MaxFrameSize {
 		c.completeLate(cl, fmt.Errorf("%w: add of %d bytes exceeds frame limit %d", ErrTooLarge, size, c.cfg.MaxFrameSize))
@@ -231,8 +242,8 @@ func (c *Conn) Add(req *AddRequest, cb func(error)) {
 // left to do it (or the request never reached one): on a new goroutine,
 // so callbacks never run on the caller's goroutine.
 func (c *Conn) completeLate(cl *call, err error) {
-	if cl.cb != nil {
-		go cl.cb(err)
+	if cl.done != nil {
+		go cl.done.AddDone(err)
 		return
 	}
 	cl.res <- &result{err: err}
@@ -440,8 +451,8 @@ func (c *Conn) complete(cl *call, resp *Response, err error) {
 			err = fmt.Errorf("%w: %s ledger %d from %s: %s", serr, cl.req.Op, cl.req.LedgerID, c.addr, resp.Message)
 		}
 	}
-	if cl.cb != nil {
-		cl.cb(err)
+	if cl.done != nil {
+		cl.done.AddDone(err)
 		return
 	}
 	r := &result{err: err}

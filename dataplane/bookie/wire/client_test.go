@@ -114,7 +114,7 @@ func dialTest(t *testing.T, addr string, cfg ClientConfig) *Conn {
 // addWait runs one Add and waits for its callback.
 func addWait(c *Conn, req *AddRequest) error {
 	ch := make(chan error, 1)
-	c.Add(req, func(err error) { ch <- err })
+	c.Add(req, AddFunc(func(err error) { ch <- err }))
 	return <-ch
 }
 
@@ -232,7 +232,7 @@ func TestClientConnectionBreaks(t *testing.T) {
 	const n = 100
 	errs := make(chan error, n)
 	for i := range n {
-		c.Add(&AddRequest{LedgerID: 1, EntryID: int64(i)}, func(err error) { errs <- err })
+		c.Add(&AddRequest{LedgerID: 1, EntryID: int64(i)}, AddFunc(func(err error) { errs <- err }))
 	}
 	fb.cut()
 	for range n {
