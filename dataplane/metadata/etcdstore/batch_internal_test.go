@@ -149,3 +149,52 @@ func keysOf(ws []*write) string {
 	}
 	return s
 }
+
+// TestCloseWhileBatching: closing the store while creators keep writing
+// ends every call (success or ErrClosed) and the committer goroutine.
+func TestCloseWhileBatching(t *testing.T) {
+	e := startBatchTestStore(t, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	created := 0
+	for g := range 32 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				_, err := e.Store.Create(ctx, fmt.Sprintf("/c/g%d/k%d", g, i), []byte("v"))
+				if errors.Is(err, metadata.ErrClosed) {
+					return
+				}
+				if err != nil {
+					t.Errorf("create: %v", err)
+					return
+				}
+				mu.Lock()
+				created++
+				mu.Unlock()
+			}
+		})
+	}
+	time.Sleep(200 * time.Millisecond)
+	done := make(chan error, 1)
+	go func() { done <- e.Store.Close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Close did not return while writes were batched")
+	}
+	wg.Wait()
+	if created == 0 {
+		t.Fatal("nothing was created before Close")
+	}
+	e.Store.mu.Lock()
+	committing, queued := e.Store.batch.committing, len(e.Store.batch.queue)
+	e.Store.mu.Unlock()
+	if committing || queued != 0 {
+		t.Fatalf("after Close: committer running %v, %d writes queued", committing, queued)
+	}
+}
