@@ -74,6 +74,13 @@ type write struct {
 	err       error
 }
 
+// newPut is the write putting value at etcd key k if cmps hold; guards
+// are the other keys cmps compare.
+func newPut(ctx context.Context, k string, value []byte, cmps []clientv3.Cmp, guards []string) *write {
+	return &write{ctx: ctx, key: k, guards: guards, size: len(k) + len(value),
+		cmps: cmps, then: []clientv3.Op{clientv3.OpPut(k, string(value))}}
+}
+
 // batching is the Store's queue of writes, guarded by Store.mu.
 type batching struct {
 	queue      []*write

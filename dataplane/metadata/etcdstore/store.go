@@ -194,7 +194,6 @@ func (s *Store) put(ctx context.Context, key string, value []byte, expected meta
 		return 0, err
 	}
 	k := s.pfx + key
-	put := clientv3.OpPut(k, string(value), clientv3.WithLease(lease))
 	var cmps []clientv3.Cmp
 	switch expected {
 	case metadata.AnyVersion:
@@ -208,12 +207,13 @@ func (s *Store) put(ctx context.Context, key string, value []byte, expected meta
 		rev int64
 	)
 	if lease == clientv3.NoLease {
-		w := &write{ctx: ctx, key: k, size: len(k) + len(value), cmps: cmps, then: []clientv3.Op{put}}
+		w := newPut(ctx, k, value, cmps, nil)
 		if err := s.submit(w); err != nil {
 			return 0, s.mapErr("put "+key, err)
 		}
 		ok, rev = w.succeeded, w.rev
 	} else {
+		put := clientv3.OpPut(k, string(value), clientv3.WithLease(lease))
 		resp, err := s.cli.Txn(ctx).If(cmps...).Then(put).Commit()
 		if err != nil {
 			return 0, s.mapErr("put "+key, err)
@@ -255,8 +255,7 @@ func (s *Store) CreateUnless(ctx context.Context, key string, value []byte, abse
 	if err := s.check(); err != nil {
 		return 0, err
 	}
-	w := &write{ctx: ctx, key: s.pfx + key, guards: guards, size: len(s.pfx) + len(key) + len(value),
-		cmps: cmps, then: []clientv3.Op{clientv3.OpPut(s.pfx+key, string(value))}}
+	w := newPut(ctx, s.pfx+key, value, cmps, guards)
 	if err := s.submit(w); err != nil {
 		return 0, s.mapErr("create "+key, err)
 	}
