@@ -98,8 +98,9 @@ func (s *Service) CreateTopic(ctx context.Context, t TopicName, props map[string
 	}
 	// Creating the managed ledger is what tells whether the topic existed
 	// or a partitioned topic has its name (one metadata write, no read of
-	// its own), and it is opened with the namespace's policies at once. The record keeps the creation time
-	// (ManagedLedger.Created), so nothing else is written.
+	// its own), and it is opened with the namespace's policies at once.
+	// The record keeps the creation time (ManagedLedger.Created), so
+	// nothing else is written.
 	tp, err := s.getTopic(ctx, t, createTopic)
 	if err != nil {
 		return err

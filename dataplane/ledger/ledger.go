@@ -55,8 +55,7 @@ type addOp struct {
 	pos     Position
 	done    bool
 	err     error
-	first   addSend // the record of the first send (see send)
-	sent    bool    // first is in use
+	first   addSend // the record of the first send (see send); in use once first.ml is set
 }
 
 // addSend is one send of an addOp to one ledger: the bookie client reports
@@ -527,11 +526,9 @@ func (ml *ManagedLedger) assignLocked(op *addOp, w *writer) {
 // send hands op to w's ledger; sendMu is held, mu is not.
 func (ml *ManagedLedger) send(w *writer, op *addOp) {
 	op.lacSent = w.wh.LastAddConfirmed()
-	var s *addSend
-	if !op.sent {
-		s, op.sent = &op.first, true
-	} else {
-		s = new(addSend)
+	s := &op.first
+	if s.ml != nil {
+		s = new(addSend) // a retry: the first send's record may still be answered
 	}
 	*s = addSend{ml: ml, op: op, w: w}
 	w.wh.AppendTo(op.data, s)
