@@ -33,7 +33,8 @@ var quiet = slog.New(slog.DiscardHandler)
 
 // startCluster starts n bookies under dir, which it creates (after removing
 // what a killed run may have left there); the caller removes it.
-func startCluster(ctx context.Context, dir string, n int) (_ *cluster, err error) {
+// copyToEntryLogs sets the bookies' storage.Config.CopyToEntryLogs.
+func startCluster(ctx context.Context, dir string, n int, copyToEntryLogs bool) (_ *cluster, err error) {
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, err
 	}
@@ -48,7 +49,7 @@ func startCluster(ctx context.Context, dir string, n int) (_ *cluster, err error
 		if err := os.MkdirAll(bdir, 0o755); err != nil {
 			return nil, err
 		}
-		st, err := storage.Open(storage.Config{Dir: bdir, Logger: quiet}) // defaults: journal fsync on
+		st, err := storage.Open(storage.Config{Dir: bdir, CopyToEntryLogs: copyToEntryLogs, Logger: quiet}) // journal fsync on
 		if err != nil {
 			return nil, err
 		}

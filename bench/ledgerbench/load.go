@@ -18,6 +18,9 @@ type quorum struct {
 	name             string
 	bookies          int
 	ensemble, qw, qa int
+	// copyToEntryLogs: the bookies copy entries to the entry logs at each
+	// flush (storage.Config.CopyToEntryLogs).
+	copyToEntryLogs bool
 }
 
 // result is one measurement.

@@ -48,6 +48,8 @@ type options struct {
 var allConfigs = []quorum{
 	{name: "E=1 Qw=1 Qa=1", bookies: 1, ensemble: 1, qw: 1, qa: 1},
 	{name: "E=3 Qw=3 Qa=2", bookies: 3, ensemble: 3, qw: 3, qa: 2},
+	{name: "E=1 Qw=1 Qa=1 copied", bookies: 1, ensemble: 1, qw: 1, qa: 1, copyToEntryLogs: true},
+	{name: "E=3 Qw=3 Qa=2 copied", bookies: 3, ensemble: 3, qw: 3, qa: 2, copyToEntryLogs: true},
 }
 
 func main() {
@@ -64,7 +66,7 @@ func main() {
 	flag.DurationVar(&o.warmup, "warmup", time.Second, "warm-up before each measurement")
 	flag.IntVar(&o.rounds, "rounds", 3, "interleaved rounds; the table shows medians")
 	flag.StringVar(&sizes, "sizes", "1024,65536", "entry sizes in bytes, comma-separated")
-	flag.StringVar(&configs, "configs", "1,3", "ledger configurations by ensemble size: 1 (E=Qw=Qa=1, one bookie), 3 (E=3 Qw=3 Qa=2, three bookies)")
+	flag.StringVar(&configs, "configs", "1,3", "ledger configurations by ensemble size: 1 (E=Qw=Qa=1, one bookie), 3 (E=3 Qw=3 Qa=2, three bookies); 1c and 3c: the same with bookies that copy every entry to the entry logs at each flush (storage.Config.CopyToEntryLogs, BookKeeper's layout; the others index entries in place in the journal)")
 	flag.IntVar(&o.inflight, "inflight", 0, "closed-loop appends in flight (0: 1024 for entries up to 4 KiB, else 32 MiB worth, at least 64)")
 	flag.IntVar(&o.groupBytes, "group-bytes", 512<<10, "bytes per write+fdatasync in the grouped plain baseline (the journal's default MaxGroupBytes)")
 	flag.Float64Var(&o.loadFraction, "load", 0.5, "latency runs offer this fraction of the measured max throughput")
@@ -160,8 +162,12 @@ func parseConfigs(s string) ([]quorum, error) {
 			out = append(out, allConfigs[0])
 		case "3":
 			out = append(out, allConfigs[1])
+		case "1c":
+			out = append(out, allConfigs[2])
+		case "3c":
+			out = append(out, allConfigs[3])
 		default:
-			return nil, fmt.Errorf("unknown configuration %q (1 or 3)", f)
+			return nil, fmt.Errorf("unknown configuration %q (1, 3, 1c or 3c)", f)
 		}
 	}
 	return out, nil

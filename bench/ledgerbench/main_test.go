@@ -45,7 +45,7 @@ func TestSmoke(t *testing.T) {
 // iteration is a 1 s warm-up and 10 s measured.
 func BenchmarkOpenLoop(b *testing.B) {
 	ctx := context.Background()
-	c, err := startCluster(ctx, b.TempDir(), 1)
+	c, err := startCluster(ctx, b.TempDir(), 1, false)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -81,8 +81,8 @@ func runRound(ctx context.Context, o options, round int, res *results, progress 
 		}
 	}()
 	for i, q := range o.configs {
-		dir := filepath.Join(o.dir, fmt.Sprintf("ledgerbench-round%d-e%d", round+1, q.ensemble))
-		if clusters[i], err = startCluster(ctx, dir, q.bookies); err != nil {
+		dir := filepath.Join(o.dir, fmt.Sprintf("ledgerbench-round%d-config%d", round+1, i+1))
+		if clusters[i], err = startCluster(ctx, dir, q.bookies, q.copyToEntryLogs); err != nil {
 			return fmt.Errorf("start %d bookies: %w", q.bookies, err)
 		}
 	}

@@ -35,6 +35,7 @@ func newBookieCommand() *cobra.Command {
 		metadataURL string
 		journalSync bool
 		journalDir  string
+		copyToLogs  bool
 		httpAddr    string
 	)
 	cmd := &cobra.Command{
@@ -44,7 +45,7 @@ func newBookieCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signalContext()
 			defer stop()
-			return runBookie(ctx, cfg, metadataURL, httpAddr, storage.Config{JournalNoSync: !journalSync, JournalDir: journalDir})
+			return runBookie(ctx, cfg, metadataURL, httpAddr, storage.Config{JournalNoSync: !journalSync, JournalDir: journalDir, CopyToEntryLogs: copyToLogs})
 		},
 	}
 	f := cmd.Flags()
@@ -57,6 +58,7 @@ func newBookieCommand() *cobra.Command {
 	f.StringVar(&metadataURL, "metadata", "", "comma-separated etcd endpoints (default: an embedded etcd under <data-dir>/metadata)")
 	f.DurationVar(&cfg.SessionTTL, "session-ttl", bookie.DefaultSessionTTL, "metadata session TTL: how long after a crash the bookie's registration vanishes")
 	f.BoolVar(&journalSync, "journal-sync", true, "fsync the journal before acknowledging adds")
+	f.BoolVar(&copyToLogs, "copy-to-entry-logs", false, "copy every entry from the journal to the sorted entry logs at each flush (BookKeeper's layout; worth it only with --journal-dir on a device of its own: on one disk it writes every byte twice). Default: entries are read where the journal wrote them")
 	f.StringVar(&httpAddr, "http-addr", "", "serve Prometheus metrics on http://<addr>/metrics (e.g. 127.0.0.1:8000; default: off)")
 	f.StringVar(&journalDir, "journal-dir", "", "journal directory, ideally on a device of its own (default: <data-dir>/ledgers/journal)")
 	cmd.AddCommand(newBookieDecommissionCommand())

@@ -7,6 +7,7 @@ type entryID struct{ ledger, entry int64 }
 type cachedEntry struct {
 	data []byte
 	lac  int64
+	end  uint64 // logical journal position just past the entry's record
 }
 
 const (
@@ -28,7 +29,7 @@ func newWriteCache() *writeCache {
 	return &writeCache{entries: make(map[entryID]cachedEntry)}
 }
 
-func (c *writeCache) put(ledger, entry, lac int64, data []byte) {
+func (c *writeCache) put(ledger, entry, lac int64, data []byte, end uint64) {
 	var cp []byte
 	if len(data) > arenaMaxCopy {
 		cp = append([]byte(nil), data...)
@@ -40,7 +41,7 @@ func (c *writeCache) put(ledger, entry, lac int64, data []byte) {
 		c.arena = append(c.arena, data...)
 		cp = c.arena[n:len(c.arena):len(c.arena)]
 	}
-	c.entries[entryID{ledger, entry}] = cachedEntry{data: cp, lac: lac}
+	c.entries[entryID{ledger, entry}] = cachedEntry{data: cp, lac: lac, end: end}
 	c.bytes += int64(len(data))
 }
 

@@ -16,17 +16,24 @@ type Config struct {
 	// Dir is the storage root; required. Open creates journal/, entrylogs/
 	// and index/ below it.
 	Dir string
-	// JournalDir is the journal's directory. Default <Dir>/journal. Put it on
-	// a device of its own (BookKeeper's journal/ledger directory split):
-	// every entry is written twice, once to the journal with an fsync per
-	// commit group and once to the entry logs, so on one disk the entry
-	// logs' writeback competes with the journal's fsyncs for the same
-	// bandwidth and sustained throughput tops out near half of what the
-	// disk takes in fsync'd appends. Both directories hold the same
-	// instance id (file STORAGE_ID), so a wiped or foreign journal device is
-	// refused at Open instead of silently losing the acknowledged entries
-	// that only it held.
+	// JournalDir is the journal's directory. Default <Dir>/journal. Both
+	// directories hold the same instance id (file STORAGE_ID), so a wiped or
+	// foreign journal device is refused at Open instead of silently losing
+	// the acknowledged entries that only it held.
 	JournalDir string
+	// CopyToEntryLogs makes every flush copy the entries from the journal to
+	// the entry logs, sorted by ledger, as BookKeeper does; it pays only
+	// with JournalDir on a device of its own (BookKeeper's journal/ledger
+	// directory split), where the journal's fsyncs never wait behind the
+	// entry logs' writes and a ledger's old entries read sequentially. On
+	// one disk it writes every byte twice, and sustained throughput tops
+	// out near half of what the disk takes in fsync'd appends. Default
+	// false: a flush indexes each entry where the journal wrote it, journal
+	// files are kept while the index points into them (GC releases them, and
+	// compacts those with few live entries into the entry logs), and every
+	// byte is written once. Switching it off and on between restarts is
+	// safe.
+	CopyToEntryLogs bool
 	// FS is the filesystem all I/O goes through. Default vfs.Default (the
 	// OS); tests pass vfs.NewCrashableMem() or an errorfs wrapper.
 	FS vfs.FS

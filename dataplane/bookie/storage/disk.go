@@ -59,6 +59,15 @@ type DiskStorage struct {
 	// indexUnsynced is set when an index batch was committed without
 	// syncing Pebble's WAL (see flush); guarded by flushMu.
 	indexUnsynced bool
+	// inPlace: flushes index entries where the journal wrote them instead
+	// of copying them to the entry logs (!Config.CopyToEntryLogs).
+	inPlace bool
+	// journalLive: the index may point into journal files (journalEntriesKey
+	// is set, or will be by the next flush), so only GC releases them, once
+	// nothing points into them. Guarded by flushMu.
+	journalLive bool
+	// journalLiveStored: journalEntriesKey is in the index.
+	journalLiveStored bool
 	// doomed are files released by flush (journal) and GC (entry logs),
 	// to be deleted by deleteDoomed without flushMu; guarded by flushMu.
 	doomed []string
@@ -124,6 +133,7 @@ func Open(cfg Config) (*DiskStorage, error) {
 		active:   newWriteCache(),
 		ledgers:  make(map[int64]*ledgerMeta),
 		dead:     make(map[int64]int64),
+		inPlace:  !cfg.CopyToEntryLogs,
 		flushReq: make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 	}
@@ -157,6 +167,13 @@ func (s *DiskStorage) open() error {
 		return err
 	}
 	s.lastMark = mark
+	if _, closer, err := s.db.Get(journalEntriesKey); err == nil {
+		closer.Close()
+		s.journalLiveStored = true
+	} else if !errors.Is(err, pebble.ErrNotFound) {
+		return fmt.Errorf("storage: index: %w", err)
+	}
+	s.journalLive = s.inPlace || s.journalLiveStored
 	if err := s.checkInstance(mark == 0 && len(s.ledgers) == 0 && len(s.dead) == 0); err != nil {
 		return err
 	}
@@ -272,12 +289,12 @@ func (s *DiskStorage) loadMark() (uint64, error) {
 }
 
 // replayRecord applies one journal record during Open.
-func (s *DiskStorage) replayRecord(_ uint64, r journal.Record) error {
+func (s *DiskStorage) replayRecord(pos uint64, r journal.Record) error {
 	switch r.Type {
 	case journal.RecordEntry:
 		s.mu.Lock()
 		if _, gone := s.dead[r.Ledger]; !gone {
-			s.applyAddLocked(r.Ledger, r.Entry, r.LAC, r.Data)
+			s.applyAddLocked(r.Ledger, r.Entry, r.LAC, r.Data, pos+uint64(journal.EncodedLen(len(r.Data))))
 		}
 		s.mu.Unlock()
 	case journal.RecordFence:
@@ -299,12 +316,14 @@ func (s *DiskStorage) metaLocked(ledger int64) *ledgerMeta {
 	return m
 }
 
-func (s *DiskStorage) applyAddLocked(ledger, entry, lac int64, data []byte) {
+// applyAddLocked records an added entry whose journal record ends at
+// logical position end.
+func (s *DiskStorage) applyAddLocked(ledger, entry, lac int64, data []byte, end uint64) {
 	m := s.metaLocked(ledger)
 	m.last = max(m.last, entry)
 	m.lac = max(m.lac, lac)
 	m.dirty = true
-	s.active.put(ledger, entry, lac, data)
+	s.active.put(ledger, entry, lac, data, end)
 }
 
 func (s *DiskStorage) applyFenceLocked(ledger int64) {
@@ -445,11 +464,11 @@ func (s *DiskStorage) flush(force bool) error {
 	if p := s.ioErr.Load(); p != nil {
 		return *p
 	}
-	// The mark is read before the snapshot: every record before it was put
-	// in the write cache before it was journaled, so it is in the snapshot
-	// (or an earlier one).
-	mark := s.jnl.Position()
+	// An add journals its entry and puts it in the write cache under mu,
+	// so the mark read under mu at the swap covers exactly the records of
+	// the entries in the snapshot and the earlier ones.
 	s.mu.Lock()
+	mark := s.jnl.Position()
 	snap := s.active
 	var metas []struct {
 		ledger int64
@@ -472,14 +491,23 @@ func (s *DiskStorage) flush(force bool) error {
 	s.flushing = snap
 	s.mu.Unlock()
 
-	sync := force || s.jnl.Releasable(mark)
+	// Journal files are released here only while nothing in the index
+	// points into them; otherwise GC releases them (gc.go).
+	sync := force || !s.journalLive && s.jnl.Releasable(mark)
 	started := time.Now()
 	var pace time.Duration
-	if !force && !s.lastFlushStart.IsZero() {
+	if !force && !s.lastFlushStart.IsZero() && !s.inPlace {
 		pace = flushPace(snap.bytes, started.Sub(s.lastFlushStart))
 	}
 	s.lastFlushStart = started
-	err := s.writeSnapshot(snap, metas, mark, sync, pace)
+	var err error
+	if s.inPlace && s.jnl.Durable() < mark {
+		// Only durable records may be indexed in place.
+		err = s.journalSync()
+	}
+	if err == nil {
+		err = s.writeSnapshot(snap, metas, mark, sync, pace)
+	}
 	if err != nil {
 		err = fmt.Errorf("storage: flush: %w", err)
 		s.setIOError(err)
@@ -493,10 +521,17 @@ func (s *DiskStorage) flush(force bool) error {
 	s.mu.Unlock()
 	s.lastMark = mark
 	s.indexUnsynced = !sync
-	if sync {
+	if sync && !s.journalLive {
 		s.doomed = append(s.doomed, s.jnl.Release(mark)...)
 	}
 	return nil
+}
+
+// journalSync waits until every record appended so far is durable.
+func (s *DiskStorage) journalSync() error {
+	errc := make(chan error, 1)
+	s.jnl.Sync(func(err error) { errc <- err })
+	return <-errc
 }
 
 // deleteDoomed deletes the files flush and GC released, without flushMu:
@@ -566,15 +601,30 @@ func (s *DiskStorage) writeSnapshot(snap *writeCache, metas []struct {
 	for k := range snap.entries {
 		keys = append(keys, k)
 	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	var kbuf, vbuf []byte
+	if s.inPlace {
+		for _, k := range keys {
+			e := snap.entries[k]
+			id, off, ok := s.jnl.Locate(e.end - uint64(journal.EncodedLen(len(e.data))))
+			if !ok {
+				return fmt.Errorf("journal record of entry (%d,%d) at %d not found", k.ledger, k.entry, e.end)
+			}
+			kbuf = entryKey(kbuf, k.ledger, k.entry)
+			vbuf = entrylog.Location{Log: journalBit | id, Offset: uint64(off), Length: uint32(len(e.data))}.AppendEncode(vbuf[:0])
+			if err := b.Set(kbuf, vbuf, nil); err != nil {
+				return err
+			}
+		}
+		return s.commitSnapshot(b, keys, metas, mark, sync)
+	}
 	slices.SortFunc(keys, func(a, b entryID) int {
 		if a.ledger != b.ledger {
 			return cmpI64(a.ledger, b.ledger)
 		}
 		return cmpI64(a.entry, b.entry)
 	})
-	b := s.db.NewBatch()
-	defer b.Close()
-	var kbuf, vbuf []byte
 	chunkStart, chunk := time.Now(), 0
 	for _, k := range keys {
 		e := snap.entries[k]
@@ -600,6 +650,20 @@ func (s *DiskStorage) writeSnapshot(snap *writeCache, metas []struct {
 	if err := s.logs.Sync(); err != nil {
 		return err
 	}
+	return s.commitSnapshot(b, keys, metas, mark, sync)
+}
+
+// commitSnapshot adds the metadata and the checkpoint to the flush batch b,
+// which holds the locations of keys, and commits it.
+func (s *DiskStorage) commitSnapshot(b *pebble.Batch, keys []entryID, metas []struct {
+	ledger int64
+	val    []byte
+}, mark uint64, sync bool) error {
+	if s.journalLive && !s.journalLiveStored {
+		if err := b.Set(journalEntriesKey, nil, nil); err != nil {
+			return err
+		}
+	}
 	for _, m := range metas {
 		if err := b.Set(metaKey(m.ledger), m.val, nil); err != nil {
 			return err
@@ -619,6 +683,7 @@ func (s *DiskStorage) writeSnapshot(snap *writeCache, metas []struct {
 	if err := b.Commit(opts); err != nil {
 		return err
 	}
+	s.journalLiveStored = s.journalLive
 	if len(keys) > 0 {
 		s.rc.invalidate(keys)
 	}
@@ -705,6 +770,7 @@ func (s *DiskStorage) AddEntry(ledgerID, entryID, lac int64, data []byte, recove
 		done(err)
 		return
 	}
+	crc := journal.EntryChecksum(ledgerID, entryID, lac, data)
 	s.mu.Lock()
 	for s.active.bytes >= s.cfg.WriteCacheMaxBytes && s.flushing != nil && s.ioErr.Load() == nil {
 		s.space.Wait()
@@ -719,13 +785,19 @@ func (s *DiskStorage) AddEntry(ledgerID, entryID, lac int64, data []byte, recove
 		done(ErrFenced) // deleted: never re-created by a late writer
 		return
 	}
-	s.applyAddLocked(ledgerID, entryID, lac, data)
+	// Journaled under mu, so a flush's mark and snapshot agree (see flush).
+	end, err := s.jnl.AppendChecksummed(ledgerID, entryID, lac, data, crc, done)
+	if err != nil {
+		s.mu.Unlock()
+		done(err)
+		return
+	}
+	s.applyAddLocked(ledgerID, entryID, lac, data, end)
 	full := s.active.bytes >= s.cfg.FlushTriggerBytes
 	s.mu.Unlock()
 	if full {
 		s.requestFlush()
 	}
-	s.jnl.AppendEntry(ledgerID, entryID, lac, data, done)
 }
 
 // Fence implements Storage. The ledger rejects non-recovery adds as soon as
@@ -842,30 +914,46 @@ func (s *DiskStorage) ReadEntry(ledgerID, entryID int64) ([]byte, error) {
 	return s.readIndexed(ledgerID, entryID)
 }
 
-// readIndexed looks the entry up in the index and reads it from its log,
-// retrying if compaction moved it meanwhile.
+// readIndexed looks the entry up in the index and reads it from its file,
+// looking again if compaction moved it meanwhile (its old file removed, or
+// a released journal file already overwritten by its next life).
 func (s *DiskStorage) readIndexed(ledgerID, entryID int64) ([]byte, error) {
-	var kbuf [17]byte
+	var prev entrylog.Location
+	var readErr error
 	for attempt := 0; ; attempt++ {
-		v, closer, err := s.db.Get(entryKey(kbuf[:0], ledgerID, entryID))
-		if errors.Is(err, pebble.ErrNotFound) {
-			return nil, ErrNoSuchEntry
-		}
-		if err != nil {
-			return nil, fmt.Errorf("storage: index: %w", err)
-		}
-		loc, err := entrylog.DecodeLocation(v)
-		closer.Close()
+		loc, err := s.lookup(ledgerID, entryID)
 		if err != nil {
 			return nil, err
 		}
-		d, err := s.logs.Read(loc, ledgerID, entryID)
-		if errors.Is(err, entrylog.ErrNoSuchLog) && attempt < 3 {
-			continue
+		if attempt > 0 && loc == prev {
+			return nil, readErr
 		}
-		return d, err
+		d, err := s.readAt(loc, ledgerID, entryID)
+		if err == nil || attempt == 3 {
+			return d, err
+		}
+		prev, readErr = loc, err
 	}
 }
+
+// lookup returns the index location of an entry.
+func (s *DiskStorage) lookup(ledgerID, entryID int64) (entrylog.Location, error) {
+	var kbuf [17]byte
+	v, closer, err := s.db.Get(entryKey(kbuf[:0], ledgerID, entryID))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return entrylog.Location{}, ErrNoSuchEntry
+	}
+	if err != nil {
+		return entrylog.Location{}, fmt.Errorf("storage: index: %w", err)
+	}
+	defer closer.Close()
+	return entrylog.DecodeLocation(v)
+}
+
+// readAheadMaxGap is the most bytes of other ledgers' records a read-ahead
+// reads past to fetch the next entry of its own with the same read: entries
+// indexed in place in the journal sit between other ledgers' entries.
+const readAheadMaxGap = 64 << 10
 
 // readAhead reads entryID and the entries following it in the same ledger
 // (bounded by ReadAheadEntries / ReadAheadBytes) in as few contiguous log
@@ -893,11 +981,11 @@ func (s *DiskStorage) readAhead(ledgerID, entryID int64) ([]byte, error) {
 			it.Close()
 			return nil, err
 		}
-		if len(items) > 0 && total+loc.Size() > s.cfg.ReadAheadBytes {
+		if len(items) > 0 && total+recordSize(loc) > s.cfg.ReadAheadBytes {
 			break
 		}
 		items = append(items, item{e, loc})
-		total += loc.Size()
+		total += recordSize(loc)
 	}
 	if err := it.Close(); err != nil {
 		return nil, err
@@ -906,27 +994,29 @@ func (s *DiskStorage) readAhead(ledgerID, entryID int64) ([]byte, error) {
 		return nil, ErrNoSuchEntry
 	}
 	var want []byte
+	locs := make([]entrylog.Location, len(items))
 	for i := 0; i < len(items); {
 		j := i + 1
-		for j < len(items) && items[j].loc.Log == items[i].loc.Log && items[j].loc.Offset == items[j-1].loc.End() {
+		for j < len(items) && items[j].loc.Log == items[i].loc.Log && items[j].loc.Offset >= recordEnd(items[j-1].loc) &&
+			items[j].loc.Offset-recordEnd(items[j-1].loc) <= readAheadMaxGap {
 			j++
 		}
-		first, last := items[i].loc, items[j-1].loc
-		buf, err := s.logs.ReadRun(first.Log, first.Offset, int64(last.End()-first.Offset))
-		if err != nil {
-			return nil, err
-		}
 		for k := i; k < j; k++ {
-			l, e, data, n, err := entrylog.ParseRecord(buf)
-			if err != nil || l != ledgerID || e != items[k].entry {
-				return nil, fmt.Errorf("%w: read-ahead of ledger %d", entrylog.ErrCorrupt, ledgerID)
+			locs[k] = items[k].loc
+		}
+		err := s.readRun(locs[i:j], func(k int, l, e int64, data []byte) error {
+			if l != ledgerID || e != items[i+k].entry {
+				return fmt.Errorf("%w: read-ahead of ledger %d", entrylog.ErrCorrupt, ledgerID)
 			}
-			buf = buf[n:]
 			if e == entryID {
 				want = data
 			} else {
 				s.rc.put(l, e, data)
 			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
 		i = j
 	}

@@ -58,6 +58,21 @@ func TestConformanceDir(t *testing.T) {
 	})
 }
 
+func TestConformanceCopyToEntryLogs(t *testing.T) {
+	storagetest.Run(t, func(t *testing.T) storage.Storage {
+		cfg := testConfig(vfs.Default, t.TempDir())
+		cfg.CopyToEntryLogs = true
+		return mustOpen(t, cfg)
+	})
+}
+
+// forModes runs fn with entries kept in place in the journal (the default)
+// and with them copied to the entry logs (Config.CopyToEntryLogs).
+func forModes(t *testing.T, fn func(t *testing.T, copyToEntryLogs bool)) {
+	t.Run("in-place", func(t *testing.T) { fn(t, false) })
+	t.Run("copy", func(t *testing.T) { fn(t, true) })
+}
+
 func TestConfigValidate(t *testing.T) {
 	for _, c := range []storage.Config{
 		{},
@@ -92,10 +107,13 @@ func checkEntry(t testing.TB, s storage.Storage, l, e int64, n int) {
 	}
 }
 
-func TestRestartAfterCleanClose(t *testing.T) {
+func TestRestartAfterCleanClose(t *testing.T) { forModes(t, restartAfterCleanClose) }
+
+func restartAfterCleanClose(t *testing.T, copyToEntryLogs bool) {
 	fs := vfs.NewMem()
 	cfg := testConfig(fs, "/b")
 	cfg.FlushInterval = -1
+	cfg.CopyToEntryLogs = copyToEntryLogs
 	s := mustOpen(t, cfg)
 	for l := int64(1); l <= 5; l++ {
 		for e := int64(0); e < 50; e++ {
@@ -169,20 +187,25 @@ func (a *ackLog) snapshot() (map[[2]int64]int, map[int64]bool) {
 // image and checks that every acknowledged entry and fence survived.
 func TestCrashRecovery(t *testing.T) {
 	for seed := uint64(1); seed <= 4; seed++ {
-		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { crashOnce(t, seed, "") })
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { crashOnce(t, seed, "", false) })
 	}
 	// The journal in a directory of its own (its own device in production).
 	for seed := uint64(5); seed <= 6; seed++ {
-		t.Run(fmt.Sprint("journaldir/seed", seed), func(t *testing.T) { crashOnce(t, seed, "/j") })
+		t.Run(fmt.Sprint("journaldir/seed", seed), func(t *testing.T) { crashOnce(t, seed, "/j", false) })
+	}
+	// Entries copied to the entry logs at each flush.
+	for seed := uint64(7); seed <= 9; seed++ {
+		t.Run(fmt.Sprint("copy/seed", seed), func(t *testing.T) { crashOnce(t, seed, "", true) })
 	}
 }
 
-func crashOnce(t *testing.T, seed uint64, journalDir string) {
+func crashOnce(t *testing.T, seed uint64, journalDir string, copyToEntryLogs bool) {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	fs := vfs.NewCrashableMem()
 	testConfig := func(fs vfs.FS, dir string) storage.Config {
 		c := testConfig(fs, dir)
 		c.JournalDir = journalDir
+		c.CopyToEntryLogs = copyToEntryLogs
 		return c
 	}
 	cfg := testConfig(fs, "/b")
@@ -190,6 +213,10 @@ func crashOnce(t *testing.T, seed uint64, journalDir string) {
 	cfg.WriteCacheMaxBytes = 128 << 10
 	cfg.FlushInterval = 5 * time.Millisecond
 	cfg.EntryLogMaxBytes = 64 << 10
+	// GC runs all along, releasing and compacting files (a churn writer
+	// below fills them with ledgers it deletes).
+	cfg.GCInterval = 10 * time.Millisecond
+	cfg.CompactionThreshold = 0.9
 	s := mustOpen(t, cfg)
 
 	acks := &ackLog{entries: make(map[[2]int64]int), fences: make(map[int64]bool)}
@@ -229,6 +256,20 @@ func crashOnce(t *testing.T, seed uint64, journalDir string) {
 			inflight.Wait()
 		}()
 	}
+	wg.Add(1)
+	go func() { // churn: ledgers written and deleted, never checked
+		defer wg.Done()
+		for l := int64(10000); !stop.Load(); l++ {
+			for e := range int64(20) {
+				if err := storagetest.Add(t, s, l, e, e-1, storagetest.Payload(l, e, 1500), false); err != nil {
+					return
+				}
+			}
+			if err := s.DeleteLedger(l); err != nil {
+				return
+			}
+		}
+	}()
 	target := int64(200 + rng.IntN(1500))
 	deadline := time.Now().Add(30 * time.Second)
 	for acked.Load() < target && time.Now().Before(deadline) {
@@ -265,7 +306,14 @@ func crashOnce(t *testing.T, seed uint64, journalDir string) {
 	for k, n := range wantEntries {
 		checkEntry(t, s3, k[0], k[1], n)
 	}
-	t.Logf("seed %d: %d acked entries, %d fences verified", seed, len(wantEntries), len(wantFences))
+	gc, err := s3.RunGC()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, n := range wantEntries {
+		checkEntry(t, s3, k[0], k[1], n)
+	}
+	t.Logf("seed %d: %d acked entries, %d fences verified; a GC pass after: %+v", seed, len(wantEntries), len(wantFences), gc)
 }
 
 func listDir(t testing.TB, fs vfs.FS, dir string) []string {
@@ -277,10 +325,13 @@ func listDir(t testing.TB, fs vfs.FS, dir string) []string {
 	return names
 }
 
-func TestTornJournalTail(t *testing.T) {
+func TestTornJournalTail(t *testing.T) { forModes(t, tornJournalTail) }
+
+func tornJournalTail(t *testing.T, copyToEntryLogs bool) {
 	fs := vfs.NewCrashableMem()
 	cfg := testConfig(fs, "/b")
 	cfg.FlushInterval = -1
+	cfg.CopyToEntryLogs = copyToEntryLogs
 	s := mustOpen(t, cfg)
 	for e := int64(0); e < 30; e++ {
 		add(t, s, 1, e, storagetest.Payload(1, e, 300))
@@ -313,28 +364,45 @@ func TestTornJournalTail(t *testing.T) {
 	f.Sync()
 	f.Close()
 
-	// Recycling off, so the torn file must be gone after the recovery
-	// checkpoint (recycled files: journal.TestRecycledFiles).
+	// Recycling off, so the torn file must be gone once nothing needs it
+	// (recycled files: journal.TestRecycledFiles): after the recovery
+	// checkpoint when the entries were copied to the entry logs, else once
+	// the entries in it are deleted.
 	cfg2 := testConfig(clone, "/b")
 	cfg2.JournalRecycleFiles = -1
+	cfg2.CopyToEntryLogs = copyToEntryLogs
 	s2 := mustOpen(t, cfg2)
 	for e := int64(0); e < 30; e++ {
 		checkEntry(t, s2, 1, e, 300)
 	}
-	after := listDir(t, clone, "/b/journal")
-	for _, n := range after {
-		if "/b/journal/"+n == last {
-			t.Fatalf("torn journal file %s kept after recovery checkpoint: %v", n, after)
+	tornGone := func(after []string) bool {
+		for _, n := range after {
+			if "/b/journal/"+n == last {
+				return false
+			}
 		}
+		return true
+	}
+	if after := listDir(t, clone, "/b/journal"); copyToEntryLogs && !tornGone(after) {
+		t.Fatalf("torn journal file kept after recovery checkpoint: %v", after)
 	}
 	add(t, s2, 1, 30, storagetest.Payload(1, 30, 300))
 	if err := s2.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s3 := mustOpen(t, testConfig(clone, "/b"))
+	s3 := mustOpen(t, cfg2)
 	defer s3.Close()
 	for e := int64(0); e <= 30; e++ {
 		checkEntry(t, s3, 1, e, 300)
+	}
+	if err := s3.DeleteLedger(1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s3.RunGC(); err != nil {
+		t.Fatal(err)
+	}
+	if after := listDir(t, clone, "/b/journal"); !tornGone(after) {
+		t.Fatalf("torn journal file kept after its ledger was deleted and GC ran: %v", after)
 	}
 }
 
@@ -360,6 +428,8 @@ func TestIOErrorTurnsReadOnly(t *testing.T) {
 			var on atomic.Bool
 			cfg := testConfig(errorfs.Wrap(mem, injectWhen(&on, target)), "/b")
 			cfg.FlushInterval = -1
+			// Only a flush that copies entries writes the entry logs.
+			cfg.CopyToEntryLogs = target == "/entrylogs/"
 			s := mustOpen(t, cfg)
 			for e := int64(0); e < 20; e++ {
 				add(t, s, 1, e, storagetest.Payload(1, e, 100))
@@ -390,7 +460,9 @@ func TestIOErrorTurnsReadOnly(t *testing.T) {
 			}
 			clone := mem.CrashClone(vfs.CrashCloneCfg{})
 			s.Close()
-			s2 := mustOpen(t, testConfig(clone, "/b"))
+			cfg2 := testConfig(clone, "/b")
+			cfg2.CopyToEntryLogs = cfg.CopyToEntryLogs
+			s2 := mustOpen(t, cfg2)
 			defer s2.Close()
 			for e := int64(0); e < 20; e++ {
 				checkEntry(t, s2, 1, e, 100)
@@ -449,6 +521,7 @@ func TestGCReclaimsSpace(t *testing.T) {
 	fs := vfs.NewMem()
 	cfg := testConfig(fs, "/b")
 	cfg.FlushInterval = -1
+	cfg.CopyToEntryLogs = true
 	cfg.EntryLogMaxBytes = 64 << 10
 	s := mustOpen(t, cfg)
 	defer s.Close()
@@ -525,11 +598,14 @@ func TestGCReclaimsSpace(t *testing.T) {
 	}
 }
 
-func TestReadAheadSequential(t *testing.T) {
+func TestReadAheadSequential(t *testing.T) { forModes(t, readAheadSequential) }
+
+func readAheadSequential(t *testing.T, copyToEntryLogs bool) {
 	fs := vfs.NewMem()
 	cfg := testConfig(fs, "/b")
 	cfg.FlushInterval = -1
 	cfg.ReadAheadEntries = 16
+	cfg.CopyToEntryLogs = copyToEntryLogs
 	s := mustOpen(t, cfg)
 	defer s.Close()
 	for e := int64(0); e < 100; e++ {
@@ -553,10 +629,13 @@ func TestReadAheadSequential(t *testing.T) {
 // TestUnsyncedCheckpointReplays: a flush commits its index batch without
 // syncing Pebble's WAL; a crash that loses it must fall back to the last
 // durable checkpoint and replay the journal, which is still there.
-func TestUnsyncedCheckpointReplays(t *testing.T) {
+func TestUnsyncedCheckpointReplays(t *testing.T) { forModes(t, unsyncedCheckpointReplays) }
+
+func unsyncedCheckpointReplays(t *testing.T, copyToEntryLogs bool) {
 	fs := vfs.NewCrashableMem()
 	cfg := testConfig(fs, "/b")
 	cfg.FlushInterval = -1
+	cfg.CopyToEntryLogs = copyToEntryLogs
 	cfg.JournalMaxFileBytes = 16 << 10 // several journal files, some released
 	s := mustOpen(t, cfg)
 	for e := int64(0); e < 200; e++ {
@@ -571,7 +650,9 @@ func TestUnsyncedCheckpointReplays(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s2 := mustOpen(t, testConfig(clone, "/b"))
+	cfg2 := testConfig(clone, "/b")
+	cfg2.CopyToEntryLogs = copyToEntryLogs
+	s2 := mustOpen(t, cfg2)
 	defer s2.Close()
 	for e := int64(0); e < 200; e++ {
 		checkEntry(t, s2, 1, e, 300)
@@ -684,11 +765,13 @@ func TestTombstoneTTL(t *testing.T) {
 }
 
 // TestReleasedJournalFilesDeleted: journal files a flush releases beyond
-// those kept for recycling are deleted once the flush is over.
+// those kept for recycling are deleted once the flush is over (entries
+// copied to the entry logs; else GC releases them: TestGCReleasesJournalFiles).
 func TestReleasedJournalFilesDeleted(t *testing.T) {
 	fs := vfs.NewMem()
 	cfg := testConfig(fs, "/b")
 	cfg.FlushInterval = -1
+	cfg.CopyToEntryLogs = true
 	cfg.JournalMaxFileBytes = 16 << 10
 	cfg.JournalRecycleFiles = -1
 	s := mustOpen(t, cfg)
@@ -707,5 +790,133 @@ func TestReleasedJournalFilesDeleted(t *testing.T) {
 	}
 	if len(jnl) > 1 {
 		t.Fatalf("journal files left after a flush released them: %v", jnl)
+	}
+}
+
+func journalFiles(t testing.TB, fs vfs.FS, dir string) []string {
+	t.Helper()
+	var out []string
+	for _, n := range listDir(t, fs, dir) {
+		if strings.HasSuffix(n, ".jnl") {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestGCReleasesJournalFiles: with entries kept in the journal, GC releases
+// the journal files nothing points into any more and compacts those with few
+// live entries into the entry logs; no entry is lost, across a crash too.
+func TestGCReleasesJournalFiles(t *testing.T) {
+	fs := vfs.NewCrashableMem()
+	cfg := testConfig(fs, "/b")
+	cfg.FlushInterval = -1
+	cfg.JournalMaxFileBytes = 32 << 10
+	cfg.JournalRecycleFiles = 1
+	s := mustOpen(t, cfg)
+	defer s.Close()
+	// Rounds of ledgers 1 (deleted later, big) and 2 (kept, small), then
+	// ledger 3 (deleted, alone in its files).
+	for e := int64(0); e < 160; e++ {
+		add(t, s, 1, e, storagetest.Payload(1, e, 1000))
+		add(t, s, 2, e, storagetest.Payload(2, e, 100))
+	}
+	for e := int64(0); e < 200; e++ {
+		add(t, s, 3, e, storagetest.Payload(3, e, 1000))
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n := dirBytes(t, fs, "/b/entrylogs"); n > 4096 {
+		t.Fatalf("entry logs hold %d bytes: entries were copied", n)
+	}
+	before := journalFiles(t, fs, "/b/journal")
+	if st, err := s.RunGC(); err != nil || st.JournalFilesReleased != 0 {
+		t.Fatalf("GC with every entry live: %+v, %v", st, err)
+	}
+	if err := s.DeleteLedger(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteLedger(3); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.RunGC()
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := journalFiles(t, fs, "/b/journal")
+	t.Logf("gc: %+v; journal files %d -> %d", st, len(before), len(after))
+	if st.JournalFilesCompacted == 0 || st.JournalFilesReleased <= st.JournalFilesCompacted || st.EntriesMoved == 0 {
+		t.Fatalf("gc stats %+v: want journal files released, some after compaction", st)
+	}
+	// The current file and the one kept for recycling remain, plus files
+	// not wholly before the checkpoint.
+	if len(after) > 3 {
+		t.Fatalf("journal files after GC: %v (before: %v)", after, before)
+	}
+	for e := int64(0); e < 160; e++ {
+		checkEntry(t, s, 2, e, 100)
+	}
+	clone := fs.CrashClone(vfs.CrashCloneCfg{})
+	s2 := mustOpen(t, testConfig(clone, "/b"))
+	defer s2.Close()
+	for e := int64(0); e < 160; e++ {
+		checkEntry(t, s2, 2, e, 100)
+	}
+	if _, err := s2.ReadEntry(1, 0); !errors.Is(err, storage.ErrNoSuchLedger) {
+		t.Fatalf("deleted ledger after crash: %v", err)
+	}
+}
+
+// TestSwitchCopyToEntryLogs: a storage whose index points into journal
+// files keeps those files when reopened with CopyToEntryLogs (which would
+// otherwise release them at the next flush), and the other way round.
+func TestSwitchCopyToEntryLogs(t *testing.T) {
+	fs := vfs.NewMem()
+	cfg := testConfig(fs, "/b")
+	cfg.FlushInterval = -1
+	cfg.JournalMaxFileBytes = 16 << 10
+	cfg.JournalRecycleFiles = -1
+	n := int64(0)
+	write := func(s *storage.DiskStorage) {
+		for range 60 {
+			add(t, s, 1, n, storagetest.Payload(1, n, 700))
+			n++
+		}
+		if err := s.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	verify := func(s *storage.DiskStorage) {
+		t.Helper()
+		if _, err := s.RunGC(); err != nil {
+			t.Fatal(err)
+		}
+		for e := range n {
+			checkEntry(t, s, 1, e, 700)
+		}
+	}
+	for i, copyToEntryLogs := range []bool{false, true, false, true} {
+		cfg.CopyToEntryLogs = copyToEntryLogs
+		s := mustOpen(t, cfg)
+		verify(s)
+		write(s)
+		verify(s)
+		if err := s.Close(); err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+	}
+	s := mustOpen(t, cfg)
+	defer s.Close()
+	verify(s)
+	if err := s.DeleteLedger(1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RunGC(); err != nil {
+		t.Fatal(err)
+	}
+	if left := journalFiles(t, fs, "/b/journal"); len(left) > 2 {
+		t.Fatalf("journal files left after the only ledger was deleted: %v", left)
 	}
 }

@@ -8,24 +8,30 @@
 //
 // # Write path
 //
-// AddEntry copies the entry into the in-memory write cache (readable at
-// once), then queues a journal record; done fires from the journal writer
-// goroutine after the record's group is fsynced (or written, with
-// JournalNoSync: then the journal starts writeback every few MiB and fsyncs
-// only at file rotation, see package journal). Fence sets the in-memory fenced flag (non-recovery adds
+// AddEntry queues a journal record and copies the entry into the
+// in-memory write cache (readable at once), both under mu; done fires from
+// the journal writer goroutine after the record's group is fsynced (or
+// written, with JournalNoSync: then the journal starts writeback every few
+// MiB and fsyncs only at file rotation, see package journal). Fence sets the in-memory fenced flag (non-recovery adds
 // fail with ErrFenced from then on) and journals a fence record. DeleteLedger
 // journals a delete record, waits for it, then removes the ledger from the
 // caches and, in one synced Pebble batch, from the index and metadata; GC
 // reclaims the bytes later.
 //
 // A flush (every FlushInterval, as soon as the write cache holds
-// FlushTriggerBytes, at Open and at Close) reads the journal position M,
-// swaps the write cache, appends the snapshot sorted by (ledger, entry) to
-// the current entry log, fsyncs it, then commits the index locations, the
-// dirty ledger metadata and M (the checkpoint) in one Pebble batch. Because
-// an add enters the write cache before it is journaled and M is read before
-// the swap, every record before M is in the flushed snapshot or an earlier
-// one. Flushing every few MiB instead of once per FlushInterval keeps each
+// FlushTriggerBytes, at Open and at Close) swaps the write cache and reads
+// the journal position M under mu, so that every record before M is in the
+// snapshot or an earlier one. By default (entries in place) it then waits
+// until the journal is durable up to M (Journal.Sync, an fsync even with
+// JournalNoSync; normally a group commit has already done it) and commits,
+// in one Pebble batch, the index locations of the snapshot's entries in the
+// journal files (file and offset of each record), the dirty ledger metadata
+// and M (the checkpoint). Every byte of an entry is written once.
+//
+// With CopyToEntryLogs (BookKeeper's layout, for a journal on a device of
+// its own) the flush instead appends the snapshot sorted by (ledger, entry)
+// to the current entry log, fsyncs it, and commits the entry-log locations
+// with the metadata and M. Flushing every few MiB instead of once per FlushInterval keeps each
 // burst of entry-log writing short, so the journal's fdatasyncs, which
 // share the disk, are not queued behind tens of MB; and a flush paces its
 // entry-log writes at twice the recent add rate (a pause every 128 KiB,
@@ -35,9 +41,9 @@
 // # Checkpoints
 //
 // The flush batch is committed without syncing Pebble's WAL, except at Open
-// and Close and when the new M lets journal files be released: then the
-// batch is synced first and the journal files wholly before M are released
-// after it (up to JournalRecycleFiles of them are kept to be overwritten as
+// and Close and (with CopyToEntryLogs) when the new M lets journal files be
+// released: then the batch is synced first and the journal files wholly
+// before M are released after it (up to JournalRecycleFiles of them are kept to be overwritten as
 // the next journal files; the rest are deleted after the flush, without the
 // flush lock, a few MiB at a time, as GC deletes entry logs: deleting a
 // 256 MiB file at once stalls every fdatasync on the disk while the file
@@ -53,29 +59,44 @@
 // GC pass (which syncs the index before removing logs, so no durable index
 // entry can point into a removed log) never see an older durable state.
 //
+// While the index points into journal files (by default; the key "J"
+// records it, so a restart with CopyToEntryLogs keeps honouring it), no
+// flush releases them: GC does, once nothing points into a file and it lies
+// wholly before a synced checkpoint (see below).
+//
 // # Recovery
 //
 // Open replays the journal from the checkpoint M into the write cache
-// (entries, fences and deletes), each file up to its first partial or
-// corrupt record (a torn tail), starts a new journal file at
-// max(replay end, M), and flushes at once: the recovery checkpoint then lets
-// every older journal file, torn ones included, be deleted. Entry logs are
+// (entries, with their journal positions, fences and deletes), each file up
+// to its first partial or corrupt record (a torn tail), starts a new journal
+// file at max(replay end, M), and flushes at once, indexing the replayed
+// entries where they lie (or copying them); with CopyToEntryLogs the
+// recovery checkpoint lets every older journal file, torn ones included, be
+// deleted at once, else GC releases them when their entries are dead. Entry logs are
 // never appended to after a restart, so their unreferenced tails are
 // harmless. Everything acknowledged with done(nil) survives a crash.
 //
 // # Read path
 //
-// write cache -> flushing snapshot -> read cache -> index + entry log. A
-// read of entry e of a ledger whose previous read was e-1 is sequential: the
-// next ReadAheadEntries / ReadAheadBytes of the ledger are read in as few
-// contiguous log reads as possible into the read cache.
+// write cache -> flushing snapshot -> read cache -> index + journal file or
+// entry log. A read of entry e of a ledger whose previous read was e-1 is
+// sequential: the next ReadAheadEntries / ReadAheadBytes of the ledger are
+// read in as few reads as possible into the read cache (one read spans
+// entries of the same file up to 64 KiB apart: in the journal, other
+// ledgers' entries lie between them). A read whose file was removed or
+// overwritten meanwhile (compaction moved the entry) looks the entry up
+// again.
 //
 // # Garbage collection and read-only mode
 //
-// RunGC (every GCInterval) sums the live bytes of each entry log from the
-// index, removes logs with none, and compacts logs whose live fraction is
-// below CompactionThreshold (copies their live entries to the current log,
-// repoints the index, removes the old file). A removed log is renamed
+// RunGC (every GCInterval) syncs the index, sums the live bytes of each
+// entry log and journal file from the index, then releases the journal
+// files wholly before the (now durable) checkpoint that hold no live entry
+// (recycled or deleted, see JournalRecycleFiles) and those whose live
+// fraction is below CompactionThreshold after copying their live entries
+// to the current entry log and repointing the index (synced). Then it sums
+// again if entries moved, removes entry logs with no live bytes and compacts
+// those below CompactionThreshold the same way. A removed log is renamed
 // (<id>.log.del) under the flush lock and deleted after the pass, shrunk a
 // few MiB at a time (package slowrm): deleting a 1 GiB file at once stalls
 // every fdatasync on the disk while the file system frees it; Open deletes
@@ -140,11 +161,14 @@
 // Pebble keys (integers big-endian with the sign bit flipped, so keys sort
 // numerically):
 //
-//	'e' ledger entry  -> location: log id uint64 | record offset uint64 | data length uint32 (BE)
+//	'e' ledger entry  -> location: log id uint64 | record offset uint64 | data length uint32 (BE);
+//	                     a log id with bit 63 set names journal file (id &^ 1<<63), the offset
+//	                     that of the journal record (whose data follows its 33-byte header)
 //	'm' ledger        -> metadata: flags uint8 (bit 0 fenced) | last entry int64 | max LAC int64 (BE)
 //	'd' ledger        -> tombstone of a deleted ledger: deletion time, unix seconds uint64
 //	                     (empty in older indexes); later adds to it fail with ErrFenced, so a
 //	                     writer fenced and then deleted cannot re-create it. Tombstones are
 //	                     loaded at Open and dropped by GC after TombstoneTTL (default 7 days).
 //	"c"               -> checkpoint: journal logical position uint64 BE
+//	"J"               -> empty; present once any location named a journal file
 package storage

@@ -9,6 +9,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/magnetar-dev/magnetar/dataplane/bookie/storage/entrylog"
+	"github.com/magnetar-dev/magnetar/dataplane/bookie/storage/journal"
 )
 
 // GCStats describes one garbage-collection pass.
@@ -16,8 +17,14 @@ type GCStats struct {
 	LogsDeleted       int   // entry logs with no live entry, removed
 	LogsCompacted     int   // entry logs whose live entries were copied, then removed
 	EntriesMoved      int   // live entries copied by compaction
-	BytesReclaimed    int64 // size of the removed logs minus the bytes copied
+	BytesReclaimed    int64 // size of the removed logs and journal files minus the bytes copied
 	TombstonesDropped int   // tombstones of ledgers deleted more than TombstoneTTL ago
+	// JournalFilesReleased counts journal files no index entry pointed
+	// into any more, released (recycled or deleted);
+	// JournalFilesCompacted those whose few live entries were first copied
+	// to the entry logs.
+	JournalFilesReleased  int
+	JournalFilesCompacted int
 }
 
 // RunGC runs one garbage-collection pass synchronously (the background loop
@@ -73,6 +80,19 @@ func (s *DiskStorage) runGC() (GCStats, error) {
 	live, err := s.liveBytes()
 	if err != nil {
 		return st, err
+	}
+	if s.journalLive {
+		if err := s.gcJournal(live, &st); err != nil {
+			return st, err
+		}
+		if st.EntriesMoved > 0 {
+			// The moved entries live in entry logs now, which the sums
+			// above do not know of (the log they went to may even have
+			// been rotated away from, no longer current).
+			if live, err = s.liveBytes(); err != nil {
+				return st, err
+			}
+		}
 	}
 	cur := s.logs.Current()
 	for _, info := range s.logs.Logs() {
@@ -165,9 +185,106 @@ func (s *DiskStorage) liveBytes() (map[uint64]int64, error) {
 		if err != nil {
 			return nil, err
 		}
-		live[loc.Log] += loc.Size()
+		live[loc.Log] += recordSize(loc)
 	}
 	return live, it.Error()
+}
+
+// gcJournal releases the checkpointed journal files no index entry points
+// into, after copying the live entries of those with few to the entry logs
+// (as compactLog does for a log). live is liveBytes' sums; flushMu is held
+// and the index synced, so lastMark is a durable checkpoint: a file wholly
+// before it holds nothing that a replay would need.
+func (s *DiskStorage) gcJournal(live map[uint64]int64, st *GCStats) error {
+	for _, fi := range s.jnl.Sealed() {
+		if fi.End() > s.lastMark {
+			break
+		}
+		lb := live[journalBit|fi.ID]
+		compacted := false
+		if lb > 0 {
+			if float64(lb) >= s.cfg.CompactionThreshold*float64(fi.Len) {
+				continue
+			}
+			moved, copied, err := s.compactJournalFile(fi.ID, lb)
+			if err != nil {
+				return err
+			}
+			if copied < 0 {
+				continue
+			}
+			compacted = true
+			st.EntriesMoved += moved
+			st.BytesReclaimed -= copied
+		}
+		doomed, ok := s.jnl.ReleaseFile(fi.ID, s.lastMark)
+		if !ok {
+			continue
+		}
+		if doomed != "" {
+			s.doomed = append(s.doomed, doomed)
+		}
+		st.JournalFilesReleased++
+		if compacted {
+			st.JournalFilesCompacted++
+		}
+		st.BytesReclaimed += int64(fi.Len)
+	}
+	return nil
+}
+
+// compactJournalFile copies the live entries of journal file id to the
+// current entry log and commits their new locations (synced). copied is -1
+// if fewer than want live bytes were found (the file is then kept).
+func (s *DiskStorage) compactJournalFile(id uint64, want int64) (moved int, copied int64, err error) {
+	b := s.db.NewBatch()
+	defer b.Close()
+	var kbuf, vbuf []byte
+	err = s.jnl.ScanFile(id, func(off int64, r journal.Record) error {
+		if r.Type != journal.RecordEntry {
+			return nil
+		}
+		loc := entrylog.Location{Log: journalBit | id, Offset: uint64(off), Length: uint32(len(r.Data))}
+		kbuf = entryKey(kbuf, r.Ledger, r.Entry)
+		v, closer, err := s.db.Get(kbuf)
+		if errors.Is(err, pebble.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		vbuf = loc.AppendEncode(vbuf[:0])
+		isLive := bytes.Equal(v, vbuf)
+		closer.Close()
+		if !isLive {
+			return nil
+		}
+		nl, err := s.logs.Append(r.Ledger, r.Entry, r.Data)
+		if err != nil {
+			return err
+		}
+		vbuf = nl.AppendEncode(vbuf[:0])
+		moved++
+		copied += recordSize(loc)
+		return b.Set(kbuf, vbuf, nil)
+	})
+	if err == nil {
+		err = s.logs.Sync()
+	}
+	if err == nil {
+		err = b.Commit(pebble.Sync)
+	}
+	if err != nil {
+		err = fmt.Errorf("storage: compact journal file %d: %w", id, err)
+		s.setIOError(err)
+		return 0, 0, err
+	}
+	if copied < want {
+		s.cfg.Logger.Warn("bookie storage: compaction found fewer live bytes than indexed; journal file kept",
+			"file", id, "found", copied, "indexed", want)
+		return moved, -1, nil
+	}
+	return moved, copied, nil
 }
 
 // compactLog copies the live entries of log id to the current log, commits

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -172,8 +173,10 @@ type Journal struct {
 	space      *sync.Cond // signalled when pending bytes drain
 	buf        []byte     // pending group
 	cbs        []func(error)
-	pos        uint64 // logical position after the last appended record
+	pos        uint64        // logical position after the last appended record
+	durable    atomic.Uint64 // logical position up to which every record is fsynced
 	groupStart time.Time
+	forceSync  bool  // the pending group must be fsynced even with NoSync (Sync)
 	err        error // sticky write failure
 	closed     bool
 
@@ -191,8 +194,9 @@ type Journal struct {
 	spareCbs []func(error)
 
 	filesMu sync.Mutex
-	files   []fileMeta // sorted by id, the last is the current file
-	recycle []uint64   // released files kept for reuse, oldest first
+	files   []fileMeta         // sorted by id, the last is the current file
+	recycle []uint64           // released files kept for reuse, oldest first
+	readers map[uint64]*reader // open files read in place (read.go)
 }
 
 // Open creates a new journal file in opts.Dir whose first record will have
@@ -217,6 +221,7 @@ func Open(opts Options, start uint64) (*Journal, error) {
 		files: existing,
 	}
 	j.space = sync.NewCond(&j.mu)
+	j.durable.Store(start) // whatever precedes start was replayed from disk
 	var next uint64 = 1
 	if len(existing) > 0 {
 		next = existing[len(existing)-1].id + 1
@@ -367,15 +372,32 @@ func syncDir(fs vfs.FS, dir string) error {
 // NoSync), or with the error that prevented it. It returns the logical
 // position just past the record (0 if rejected).
 func (j *Journal) AppendEntry(ledger, entry, lac int64, data []byte, done func(error)) uint64 {
-	crc := entryCRC(ledger, entry, lac, data)
+	end, err := j.AppendChecksummed(ledger, entry, lac, data, EntryChecksum(ledger, entry, lac, data), done)
+	if err != nil {
+		done(err)
+	}
+	return end
+}
+
+// EntryChecksum computes the checksum AppendChecksummed needs, so that a
+// caller holding a lock of its own around the append can compute it before.
+func EntryChecksum(ledger, entry, lac int64, data []byte) uint32 {
+	return entryCRC(ledger, entry, lac, data)
+}
+
+// AppendChecksummed is AppendEntry with the record's checksum computed by
+// EntryChecksum, except that a rejected append returns the error instead of
+// passing it to done (which is then never called): the caller may hold
+// locks done must not run under. It may block while MaxPendingBytes are
+// queued.
+func (j *Journal) AppendChecksummed(ledger, entry, lac int64, data []byte, crc uint32, done func(error)) (end uint64, err error) {
 	j.mu.Lock()
 	if err := j.waitSpaceLocked(); err != nil {
 		j.mu.Unlock()
-		done(err)
-		return 0
+		return 0, err
 	}
 	j.buf = appendEntryRecord(j.buf, ledger, entry, lac, data, crc)
-	return j.queuedLocked(EncodedLen(len(data)), done)
+	return j.queuedLocked(EncodedLen(len(data)), done), nil
 }
 
 // AppendFence queues a fence record for ledger; see AppendEntry.
@@ -397,6 +419,23 @@ func (j *Journal) appendLedger(t RecordType, ledger int64, done func(error)) uin
 	}
 	j.buf = appendLedgerRecord(j.buf, t, ledger)
 	return j.queuedLocked(recordHeaderLen+ledgerPayloadLen, done)
+}
+
+// Sync calls done, from the writer goroutine, once every record appended
+// before the call is durable: fsynced, even with NoSync.
+func (j *Journal) Sync(done func(error)) {
+	j.mu.Lock()
+	if j.err != nil || j.closed {
+		err := j.err
+		if err == nil {
+			err = ErrClosed
+		}
+		j.mu.Unlock()
+		done(err)
+		return
+	}
+	j.forceSync = true
+	j.queuedLocked(0, done)
 }
 
 func (j *Journal) waitSpaceLocked() error {
@@ -445,6 +484,10 @@ func (j *Journal) Position() uint64 {
 	defer j.mu.Unlock()
 	return j.pos
 }
+
+// Durable returns the logical position up to which every record is known
+// to be fsynced (with NoSync, only as far as Sync and Close made it).
+func (j *Journal) Durable() uint64 { return j.durable.Load() }
 
 // Err returns the sticky write error, if any.
 func (j *Journal) Err() error {
@@ -495,14 +538,17 @@ func (j *Journal) writeOne(timer *time.Timer, stopping *bool) bool {
 			j.mu.Lock()
 		}
 	}
-	buf, cbs := j.buf, j.cbs
-	j.buf, j.cbs = j.spare[:0], j.spareCbs[:0]
+	buf, cbs, force, end := j.buf, j.cbs, j.forceSync, j.pos
+	j.buf, j.cbs, j.forceSync = j.spare[:0], j.spareCbs[:0], false
 	err := j.err
 	j.space.Broadcast()
 	j.mu.Unlock()
 
 	if err == nil {
-		err = j.writeGroup(buf)
+		err = j.writeGroup(buf, force)
+		if err == nil && (!j.opts.NoSync || force) {
+			j.durable.Store(end)
+		}
 	}
 	for i, cb := range cbs {
 		cb(err)
@@ -512,14 +558,16 @@ func (j *Journal) writeOne(timer *time.Timer, stopping *bool) bool {
 	return true
 }
 
-func (j *Journal) writeGroup(buf []byte) error {
+func (j *Journal) writeGroup(buf []byte, forceSync bool) error {
 	n := len(buf)
 	saltRecords(buf, recordSalt(j.fileID))
-	if _, err := j.f.Write(buf); err != nil {
-		return j.fail(fmt.Errorf("journal: write: %w", err))
+	if n > 0 {
+		if _, err := j.f.Write(buf); err != nil {
+			return j.fail(fmt.Errorf("journal: write: %w", err))
+		}
 	}
 	var synced time.Duration
-	if !j.opts.NoSync {
+	if !j.opts.NoSync || forceSync {
 		t := time.Now()
 		if err := j.f.SyncData(); err != nil {
 			return j.fail(fmt.Errorf("journal: sync: %w", err))
@@ -591,6 +639,7 @@ func (j *Journal) Release(mark uint64) (doomed []string) {
 	keep := j.files[:0:0]
 	for i, fm := range j.files {
 		if j.releasableLocked(i, mark) {
+			j.dropReaderLocked(fm.id)
 			if len(j.recycle) < j.opts.RecycleFiles {
 				j.recycle = append(j.recycle, fm.id)
 				continue
@@ -651,10 +700,21 @@ func (j *Journal) Close() error {
 	j.mu.Unlock()
 	close(j.stop)
 	<-j.done
+	j.filesMu.Lock()
+	for id := range j.readers {
+		j.dropReaderLocked(id)
+	}
+	j.filesMu.Unlock()
 	err := j.Err()
 	if j.f != nil {
-		if serr := j.f.Sync(); err == nil && serr != nil {
+		serr := j.f.Sync()
+		if err == nil && serr != nil {
 			err = serr
+		}
+		if err == nil {
+			j.mu.Lock()
+			j.durable.Store(j.pos)
+			j.mu.Unlock()
 		}
 		if cerr := j.f.Close(); err == nil {
 			err = cerr
