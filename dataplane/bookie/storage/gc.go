@@ -237,64 +237,38 @@ func (s *DiskStorage) gcJournal(live map[uint64]int64, st *GCStats) error {
 // current entry log and commits their new locations (synced). copied is -1
 // if fewer than want live bytes were found (the file is then kept).
 func (s *DiskStorage) compactJournalFile(id uint64, want int64) (moved int, copied int64, err error) {
-	b := s.db.NewBatch()
-	defer b.Close()
-	var kbuf, vbuf []byte
-	err = s.jnl.ScanFile(id, func(off int64, r journal.Record) error {
-		if r.Type != journal.RecordEntry {
-			return nil
-		}
-		loc := entrylog.Location{Log: journalBit | id, Offset: uint64(off), Length: uint32(len(r.Data))}
-		kbuf = entryKey(kbuf, r.Ledger, r.Entry)
-		v, closer, err := s.db.Get(kbuf)
-		if errors.Is(err, pebble.ErrNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		vbuf = loc.AppendEncode(vbuf[:0])
-		isLive := bytes.Equal(v, vbuf)
-		closer.Close()
-		if !isLive {
-			return nil
-		}
-		nl, err := s.logs.Append(r.Ledger, r.Entry, r.Data)
-		if err != nil {
-			return err
-		}
-		vbuf = nl.AppendEncode(vbuf[:0])
-		moved++
-		copied += recordSize(loc)
-		return b.Set(kbuf, vbuf, nil)
+	return s.compact(fmt.Sprintf("journal file %d", id), want, func(fn func(ledger, entry int64, loc entrylog.Location, data []byte) error) error {
+		return s.jnl.ScanFile(id, func(off int64, r journal.Record) error {
+			if r.Type != journal.RecordEntry {
+				return nil
+			}
+			return fn(r.Ledger, r.Entry, entrylog.Location{Log: journalBit | id, Offset: uint64(off), Length: uint32(len(r.Data))}, r.Data)
+		})
 	})
-	if err == nil {
-		err = s.logs.Sync()
-	}
-	if err == nil {
-		err = b.Commit(pebble.Sync)
-	}
-	if err != nil {
-		err = fmt.Errorf("storage: compact journal file %d: %w", id, err)
-		s.setIOError(err)
-		return 0, 0, err
-	}
-	if copied < want {
-		s.cfg.Logger.Warn("bookie storage: compaction found fewer live bytes than indexed; journal file kept",
-			"file", id, "found", copied, "indexed", want)
-		return moved, -1, nil
-	}
-	return moved, copied, nil
 }
 
 // compactLog copies the live entries of log id to the current log, commits
 // their new locations and removes id. copied is -1 if fewer than want live
 // bytes were found (the log is then kept).
 func (s *DiskStorage) compactLog(id uint64, want int64) (moved int, copied int64, err error) {
+	moved, copied, err = s.compact(fmt.Sprintf("log %d", id), want, func(fn func(ledger, entry int64, loc entrylog.Location, data []byte) error) error {
+		return s.logs.Scan(id, fn)
+	})
+	if err != nil || copied < 0 {
+		return moved, copied, err
+	}
+	return moved, copied, s.removeLog(id)
+}
+
+// compact copies every entry scan yields whose index location is still the
+// one scan gives (a live entry) to the current entry log, then commits the
+// new locations (synced). copied is -1 if fewer than want live bytes were
+// found: the caller then keeps the file.
+func (s *DiskStorage) compact(file string, want int64, scan func(fn func(ledger, entry int64, loc entrylog.Location, data []byte) error) error) (moved int, copied int64, err error) {
 	b := s.db.NewBatch()
 	defer b.Close()
 	var kbuf, vbuf []byte
-	err = s.logs.Scan(id, func(ledger, entry int64, loc entrylog.Location, data []byte) error {
+	err = scan(func(ledger, entry int64, loc entrylog.Location, data []byte) error {
 		kbuf = entryKey(kbuf, ledger, entry)
 		v, closer, err := s.db.Get(kbuf)
 		if errors.Is(err, pebble.ErrNotFound) {
@@ -315,7 +289,7 @@ func (s *DiskStorage) compactLog(id uint64, want int64) (moved int, copied int64
 		}
 		vbuf = nl.AppendEncode(vbuf[:0])
 		moved++
-		copied += loc.Size()
+		copied += recordSize(loc)
 		return b.Set(kbuf, vbuf, nil)
 	})
 	if err == nil {
@@ -325,17 +299,14 @@ func (s *DiskStorage) compactLog(id uint64, want int64) (moved int, copied int64
 		err = b.Commit(pebble.Sync)
 	}
 	if err != nil {
-		err = fmt.Errorf("storage: compact log %d: %w", id, err)
+		err = fmt.Errorf("storage: compact %s: %w", file, err)
 		s.setIOError(err)
 		return 0, 0, err
 	}
 	if copied < want {
-		s.cfg.Logger.Warn("bookie storage: compaction found fewer live bytes than indexed; log kept",
-			"log", id, "found", copied, "indexed", want)
+		s.cfg.Logger.Warn("bookie storage: compaction found fewer live bytes than indexed; file kept",
+			"file", file, "found", copied, "indexed", want)
 		return moved, -1, nil
-	}
-	if err := s.removeLog(id); err != nil {
-		return moved, copied, err
 	}
 	return moved, copied, nil
 }

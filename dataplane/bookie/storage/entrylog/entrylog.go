@@ -11,9 +11,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/magnetar-dev/magnetar/dataplane/bookie/internal/sharedfile"
 
 	"github.com/magnetar-dev/magnetar/dataplane/bookie/internal/crc32c"
 )
@@ -97,17 +98,6 @@ type Info struct {
 	Size int64
 }
 
-type reader struct {
-	f    vfs.File
-	refs atomic.Int32
-}
-
-func (r *reader) release() {
-	if r.refs.Add(-1) == 0 {
-		r.f.Close()
-	}
-}
-
 // Manager owns the entry log files of one directory. Append, Sync, Rotate
 // and Remove must be serialized by the caller (the storage's flush lock);
 // Read, ReadRun, Scan and Logs may run concurrently with them and with each
@@ -118,7 +108,7 @@ type Manager struct {
 	maxFileBytes int64
 
 	mu      sync.RWMutex
-	readers map[uint64]*reader
+	readers map[uint64]*sharedfile.File
 	sizes   map[uint64]int64 // every live log, the current one included
 
 	// Writer state, serialized by the caller.
@@ -149,7 +139,7 @@ func Open(fs vfs.FS, dir string, maxFileBytes int64) (*Manager, error) {
 		fs:           fs,
 		dir:          dir,
 		maxFileBytes: maxFileBytes,
-		readers:      make(map[uint64]*reader),
+		readers:      make(map[uint64]*sharedfile.File),
 		sizes:        make(map[uint64]int64),
 		wbuf:         make([]byte, 0, writeBufLen),
 	}
@@ -319,11 +309,11 @@ func (m *Manager) Sync() error {
 	return nil
 }
 
-func (m *Manager) acquire(id uint64) (*reader, error) {
+func (m *Manager) acquire(id uint64) (*sharedfile.File, error) {
 	m.mu.RLock()
 	r := m.readers[id]
 	if r != nil {
-		r.refs.Add(1)
+		r.Acquire()
 	}
 	_, live := m.sizes[id]
 	m.mu.RUnlock()
@@ -336,7 +326,7 @@ func (m *Manager) acquire(id uint64) (*reader, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if r = m.readers[id]; r != nil {
-		r.refs.Add(1)
+		r.Acquire()
 		return r, nil
 	}
 	if _, live := m.sizes[id]; !live {
@@ -346,8 +336,7 @@ func (m *Manager) acquire(id uint64) (*reader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("entrylog: open: %w", err)
 	}
-	r = &reader{f: f}
-	r.refs.Store(2) // the map's reference and the caller's
+	r = sharedfile.New(f) // held by the map and the caller
 	m.readers[id] = r
 	return r, nil
 }
@@ -376,9 +365,9 @@ func (m *Manager) ReadRun(id, off uint64, n int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer r.release()
+	defer r.Release()
 	buf := make([]byte, n)
-	if _, err := r.f.ReadAt(buf, int64(off)); err != nil {
+	if _, err := r.ReadAt(buf, int64(off)); err != nil {
 		return nil, fmt.Errorf("entrylog: read log %d at %d: %w", id, off, err)
 	}
 	return buf, nil
@@ -411,11 +400,11 @@ func (m *Manager) Scan(id uint64, fn func(ledger, entry int64, loc Location, dat
 	if err != nil {
 		return err
 	}
-	defer r.release()
+	defer r.Release()
 	m.mu.RLock()
 	size := m.sizes[id]
 	m.mu.RUnlock()
-	br := bufio.NewReaderSize(io.NewSectionReader(r.f, 0, size), 1<<20)
+	br := bufio.NewReaderSize(io.NewSectionReader(r, 0, size), 1<<20)
 	if _, err := br.Discard(fileHeaderLen); err != nil {
 		return nil
 	}
@@ -479,7 +468,7 @@ func (m *Manager) Remove(id uint64) (string, error) {
 	delete(m.sizes, id)
 	m.mu.Unlock()
 	if r != nil {
-		r.release()
+		r.Release()
 	}
 	// Renamed, not deleted: deleting a log of up to a GiB stalls every
 	// fdatasync on the disk (see package slowrm); the caller deletes it
@@ -498,7 +487,7 @@ func (m *Manager) Close() error {
 	m.mu.Lock()
 	for id, r := range m.readers {
 		delete(m.readers, id)
-		r.release()
+		r.Release()
 	}
 	m.mu.Unlock()
 	for _, f := range m.unsynced {

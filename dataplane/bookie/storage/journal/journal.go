@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/magnetar-dev/magnetar/dataplane/bookie/internal/sharedfile"
 )
 
 // Errors returned by the journal.
@@ -194,9 +196,9 @@ type Journal struct {
 	spareCbs []func(error)
 
 	filesMu sync.Mutex
-	files   []fileMeta         // sorted by id, the last is the current file
-	recycle []uint64           // released files kept for reuse, oldest first
-	readers map[uint64]*reader // open files read in place (read.go)
+	files   []fileMeta                  // sorted by id, the last is the current file
+	recycle []uint64                    // released files kept for reuse, oldest first
+	readers map[uint64]*sharedfile.File // open files read in place (read.go)
 }
 
 // Open creates a new journal file in opts.Dir whose first record will have

@@ -7,9 +7,8 @@ import (
 	"io"
 	"math"
 	"sort"
-	"sync/atomic"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/magnetar-dev/magnetar/dataplane/bookie/internal/sharedfile"
 )
 
 // ErrNoSuchFile is returned when a read names a journal file that was
@@ -85,19 +84,8 @@ func (j *Journal) fileLocked(id uint64) (fileMeta, bool) {
 	return fileMeta{}, false
 }
 
-type reader struct {
-	f    vfs.File
-	refs atomic.Int32
-}
-
-func (r *reader) release() {
-	if r.refs.Add(-1) == 0 {
-		r.f.Close()
-	}
-}
-
 // acquire returns an open reader of tracked file id and its records' salt.
-func (j *Journal) acquire(id uint64) (*reader, uint32, error) {
+func (j *Journal) acquire(id uint64) (*sharedfile.File, uint32, error) {
 	j.filesMu.Lock()
 	defer j.filesMu.Unlock()
 	fm, ok := j.fileLocked(id)
@@ -105,17 +93,16 @@ func (j *Journal) acquire(id uint64) (*reader, uint32, error) {
 		return nil, 0, fmt.Errorf("%w: %d", ErrNoSuchFile, id)
 	}
 	if r := j.readers[id]; r != nil {
-		r.refs.Add(1)
+		r.Acquire()
 		return r, fm.salt, nil
 	}
 	f, err := j.opts.FS.Open(j.opts.FS.PathJoin(j.opts.Dir, FileName(id)))
 	if err != nil {
 		return nil, 0, fmt.Errorf("journal: open: %w", err)
 	}
-	r := &reader{f: f}
-	r.refs.Store(2) // the map's reference and the caller's
+	r := sharedfile.New(f) // held by the map and the caller
 	if j.readers == nil {
-		j.readers = make(map[uint64]*reader)
+		j.readers = make(map[uint64]*sharedfile.File)
 	}
 	j.readers[id] = r
 	return r, fm.salt, nil
@@ -126,7 +113,7 @@ func (j *Journal) acquire(id uint64) (*reader, uint32, error) {
 func (j *Journal) dropReaderLocked(id uint64) {
 	if r := j.readers[id]; r != nil {
 		delete(j.readers, id)
-		r.release()
+		r.Release()
 	}
 }
 
@@ -144,9 +131,9 @@ func (j *Journal) ReadRun(id uint64, off int64, n int) (Run, error) {
 	if err != nil {
 		return Run{}, err
 	}
-	defer r.release()
+	defer r.Release()
 	buf := make([]byte, n)
-	if _, err := r.f.ReadAt(buf, off); err != nil {
+	if _, err := r.ReadAt(buf, off); err != nil {
 		return Run{}, fmt.Errorf("journal: read file %d at %d: %w", id, off, err)
 	}
 	return Run{Buf: buf, salt: salt}, nil
@@ -193,8 +180,8 @@ func (j *Journal) ScanFile(id uint64, fn func(off int64, r Record) error) error 
 	if err != nil {
 		return err
 	}
-	defer r.release()
-	br := bufio.NewReaderSize(io.NewSectionReader(r.f, fileHeaderLen, int64(min(limit, math.MaxInt64-fileHeaderLen))), 1<<20)
+	defer r.Release()
+	br := bufio.NewReaderSize(io.NewSectionReader(r, fileHeaderLen, int64(min(limit, math.MaxInt64-fileHeaderLen))), 1<<20)
 	var buf []byte
 	for off := uint64(0); off < limit; {
 		h, err := br.Peek(recordHeaderLen)
