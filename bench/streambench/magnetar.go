@@ -27,9 +27,18 @@ type magnetarSystem struct {
 	// pprofAddr is passed as --pprof-addr: profile the server while a
 	// workload runs (servers run one at a time, so one address serves).
 	pprofAddr string
+	// copyToEntryLogs starts it with --copy-to-entry-logs (system
+	// "magnetar-copied": the bookie copies every entry to the entry logs
+	// at each flush, its layout before the eighth session).
+	copyToEntryLogs bool
 }
 
-func (m *magnetarSystem) name() string { return "magnetar" }
+func (m *magnetarSystem) name() string {
+	if m.copyToEntryLogs {
+		return "magnetar-copied"
+	}
+	return "magnetar"
+}
 
 func (m *magnetarSystem) prepare(ctx context.Context, dir string) error {
 	m.bin = filepath.Join(dir, "magnetar")
@@ -62,6 +71,9 @@ func (m *magnetarSystem) startAt(ctx context.Context, dir string, d durability, 
 	}
 	if m.pprofAddr != "" {
 		args = append(args, "--pprof-addr", m.pprofAddr)
+	}
+	if m.copyToEntryLogs {
+		args = append(args, "--copy-to-entry-logs")
 	}
 	p, err := startProcess(dir, "magnetar.log", m.bin, args...)
 	if err != nil {

@@ -103,7 +103,7 @@ func main() {
 	var workloads, systems, markdown, fanouts, backlog string
 	var short bool
 	flag.StringVar(&workloads, "workloads", "W1,W2,W3,W4,W5,W6,W7", "workloads to run")
-	flag.StringVar(&systems, "systems", strings.Join(o.systems, ","), "systems to run: magnetar first, then peers (nats, redis, magnetar-cluster: 3 bookies + 2 brokers)")
+	flag.StringVar(&systems, "systems", strings.Join(o.systems, ","), "systems to run: magnetar first, then peers (nats, redis, magnetar-cluster: 3 bookies + 2 brokers, magnetar-copied: the standalone with --copy-to-entry-logs)")
 	flag.IntVar(&o.rounds, "rounds", o.rounds, "interleaved rounds per system")
 	flag.DurationVar(&o.duration, "duration", o.duration, "measured time of each run")
 	flag.DurationVar(&o.warmup, "warmup", o.warmup, "warm-up before each measurement (excluded)")
@@ -212,6 +212,8 @@ func buildSystems(o options) []system {
 			out = append(out, &natsSystem{root: o.root})
 		case "magnetar-cluster":
 			out = append(out, &clusterSystem{root: o.root})
+		case "magnetar-copied":
+			out = append(out, &magnetarSystem{root: o.root, backlogReadRate: o.backlogReadRate, copyToEntryLogs: true})
 		case "redis":
 			out = append(out, &redisSystem{install: o.installRedis})
 		}
@@ -277,10 +279,10 @@ func parseSystems(s string) ([]string, error) {
 	for _, f := range strings.Split(s, ",") {
 		switch n := strings.ToLower(strings.TrimSpace(f)); n {
 		case "magnetar":
-		case "nats", "redis", "magnetar-cluster":
+		case "nats", "redis", "magnetar-cluster", "magnetar-copied":
 			out = append(out, n)
 		default:
-			return nil, fmt.Errorf("unknown system %q (magnetar, nats, redis, magnetar-cluster)", f)
+			return nil, fmt.Errorf("unknown system %q (magnetar, nats, redis, magnetar-cluster, magnetar-copied)", f)
 		}
 	}
 	return out, nil

@@ -43,6 +43,8 @@ type Config struct {
 	// JournalDir puts the bookie journal in its own directory (ideally its
 	// own device). Default <DataDir>/bookie/ledgers/journal.
 	JournalDir string
+	// CopyToEntryLogs: see storage.Config.CopyToEntryLogs. Default false.
+	CopyToEntryLogs bool
 	// BacklogReadRate paces catch-up reads, in bytes per second
 	// (brokernode.Config.BacklogReadRate). Default 0: unpaced.
 	BacklogReadRate int64
@@ -88,7 +90,7 @@ func Start(ctx context.Context, cfg Config) (_ *Standalone, err error) {
 	if s.md, err = etcdstore.StartEmbedded(ctx, etcdstore.EmbeddedConfig{Dir: filepath.Join(cfg.DataDir, "metadata")}); err != nil {
 		return nil, fmt.Errorf("standalone: metadata store: %w", err)
 	}
-	if s.st, err = storage.Open(storage.Config{Dir: filepath.Join(cfg.DataDir, "bookie", "ledgers"), JournalDir: cfg.JournalDir, JournalNoSync: cfg.JournalNoSync, Logger: cfg.Logger}); err != nil {
+	if s.st, err = storage.Open(storage.Config{Dir: filepath.Join(cfg.DataDir, "bookie", "ledgers"), JournalDir: cfg.JournalDir, JournalNoSync: cfg.JournalNoSync, CopyToEntryLogs: cfg.CopyToEntryLogs, Logger: cfg.Logger}); err != nil {
 		return nil, fmt.Errorf("standalone: bookie storage: %w", err)
 	}
 	if s.bk, err = bookie.New(bookie.Config{ListenAddr: cfg.BookieAddr, DataDir: filepath.Join(cfg.DataDir, "bookie"), Logger: cfg.Logger}, s.st, s.md); err != nil {
