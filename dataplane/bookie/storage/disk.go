@@ -771,6 +771,12 @@ func (s *DiskStorage) AddEntry(ledgerID, entryID, lac int64, data []byte, recove
 		return
 	}
 	crc := journal.EntryChecksum(ledgerID, entryID, lac, data)
+	// Wait for journal space before taking mu, which reads need too (the
+	// append below then seldom waits, under mu).
+	if err := s.jnl.WaitSpace(); err != nil {
+		done(err)
+		return
+	}
 	s.mu.Lock()
 	for s.active.bytes >= s.cfg.WriteCacheMaxBytes && s.flushing != nil && s.ioErr.Load() == nil {
 		s.space.Wait()
@@ -998,7 +1004,8 @@ func (s *DiskStorage) readAhead(ledgerID, entryID int64) ([]byte, error) {
 	for i := 0; i < len(items); {
 		j := i + 1
 		for j < len(items) && items[j].loc.Log == items[i].loc.Log && items[j].loc.Offset >= recordEnd(items[j-1].loc) &&
-			items[j].loc.Offset-recordEnd(items[j-1].loc) <= readAheadMaxGap {
+			items[j].loc.Offset-recordEnd(items[j-1].loc) <= readAheadMaxGap &&
+			int64(recordEnd(items[j].loc)-items[i].loc.Offset) <= 2*s.cfg.ReadAheadBytes {
 			j++
 		}
 		for k := i; k < j; k++ {

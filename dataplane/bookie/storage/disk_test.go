@@ -920,3 +920,38 @@ func TestSwitchCopyToEntryLogs(t *testing.T) {
 		t.Fatalf("journal files left after the only ledger was deleted: %v", left)
 	}
 }
+
+// TestGCReleasesHeaderlessJournalFile: a journal file whose header a crash
+// lost (it held nothing durable) is released by GC with entries kept in
+// place, as a flush releases it when entries are copied.
+func TestGCReleasesHeaderlessJournalFile(t *testing.T) {
+	fs := vfs.NewMem()
+	cfg := testConfig(fs, "/b")
+	cfg.JournalRecycleFiles = -1
+	s := mustOpen(t, cfg)
+	add(t, s, 1, 0, storagetest.Payload(1, 0, 100))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	files := journalFiles(t, fs, "/b/journal")
+	var last uint64
+	if _, err := fmt.Sscanf(files[len(files)-1], "%x.jnl", &last); err != nil {
+		t.Fatal(err)
+	}
+	headerless := fmt.Sprintf("%016x.jnl", last+1)
+	f, err := fs.Create("/b/journal/"+headerless, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write([]byte("MG")) // a header torn by a crash
+	f.Close()
+	s = mustOpen(t, cfg)
+	defer s.Close()
+	if _, err := s.RunGC(); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(journalFiles(t, fs, "/b/journal"), headerless) {
+		t.Fatalf("journal file with a torn header kept after GC: %v", journalFiles(t, fs, "/b/journal"))
+	}
+	checkEntry(t, s, 1, 0, 100)
+}

@@ -17,6 +17,7 @@ type storageMetrics struct {
 	gcReclaimed    prometheus.Counter
 	gcTombstones   prometheus.Counter
 	gcLogsRemoved  prometheus.Counter
+	gcJournalFiles prometheus.Counter
 	gcEntriesMoved prometheus.Counter
 }
 
@@ -34,11 +35,11 @@ func newStorageMetrics() *storageMetrics {
 		}),
 		flushSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "magnetar_bookie_flush_seconds",
-			Help:    "Time of each flush of the write cache to the entry logs and index (a checkpoint).",
+			Help:    "Time of each flush of the write cache to the index (and, with copying, the entry logs): a checkpoint.",
 			Buckets: prometheus.ExponentialBuckets(1e-3, 2, 14), // 1 ms .. 8 s
 		}),
 		flushBytes: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "magnetar_bookie_flush_bytes_total", Help: "Entry bytes flushed from the write cache to the entry logs.",
+			Name: "magnetar_bookie_flush_bytes_total", Help: "Entry bytes flushed from the write cache (indexed in place in the journal, or copied to the entry logs).",
 		}),
 		gcReclaimed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "magnetar_bookie_gc_reclaimed_bytes_total", Help: "Entry-log bytes reclaimed by garbage collection.",
@@ -49,8 +50,11 @@ func newStorageMetrics() *storageMetrics {
 		gcLogsRemoved: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "magnetar_bookie_gc_entry_logs_removed_total", Help: "Entry logs removed by garbage collection (empty or compacted).",
 		}),
+		gcJournalFiles: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "magnetar_bookie_gc_journal_files_released_total", Help: "Journal files released by garbage collection once no index entry pointed into them (some after their live entries were copied to the entry logs).",
+		}),
 		gcEntriesMoved: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "magnetar_bookie_gc_entries_moved_total", Help: "Live entries copied by entry-log compaction.",
+			Name: "magnetar_bookie_gc_entries_moved_total", Help: "Live entries copied to the entry logs by compaction (of entry logs and journal files).",
 		}),
 	}
 }
@@ -67,6 +71,7 @@ func (m *storageMetrics) onGC(st GCStats) {
 	m.gcTombstones.Add(float64(st.TombstonesDropped))
 	m.gcLogsRemoved.Add(float64(st.LogsDeleted + st.LogsCompacted))
 	m.gcEntriesMoved.Add(float64(st.EntriesMoved))
+	m.gcJournalFiles.Add(float64(st.JournalFilesReleased))
 }
 
 // RegisterMetrics registers the storage's Prometheus series on reg: journal
@@ -80,8 +85,8 @@ func (s *DiskStorage) RegisterMetrics(reg prometheus.Registerer) error {
 	}
 	cs := []prometheus.Collector{
 		m.journalSync, m.journalGroup, m.flushSeconds, m.flushBytes,
-		m.gcReclaimed, m.gcTombstones, m.gcLogsRemoved, m.gcEntriesMoved,
-		gauge("magnetar_bookie_write_cache_bytes", "Entry bytes in the write cache, not yet flushed to the entry logs.", func() float64 {
+		m.gcReclaimed, m.gcTombstones, m.gcLogsRemoved, m.gcJournalFiles, m.gcEntriesMoved,
+		gauge("magnetar_bookie_write_cache_bytes", "Entry bytes in the write cache, not yet flushed.", func() float64 {
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			n := s.active.bytes
@@ -107,7 +112,7 @@ func (s *DiskStorage) RegisterMetrics(reg prometheus.Registerer) error {
 			}
 			return float64(n)
 		}),
-		gauge("magnetar_bookie_journal_files", "Journal files kept (not yet released by a checkpoint).", func() float64 {
+		gauge("magnetar_bookie_journal_files", "Journal files kept (not yet released: after a checkpoint, and once no index entry points into them).", func() float64 {
 			return float64(len(s.jnl.Files()))
 		}),
 		gauge("magnetar_bookie_read_only", "1 while the storage refuses writes (disk full or I/O error), else 0.", func() float64 {

@@ -440,6 +440,15 @@ func (j *Journal) Sync(done func(error)) {
 	j.queuedLocked(0, done)
 }
 
+// WaitSpace blocks while MaxPendingBytes are queued, as an append would,
+// so that a caller can wait before taking a lock of its own around the
+// append; it returns the error an append would get.
+func (j *Journal) WaitSpace() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.waitSpaceLocked()
+}
+
 func (j *Journal) waitSpaceLocked() error {
 	for j.err == nil && !j.closed && len(j.buf) >= j.opts.MaxPendingBytes {
 		j.space.Wait()

@@ -34,8 +34,9 @@ type FileInfo struct {
 // End returns the logical position just past the file's records.
 func (fi FileInfo) End() uint64 { return fi.Start + fi.Len }
 
-// Sealed returns the journal files before the current one, oldest first,
-// that have a readable header (a file whose header was lost held nothing).
+// Sealed returns the journal files before the current one, oldest first.
+// A file whose header was lost in a crash (it held nothing durable) has
+// Len 0 and cannot be read; ReleaseFile releases it.
 func (j *Journal) Sealed() []FileInfo {
 	j.filesMu.Lock()
 	defer j.filesMu.Unlock()
@@ -47,6 +48,7 @@ func (j *Journal) sealedLocked() []FileInfo {
 	for i := 0; i+1 < len(j.files); i++ {
 		fm := j.files[i]
 		if !fm.valid {
+			out = append(out, FileInfo{ID: fm.id})
 			continue
 		}
 		var n uint64
