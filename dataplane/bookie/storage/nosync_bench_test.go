@@ -18,18 +18,22 @@ import (
 // latency percentiles measured from each add's scheduled time (so a stalled
 // journal is charged to every add queued behind it). Run it long enough to
 // rotate journal files (the default MaxFileBytes is 256 MiB, about 5 s at
-// this rate), e.g. -benchtime=750000x (15 s per case).
+// this rate), e.g. -benchtime=750000x (15 s per case). Each case runs with
+// entries indexed in place in the journal (the default) and copied to the
+// entry logs (CopyToEntryLogs).
 func BenchmarkAddEntryOpenLoop(b *testing.B) {
 	const (
 		size = 1 << 10
 		rate = 50_000
 	)
-	for _, noSync := range []bool{false, true} {
-		b.Run(fmt.Sprintf("nosync=%v", noSync), func(b *testing.B) {
+	for _, c := range []struct{ noSync, copy bool }{{false, false}, {false, true}, {true, false}, {true, true}} {
+		noSync := c.noSync
+		b.Run(fmt.Sprintf("nosync=%v/copy=%v", c.noSync, c.copy), func(b *testing.B) {
 			s, err := storage.Open(storage.Config{
 				Dir:               b.TempDir(),
 				FS:                vfs.Default,
 				JournalNoSync:     noSync,
+				CopyToEntryLogs:   c.copy,
 				GCInterval:        -1,
 				DiskCheckInterval: -1,
 			})
