@@ -112,7 +112,10 @@
 // Every method is safe for concurrent use. Locks, in acquisition order:
 // closeMu (shared by every call, exclusive in Close) -> flushMu (flush, GC,
 // delete; owns the entry-log writer) -> mu (write cache, ledger metadata).
-// The read cache, entry-log manager and journal have their own leaf locks. No
+// The read cache, entry-log manager and journal have their own leaf locks
+// (an add holds mu while it appends to the journal, after waiting for
+// journal space without it; the journal writer takes mu only in OnError,
+// holding none of the journal's locks). No
 // lock is held while calling done, except that the journal writer calls
 // every done of a group in order from its goroutine, so done must not block.
 // Goroutines: the journal writer, the flush loop, the GC loop and the disk
