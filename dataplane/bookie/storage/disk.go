@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -1008,12 +1009,21 @@ func (s *DiskStorage) readAhead(ledgerID, entryID int64) ([]byte, error) {
 			int64(recordEnd(items[j].loc)-items[i].loc.Offset) <= 2*s.cfg.ReadAheadBytes {
 			j++
 		}
+		var own int64
 		for k := i; k < j; k++ {
 			locs[k] = items[k].loc
+			own += recordSize(items[k].loc)
 		}
+		// Cached entries alias the run's buffer; one that also holds other
+		// ledgers' records would keep them alive uncounted, so its entries
+		// are copied out.
+		gappy := int64(recordEnd(locs[j-1])-locs[i].Offset) > own
 		err := s.readRun(locs[i:j], func(k int, l, e int64, data []byte) error {
 			if l != ledgerID || e != items[i+k].entry {
 				return fmt.Errorf("%w: read-ahead of ledger %d", entrylog.ErrCorrupt, ledgerID)
+			}
+			if gappy {
+				data = bytes.Clone(data)
 			}
 			if e == entryID {
 				want = data

@@ -624,6 +624,22 @@ func readAheadSequential(t *testing.T, copyToEntryLogs bool) {
 	if _, err := s.ReadEntry(1, 100); !errors.Is(err, storage.ErrNoSuchEntry) {
 		t.Fatalf("read past end: %v", err)
 	}
+	// Ledgers 2 and 3 interleaved (in the journal, each one's entries lie
+	// between the other's, now and then more than a read-ahead skips).
+	size3 := func(e int64) int { return 100 + int(e%5)*20000 }
+	for e := int64(0); e < 60; e++ {
+		add(t, s, 2, e, storagetest.Payload(2, e, 300))
+		add(t, s, 3, e, storagetest.Payload(3, e, size3(e)))
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for e := int64(0); e < 60; e++ {
+		checkEntry(t, s, 2, e, 300)
+	}
+	for e := int64(0); e < 60; e++ {
+		checkEntry(t, s, 3, e, size3(e))
+	}
 }
 
 // TestUnsyncedCheckpointReplays: a flush commits its index batch without
