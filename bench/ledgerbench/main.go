@@ -43,6 +43,7 @@ type options struct {
 	loadFraction  float64
 	markdown      bool
 	command       string
+	plainDir      string // set by run: where the plain files go
 }
 
 var allConfigs = []quorum{

@@ -63,15 +63,14 @@ func plainSingle(dir string, size int, warmup, dur time.Duration) (result, error
 }
 
 // appendLoop creates a new file in dir, calls step for warmup (measuring
-// false) and then for dur (measuring true), removes the file and returns
-// how long the measured phase took.
+// false) and then for dur (measuring true) and returns how long the
+// measured phase took. The file stays until the run ends (see run).
 func appendLoop(dir string, warmup, dur time.Duration, step func(f *os.File, measuring bool) error) (time.Duration, error) {
 	name := filepath.Join(dir, fmt.Sprintf("plain-%d.dat", time.Now().UnixNano()))
 	f, err := os.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if err != nil {
 		return 0, err
 	}
-	defer os.Remove(name)
 	defer f.Close()
 	for end := time.Now().Add(warmup); time.Now().Before(end); {
 		if err := step(f, false); err != nil {

@@ -39,7 +39,15 @@ func run(ctx context.Context, o options, out, progress io.Writer) error {
 	// when the round does: deleting gigabytes between rounds had the next
 	// round's first runs measured on a disk busy freeing (and, mounted with
 	// discard, trimming) them, with 100-200 ms stalls.
+	// The plain files too: deleting one right after its run stalled the
+	// next configuration's fdatasyncs the same way.
+	plainDir := filepath.Join(o.dir, "ledgerbench-plain")
+	if err := os.MkdirAll(plainDir, 0o755); err != nil {
+		return err
+	}
+	o.plainDir = plainDir
 	defer func() {
+		os.RemoveAll(plainDir)
 		dirs, _ := filepath.Glob(filepath.Join(o.dir, "ledgerbench-round*"))
 		for _, d := range dirs {
 			os.RemoveAll(d)
@@ -98,12 +106,12 @@ func runRound(ctx context.Context, o options, round int, res *results, progress 
 		if err := quiesce(); err != nil {
 			return err
 		}
-		g, err := plainGrouped(o.dir, size, o.groupBytes, o.warmup, o.plainDuration)
+		g, err := plainGrouped(o.plainDir, size, o.groupBytes, o.warmup, o.plainDuration)
 		if err != nil {
 			return fmt.Errorf("plain grouped: %w", err)
 		}
 		res.plainGrouped[size] = append(res.plainGrouped[size], g)
-		s, err := plainSingle(o.dir, size, o.warmup, o.plainDuration)
+		s, err := plainSingle(o.plainDir, size, o.warmup, o.plainDuration)
 		if err != nil {
 			return fmt.Errorf("plain single: %w", err)
 		}
@@ -133,7 +141,7 @@ func runRound(ctx context.Context, o options, round int, res *results, progress 
 			if err := quiesce(); err != nil {
 				return err
 			}
-			pl, err := plainAtRate(o.dir, size, rate, o.warmup, o.latDuration)
+			pl, err := plainAtRate(o.plainDir, size, rate, o.warmup, o.latDuration)
 			if err != nil {
 				return fmt.Errorf("plain at %.0f/s: %w", rate, err)
 			}

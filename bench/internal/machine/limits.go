@@ -16,13 +16,15 @@ import (
 
 // FsyncAppend appends size-byte blocks to a new file in dir, each write
 // followed by an fdatasync, for dur, and returns the bytes per second made
-// durable. The file is removed.
+// durable. The file is left in dir for the caller to remove with dir once
+// every measurement is over: deleting a large file on a disk mounted with
+// discard stalls every fdatasync for seconds (docs/benchmarks.md, "The
+// benchmarks' own deletions"), which the next measurement would pay.
 func FsyncAppend(ctx context.Context, dir string, size int, dur time.Duration) (float64, error) {
 	f, err := os.CreateTemp(dir, "fsync-limit-*.dat")
 	if err != nil {
 		return 0, fmt.Errorf("machine: %w", err)
 	}
-	defer os.Remove(f.Name())
 	defer f.Close()
 	buf := make([]byte, size)
 	rand.Read(buf)
@@ -96,14 +98,13 @@ func LoopbackRTT(ctx context.Context, dur time.Duration) (*latency.Histogram, er
 // scheduled after warmup are recorded (measured of them). It is the floor
 // any system acknowledging after an fsync per group can reach at that rate
 // on this disk, which a one-writer, queue-depth-1 fsync probe on an idle
-// disk is not. The file is removed.
+// disk is not. The file is left in dir, as FsyncAppend leaves its own.
 func GroupCommitAtRate(dir string, size int, rate float64, warmup, dur time.Duration) (_ *latency.Histogram, measured uint64, _ error) {
 	name := filepath.Join(dir, fmt.Sprintf("group-commit-%d.dat", time.Now().UnixNano()))
 	f, err := os.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if err != nil {
 		return nil, 0, fmt.Errorf("machine: %w", err)
 	}
-	defer os.Remove(name)
 	defer f.Close()
 
 	rate = max(rate, 1)
