@@ -971,3 +971,35 @@ func TestGCReleasesHeaderlessJournalFile(t *testing.T) {
 	}
 	checkEntry(t, s, 1, 0, 100)
 }
+
+// TestInPlaceFlushSyncsJournal: with JournalNoSync, adds are acknowledged
+// before any fsync; a flush that indexes them in place must first make
+// their journal records durable, or an index made durable later (here by a
+// GC pass) would point at records a crash lost.
+func TestInPlaceFlushSyncsJournal(t *testing.T) {
+	fs := vfs.NewCrashableMem()
+	cfg := testConfig(fs, "/b")
+	cfg.FlushInterval = -1
+	cfg.JournalNoSync = true
+	s := mustOpen(t, cfg)
+	for e := int64(0); e < 50; e++ {
+		add(t, s, 1, e, storagetest.Payload(1, e, 500))
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RunGC(); err != nil { // syncs the index
+		t.Fatal(err)
+	}
+	clone := fs.CrashClone(vfs.CrashCloneCfg{}) // unsynced data lost
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cfg2 := testConfig(clone, "/b")
+	cfg2.JournalNoSync = true
+	s2 := mustOpen(t, cfg2)
+	defer s2.Close()
+	for e := int64(0); e < 50; e++ {
+		checkEntry(t, s2, 1, e, 500)
+	}
+}
