@@ -1,7 +1,9 @@
 // Package entrylog owns the bookie's entry log files: append-only files of
 // checksummed entry records, named %016x.log by increasing id, rotated by
 // size, read at locations kept in the storage index, scanned by compaction
-// and removed by garbage collection.
+// and removed by garbage collection. They receive every entry at each flush
+// only with storage.Config.CopyToEntryLogs; by default only the live entries
+// that compaction copies out of mostly dead journal files.
 //
 // The storage package is its only caller. Append, Rotate, Sync and Remove
 // are serialized by the caller's flush lock; Read, ReadRun, Scan and Logs

@@ -18,6 +18,11 @@
 // or sync error is sticky: it fails that group and every later append, and
 // OnError is called once. Close drains the pending group.
 //
+// The storage indexes entry records where they lie (read.go): Locate maps a
+// position to a file and offset, ReadRun and ScanFile read records back in
+// place, ReleaseFile retires a file once nothing points into it, and Sync
+// makes everything appended durable even with NoSync.
+//
 // Positions are logical: a byte count over all records of all files. Each
 // file's header records the position of its first record, so a checkpoint
 // (a position) selects where Replay starts and which files Release deletes.
