@@ -86,9 +86,9 @@ func (w *watcher) run(next int64) {
 			s.mu.Unlock()
 			return
 		}
-		if next <= s.compacted {
+		if compacted := s.compacted; next <= compacted {
 			s.mu.Unlock()
-			w.fail(fmt.Errorf("%w: revision %d, history starts at %d", metadata.ErrCompacted, next, s.compacted+1))
+			w.fail(fmt.Errorf("%w: revision %d, history starts at %d", metadata.ErrCompacted, next, compacted+1))
 			return
 		}
 		i, _ := slices.BinarySearchFunc(s.history, next, func(r revision, rev int64) int { return cmpInt(r.rev, rev) })
