@@ -59,8 +59,11 @@ func TestShortRun(t *testing.T) {
 		// window on a loaded machine; the drain waits for every ack.
 		if len(w2) != 1 || w2[0].allAcked == 0 {
 			t.Errorf("%s W2: %+v", sys, w2)
-		} else if !w2[0].hasUsage || w2[0].usage.CPUSeconds <= 0 {
-			t.Errorf("%s W2: no server CPU accounted: %+v", sys, w2[0].usage)
+		} else if u := w2[0].usage; !w2[0].hasUsage || u.CPUSeconds <= 0 && u.WriteBytes <= 0 {
+			// CPU time comes in clock ticks (10 ms): a peer's smoke-sized
+			// W2 can use less than one (it did: NATS, 0 s and 282,624
+			// bytes written), so either figure shows the accounting works.
+			t.Errorf("%s W2: no server CPU or disk writes accounted: %+v", sys, u)
 		}
 	}
 	for _, sys := range o.systems {
