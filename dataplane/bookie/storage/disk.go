@@ -60,9 +60,6 @@ type DiskStorage struct {
 	// indexUnsynced is set when an index batch was committed without
 	// syncing Pebble's WAL (see flush); guarded by flushMu.
 	indexUnsynced bool
-	// inPlace: flushes index entries where the journal wrote them instead
-	// of copying them to the entry logs (!Config.CopyToEntryLogs).
-	inPlace bool
 	// journalLive: the index may point into journal files (journalEntriesKey
 	// is set, or will be by the next flush), so only GC releases them, once
 	// nothing points into them. Guarded by flushMu.
@@ -134,7 +131,6 @@ func Open(cfg Config) (*DiskStorage, error) {
 		active:   newWriteCache(),
 		ledgers:  make(map[int64]*ledgerMeta),
 		dead:     make(map[int64]int64),
-		inPlace:  !cfg.CopyToEntryLogs,
 		flushReq: make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 	}
@@ -174,7 +170,7 @@ func (s *DiskStorage) open() error {
 	} else if !errors.Is(err, pebble.ErrNotFound) {
 		return fmt.Errorf("storage: index: %w", err)
 	}
-	s.journalLive = s.inPlace || s.journalLiveStored
+	s.journalLive = !s.cfg.CopyToEntryLogs || s.journalLiveStored
 	if err := s.checkInstance(mark == 0 && len(s.ledgers) == 0 && len(s.dead) == 0); err != nil {
 		return err
 	}
@@ -497,12 +493,12 @@ func (s *DiskStorage) flush(force bool) error {
 	sync := force || !s.journalLive && s.jnl.Releasable(mark)
 	started := time.Now()
 	var pace time.Duration
-	if !force && !s.lastFlushStart.IsZero() && !s.inPlace {
+	if !force && !s.lastFlushStart.IsZero() && s.cfg.CopyToEntryLogs {
 		pace = flushPace(snap.bytes, started.Sub(s.lastFlushStart))
 	}
 	s.lastFlushStart = started
 	var err error
-	if s.inPlace && s.jnl.Durable() < mark {
+	if !s.cfg.CopyToEntryLogs && s.jnl.Durable() < mark {
 		// Only durable records may be indexed in place.
 		err = s.journalSync()
 	}
@@ -605,7 +601,7 @@ func (s *DiskStorage) writeSnapshot(snap *writeCache, metas []struct {
 	b := s.db.NewBatch()
 	defer b.Close()
 	var kbuf, vbuf []byte
-	if s.inPlace {
+	if !s.cfg.CopyToEntryLogs { // entries in place
 		for _, k := range keys {
 			e := snap.entries[k]
 			id, off, ok := s.jnl.Locate(e.end - uint64(journal.EncodedLen(len(e.data))))
