@@ -46,6 +46,18 @@ func mustOpen(t testing.TB, cfg storage.Config) *storage.DiskStorage {
 	return s
 }
 
+// crashAndReopen crashes s (a copy of fs keeping only synced data),
+// closes s and opens the copy with cfg (its FS replaced) and returns it.
+func crashAndReopen(t testing.TB, fs *vfs.MemFS, s *storage.DiskStorage, cfg storage.Config) *storage.DiskStorage {
+	t.Helper()
+	clone := fs.CrashClone(vfs.CrashCloneCfg{})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cfg.FS = clone
+	return mustOpen(t, cfg)
+}
+
 func TestConformanceMem(t *testing.T) {
 	storagetest.Run(t, func(t *testing.T) storage.Storage {
 		return mustOpen(t, testConfig(vfs.NewMem(), "/bookie"))
@@ -517,6 +529,21 @@ func dirBytes(t testing.TB, fs vfs.FS, dir string) int64 {
 	return n
 }
 
+// deleteAndGC deletes ledgers and runs one GC pass.
+func deleteAndGC(t testing.TB, s *storage.DiskStorage, ledgers ...int64) storage.GCStats {
+	t.Helper()
+	for _, l := range ledgers {
+		if err := s.DeleteLedger(l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := s.RunGC()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 func TestGCReclaimsSpace(t *testing.T) {
 	fs := vfs.NewMem()
 	cfg := testConfig(fs, "/b")
@@ -543,16 +570,7 @@ func TestGCReclaimsSpace(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := dirBytes(t, fs, "/b/entrylogs")
-	if err := s.DeleteLedger(1); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.DeleteLedger(3); err != nil {
-		t.Fatal(err)
-	}
-	st, err := s.RunGC()
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := deleteAndGC(t, s, 1, 3)
 	after := dirBytes(t, fs, "/b/entrylogs")
 	t.Logf("gc: %+v, entry logs %d -> %d bytes", st, before, after)
 	if st.LogsDeleted == 0 || st.LogsCompacted == 0 {
@@ -662,13 +680,7 @@ func unsyncedCheckpointReplays(t *testing.T, copyToEntryLogs bool) {
 			}
 		}
 	}
-	clone := fs.CrashClone(vfs.CrashCloneCfg{}) // unsynced data lost
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	cfg2 := testConfig(clone, "/b")
-	cfg2.CopyToEntryLogs = copyToEntryLogs
-	s2 := mustOpen(t, cfg2)
+	s2 := crashAndReopen(t, fs, s, cfg) // unsynced data lost
 	defer s2.Close()
 	for e := int64(0); e < 200; e++ {
 		checkEntry(t, s2, 1, e, 300)
@@ -851,16 +863,7 @@ func TestGCReleasesJournalFiles(t *testing.T) {
 	if st, err := s.RunGC(); err != nil || st.JournalFilesReleased != 0 {
 		t.Fatalf("GC with every entry live: %+v, %v", st, err)
 	}
-	if err := s.DeleteLedger(1); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.DeleteLedger(3); err != nil {
-		t.Fatal(err)
-	}
-	st, err := s.RunGC()
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := deleteAndGC(t, s, 1, 3)
 	after := journalFiles(t, fs, "/b/journal")
 	t.Logf("gc: %+v; journal files %d -> %d", st, len(before), len(after))
 	if st.JournalFilesCompacted == 0 || st.JournalFilesReleased <= st.JournalFilesCompacted || st.EntriesMoved == 0 {
@@ -874,8 +877,7 @@ func TestGCReleasesJournalFiles(t *testing.T) {
 	for e := int64(0); e < 160; e++ {
 		checkEntry(t, s, 2, e, 100)
 	}
-	clone := fs.CrashClone(vfs.CrashCloneCfg{})
-	s2 := mustOpen(t, testConfig(clone, "/b"))
+	s2 := crashAndReopen(t, fs, s, cfg)
 	defer s2.Close()
 	for e := int64(0); e < 160; e++ {
 		checkEntry(t, s2, 2, e, 100)
@@ -991,13 +993,7 @@ func TestInPlaceFlushSyncsJournal(t *testing.T) {
 	if _, err := s.RunGC(); err != nil { // syncs the index
 		t.Fatal(err)
 	}
-	clone := fs.CrashClone(vfs.CrashCloneCfg{}) // unsynced data lost
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	cfg2 := testConfig(clone, "/b")
-	cfg2.JournalNoSync = true
-	s2 := mustOpen(t, cfg2)
+	s2 := crashAndReopen(t, fs, s, cfg) // unsynced data lost
 	defer s2.Close()
 	for e := int64(0); e < 50; e++ {
 		checkEntry(t, s2, 1, e, 500)
