@@ -118,13 +118,23 @@ func runCatchup(ctx context.Context, a adapter, spec topicSpec, o options) (res 
 	noUsage := func(*machine.ProcUsage) {}
 	var u machine.ProcUsage
 	ls := loadSpec{rate: float64(o.catchupRate), size: o.size, warmup: o.warmup, duration: o.duration, filler: filler}
+	paused := func() func() { // both phases alike, as in every other run
+		if o.gcDuringRuns {
+			return func() {}
+		}
+		return pauseGC()
+	}
+	resume := paused()
 	start := time.Now()
 	base := newRecorder(start.Add(o.warmup), start.Add(o.warmup+o.duration))
 	router.cur.Store(base)
 	if err := openLoop(ctx, a, base, ls, start, start.Add(o.warmup), start.Add(o.warmup+o.duration), noUsage, &u, &u); err != nil {
+		resume()
 		return res, err
 	}
-	if err := waitFor(ctx, o.drain, func() bool { return base.drained(false) }); err != nil && ctx.Err() != nil {
+	err = waitFor(ctx, o.drain, func() bool { return base.drained(false) })
+	resume()
+	if err != nil && ctx.Err() != nil {
 		return res, err
 	}
 	fill.mu.Lock()
@@ -139,6 +149,7 @@ func runCatchup(ctx context.Context, a adapter, spec topicSpec, o options) (res 
 	res.producerBps = ls.rate * float64(o.size)
 
 	// Catch-up: the producer again, and a new subscription from the start.
+	defer paused()()
 	start = time.Now()
 	during := newRecorder(start, start.Add(o.catchupLimit))
 	router.cur.Store(during)

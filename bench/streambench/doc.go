@@ -6,10 +6,14 @@
 //	    [-systems magnetar,nats,redis] [-short] [-markdown FILE]
 //	    [-fanouts 1,4,16,64] [-fanout-rate 5000] [-backlog 48MiB] [-catchup-rate 5000]
 //	    [-catchup-limit 10s] [-topics 10000] [-topics-rate 1000] [-gogc 400]
+//	    [-gc-during-runs] [-timeline] [-self-pprof ADDR]
 //
-// The load generator runs with GOGC 400 (-gogc): its own garbage collection
-// otherwise added tens of milliseconds to the tail it measures, for every
-// system alike. The servers are separate processes with their defaults.
+// The load generator's own garbage collection added tens of milliseconds
+// to the tail it measures, for every system alike: it collects before each
+// run and not during it (memory limit 4 GiB; -gc-during-runs turns the
+// collector back on, at GOGC 400, -gogc), and -timeline prints each
+// open-loop run's worst latency per 100 ms to show where a tail comes
+// from. The servers are separate processes with their own collectors.
 //
 // What it owns: building and running the servers as subprocesses (the
 // magnetar binary and nats-server built from their Go modules with `go

@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
+	"runtime"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -32,7 +34,14 @@ type runResult struct {
 	pub, e2e *latency.Histogram
 	usage    machine.ProcUsage // the server's CPU and disk writes during the window
 	hasUsage bool
+	// worst is the worst publish latency of the messages scheduled in each
+	// timelineStep from the start of the run, warm-up included (open loop):
+	// it shows whether a tail comes from one stall and when.
+	worst []time.Duration
 }
+
+// timelineStep is the width of a runResult.worst bucket.
+const timelineStep = 100 * time.Millisecond
 
 func (r runResult) ackedPerSec() float64 {
 	if r.elapsed <= 0 {
@@ -60,6 +69,7 @@ func (r runResult) mbPerSec() float64 {
 // goroutines. Messages scheduled in [from, to) are measured.
 type recorder struct {
 	mu        sync.Mutex
+	start     int64  // Unix ns: the run's first scheduled send
 	from, to  int64  // Unix ns
 	closed    bool   // closed loop: count acks by arrival time, release window
 	subs      uint64 // deliveries expected per message (W4's fan-out), at least 1
@@ -106,6 +116,13 @@ func (r *recorder) onAck(payload []byte, err error) {
 		r.res.acked++
 		r.res.ackBytes += uint64(len(payload))
 		r.res.pub.Record(time.Duration(now - sched))
+	}
+	if err == nil && !r.closed && sched >= r.start && r.start > 0 {
+		i := int((sched - r.start) / int64(timelineStep))
+		for len(r.res.worst) <= i {
+			r.res.worst = append(r.res.worst, 0)
+		}
+		r.res.worst[i] = max(r.res.worst[i], time.Duration(now-sched))
 	}
 	r.mu.Unlock()
 	if r.window != nil {
@@ -168,6 +185,27 @@ type loadSpec struct {
 	fanout    int // W4: subscribe this many named subscriptions instead of the default one
 	pid       int // server process for CPU and disk accounting, 0 for none
 	filler    []byte
+	pauseGC   bool // collect before the run and not during it (see pauseGC)
+}
+
+// pauseGC collects garbage now and turns the load generator's collector off
+// until the returned function is called. The Pulsar Go client allocates
+// about 6 bytes for every byte it sends and receives (W1: ~300 MB/s, most
+// of it copies of batches it neither compresses nor decompresses); at GOGC
+// 400 its collector ran every ~0.5 s for 10-18 ms of marking on the two
+// cores the servers share, and each cycle put a 20-30 ms spike into the
+// latency of every system it measured, in every durability column
+// (`-timeline` showed one spike per cycle; with the server's collector
+// off the spikes stayed, with the generator's off they went). A run
+// allocates at most a few GB; memoryLimit stops the heap before the
+// machine's memory does. The servers keep their own collectors.
+func pauseGC() (resume func()) {
+	runtime.GC()
+	prev := debug.SetGCPercent(-1)
+	return func() {
+		debug.SetGCPercent(prev)
+		runtime.GC()
+	}
 }
 
 // runLoad sets up a, runs the load and tears a down.
@@ -201,10 +239,13 @@ func runLoad(ctx context.Context, a adapter, spec topicSpec, ls loadSpec) (res r
 		}
 	}
 	ls.filler = randomFiller(ls.size)
+	if ls.pauseGC {
+		defer pauseGC()()
+	}
 	start := time.Now()
 	from, to := start.Add(ls.warmup), start.Add(ls.warmup+ls.duration)
 	rec.mu.Lock()
-	rec.from, rec.to = from.UnixNano(), to.UnixNano()
+	rec.start, rec.from, rec.to = start.UnixNano(), from.UnixNano(), to.UnixNano()
 	rec.mu.Unlock()
 
 	var u0, u1 machine.ProcUsage

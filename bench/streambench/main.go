@@ -5,6 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
+	_ "net/http/pprof"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -14,6 +17,9 @@ import (
 	"strings"
 	"time"
 )
+
+// generatorMemoryLimit bounds the load generator's heap (debug.SetMemoryLimit).
+const generatorMemoryLimit = 4 << 30
 
 // defaultWindow is W2's messages in flight. A closed loop measures the
 // system only when the window is not the limit: with 1,024 (the first
@@ -56,7 +62,13 @@ type options struct {
 	// backlogReadRate starts Magnetar with --backlog-read-rate (bytes/s).
 	backlogReadRate int64
 	// pprofAddr starts Magnetar with --pprof-addr.
-	pprofAddr    string
+	pprofAddr string
+	// timeline prints, after each open-loop run, its worst publish latency
+	// per 100 ms of scheduled send time.
+	timeline bool
+	// gcDuringRuns leaves the load generator's collector on during runs
+	// (by default it is paused in each run and run between them: pauseGC).
+	gcDuringRuns bool
 	topics       int // W5 topics
 	topicsRate   int // W5 total msg/s spread over the topics
 	dir          string
@@ -121,8 +133,11 @@ func main() {
 	flag.IntVar(&o.topics, "topics", o.topics, "W5 topics to create (the full run: 100000)")
 	flag.IntVar(&o.topicsRate, "topics-rate", o.topicsRate, "W5 total msg/s, round robin over the topics")
 	flag.StringVar(&o.dir, "dir", "", "directory for binaries and data (default: the system temp dir)")
+	flag.BoolVar(&o.timeline, "timeline", false, "after each open-loop run, print its worst publish latency (ms) per 100 ms of scheduled send time, warm-up included and marked with |")
 	flag.BoolVar(&short, "short", false, "smoke run: tiny rates and durations, one round")
 	flag.StringVar(&markdown, "markdown", "", "also write the Markdown section (date, commit, command, limits, tables, load) to this file")
+	flag.BoolVar(&o.gcDuringRuns, "gc-during-runs", false, "leave the load generator's garbage collector on during each run (default: collect between runs, not in them; its cycles put 20-30 ms spikes into every system's latency)")
+	selfPprof := flag.String("self-pprof", "", "serve the load generator's own /debug/pprof on this address (for example 127.0.0.1:6062)")
 	gogc := flag.Int("gogc", 400, "GOGC of the load generator itself (servers are separate processes and keep their own)")
 	flag.Parse()
 	// The load generator allocates a payload per message and its clients
@@ -131,6 +146,18 @@ func main() {
 	// showed up in every system's latency (Magnetar's W1 memory-only e2e
 	// p99 22.8-27.9 ms at GOGC 100, 13.8-14.1 ms at 400: docs/benchmarks.md).
 	debug.SetGCPercent(*gogc)
+	// With the collector paused in a run (pauseGC), the heap stops at this
+	// limit, where the runtime collects regardless: a 1 GiB W6 catch-up
+	// read allocates ~6 GiB in the client.
+	debug.SetMemoryLimit(generatorMemoryLimit)
+	if *selfPprof != "" {
+		ln, err := net.Listen("tcp", *selfPprof)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "streambench:", err)
+			os.Exit(2)
+		}
+		go http.Serve(ln, nil) // net/http/pprof registers on the default mux
+	}
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if short { // explicit flags win over -short

@@ -119,7 +119,7 @@ func runManyTopics(ctx context.Context, m *magnetarSystem, dir string, o options
 
 	a := &manyTopicsAdapter{srv: srv, names: names}
 	spec := topicSpec{name: "w5", durability: durFsync}
-	ls := loadSpec{rate: float64(o.topicsRate), size: o.size, warmup: o.warmup, duration: o.duration, drain: o.drain, pid: srv.pid()}
+	ls := loadSpec{rate: float64(o.topicsRate), size: o.size, warmup: o.warmup, duration: o.duration, drain: o.drain, pid: srv.pid(), pauseGC: !o.gcDuringRuns}
 	if res.run, err = runLoad(ctx, a, spec, ls); err != nil {
 		return res, 0, err
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -142,7 +143,7 @@ func plan(o options, system string, d durability) []plannedRun {
 	w := o.workloads
 	lat := func(workload string, rate int) plannedRun {
 		return plannedRun{key: cellKey{workload, d, rate, system, 0}, load: loadSpec{rate: float64(rate), size: o.size,
-			warmup: o.warmup, duration: o.duration, drain: o.drain, subscribe: true}}
+			warmup: o.warmup, duration: o.duration, drain: o.drain, subscribe: true, pauseGC: !o.gcDuringRuns}}
 	}
 	var runs []plannedRun
 	w1 := w["W1"] && (d == durFsync || d == durOS || d == durMemory) ||
@@ -160,7 +161,7 @@ func plan(o options, system string, d durability) []plannedRun {
 	}
 	if w["W2"] && d == durFsync {
 		runs = append(runs, plannedRun{key: cellKey{"W2", d, 0, system, 0}, load: loadSpec{window: o.window, size: o.size,
-			warmup: o.warmup, duration: o.duration, drain: o.drain}})
+			warmup: o.warmup, duration: o.duration, drain: o.drain, pauseGC: !o.gcDuringRuns}})
 	}
 	if w["W4"] && d == durFsync {
 		for _, f := range o.fanouts {
@@ -220,6 +221,9 @@ func runBlock(ctx context.Context, o options, s system, round int, tmp string, r
 			}
 			res.cells[r.key] = append(res.cells[r.key], rr)
 			fmt.Fprintf(progress, "round %d %-8s %s %-12v %s\n", round, s.name(), r.key.workload, d, describe(rr))
+			if o.timeline && len(rr.worst) > 0 {
+				fmt.Fprintf(progress, "  worst pub ms per %v: %s\n", timelineStep, timeline(rr.worst, r.load.warmup))
+			}
 		}
 		if catchup {
 			spec := topicSpec{name: fmt.Sprintf("r%d-W6", round), partitions: o.partitions, durability: d}
@@ -262,6 +266,19 @@ func runBlock(ctx context.Context, o options, s system, round int, tmp string, r
 	bl.noisy = bl.busy >= 0 && bl.others > noisyOthers
 	res.loads = append(res.loads, bl)
 	return nil
+}
+
+// timeline formats worst (one bucket per timelineStep) in milliseconds,
+// with a | where the warm-up ends.
+func timeline(worst []time.Duration, warmup time.Duration) string {
+	var b strings.Builder
+	for i, w := range worst {
+		if time.Duration(i)*timelineStep == warmup {
+			b.WriteString("| ")
+		}
+		fmt.Fprintf(&b, "%.0f ", w.Seconds()*1e3)
+	}
+	return strings.TrimSpace(b.String())
 }
 
 func describe(r runResult) string {
