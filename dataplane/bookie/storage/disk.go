@@ -525,11 +525,7 @@ func (s *DiskStorage) flush(force bool) error {
 }
 
 // journalSync waits until every record appended so far is durable.
-func (s *DiskStorage) journalSync() error {
-	errc := make(chan error, 1)
-	s.jnl.Sync(func(err error) { errc <- err })
-	return <-errc
-}
+func (s *DiskStorage) journalSync() error { return s.jnl.Sync() }
 
 // deleteDoomed deletes the files flush and GC released, without flushMu:
 // shrunk a few MiB at a time (package slowrm), which takes seconds for a

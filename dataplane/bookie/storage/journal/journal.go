@@ -178,7 +178,6 @@ type Journal struct {
 	pos        uint64        // logical position after the last appended record
 	durable    atomic.Uint64 // logical position up to which every record is fsynced
 	groupStart time.Time
-	forceSync  bool  // the pending group must be fsynced even with NoSync (Sync)
 	err        error // sticky write failure
 	closed     bool
 
@@ -187,7 +186,11 @@ type Journal struct {
 	stop chan struct{}
 	done chan struct{}
 
-	// Owned by the writer goroutine (and Open/Close around it).
+	// Owned by the writer goroutine (and Open/Close around it), except
+	// that Sync (NoSync) fdatasyncs f from its caller's goroutine: fileMu
+	// keeps f from being swapped or closed under it (the writer's own
+	// writes to f need no lock).
+	fileMu   sync.Mutex
 	f        vfs.File
 	fileID   uint64
 	fileSize int64
@@ -344,10 +347,13 @@ func (j *Journal) createFile(id, start uint64) error {
 		f.Close()
 		return err
 	}
+	j.fileMu.Lock()
 	if j.f != nil {
 		j.f.Close()
 	}
-	j.f, j.fileID, j.fileSize, j.written = f, id, fileHeaderLen, fileHeaderLen
+	j.f = f
+	j.fileMu.Unlock()
+	j.fileID, j.fileSize, j.written = id, fileHeaderLen, fileHeaderLen
 	j.filesMu.Lock()
 	j.files = append(j.files, fileMeta{id: id, start: start, salt: recordSalt(id), valid: true})
 	j.filesMu.Unlock()
@@ -423,9 +429,15 @@ func (j *Journal) appendLedger(t RecordType, ledger int64, done func(error)) uin
 	return j.queuedLocked(recordHeaderLen+ledgerPayloadLen, done)
 }
 
-// Sync calls done, from the writer goroutine, once every record appended
-// before the call is durable: fsynced, even with NoSync.
-func (j *Journal) Sync(done func(error)) {
+// Sync returns once every record appended before the call is durable:
+// fsynced, even with NoSync. With NoSync it waits for the writer to have
+// written them and then fdatasyncs the current file itself, on the
+// caller's goroutine: the writer goes on writing groups meanwhile, so adds
+// (acknowledged after the write) never wait behind this sync (when the
+// writer did it, every in-place flush held them up for the length of one
+// fdatasync). Records written to an earlier file are durable already: the
+// writer syncs a file before it rotates to the next.
+func (j *Journal) Sync() error {
 	j.mu.Lock()
 	if j.err != nil || j.closed {
 		err := j.err
@@ -433,11 +445,44 @@ func (j *Journal) Sync(done func(error)) {
 			err = ErrClosed
 		}
 		j.mu.Unlock()
-		done(err)
-		return
+		return err
 	}
-	j.forceSync = true
-	j.queuedLocked(0, done)
+	target := j.pos
+	written := make(chan error, 1)
+	j.queuedLocked(0, func(err error) { written <- err })
+	if err := <-written; err != nil || !j.opts.NoSync {
+		return err // without NoSync the writer synced the group
+	}
+	if j.durable.Load() >= target {
+		return nil
+	}
+	j.fileMu.Lock()
+	defer j.fileMu.Unlock()
+	if j.f == nil { // Close synced the last file, or failed to
+		if j.durable.Load() >= target {
+			return nil
+		}
+		if err := j.Err(); err != nil {
+			return err
+		}
+		return ErrClosed
+	}
+	if err := j.f.SyncData(); err != nil {
+		return j.fail(fmt.Errorf("journal: sync: %w", err))
+	}
+	j.advanceDurable(target)
+	return nil
+}
+
+// advanceDurable raises durable to p unless it is there already (the
+// writer and Sync both raise it).
+func (j *Journal) advanceDurable(p uint64) {
+	for {
+		cur := j.durable.Load()
+		if cur >= p || j.durable.CompareAndSwap(cur, p) {
+			return
+		}
+	}
 }
 
 // WaitSpace blocks while MaxPendingBytes are queued, as an append would,
@@ -549,16 +594,16 @@ func (j *Journal) writeOne(timer *time.Timer, stopping *bool) bool {
 			j.mu.Lock()
 		}
 	}
-	buf, cbs, force, end := j.buf, j.cbs, j.forceSync, j.pos
-	j.buf, j.cbs, j.forceSync = j.spare[:0], j.spareCbs[:0], false
+	buf, cbs, end := j.buf, j.cbs, j.pos
+	j.buf, j.cbs = j.spare[:0], j.spareCbs[:0]
 	err := j.err
 	j.space.Broadcast()
 	j.mu.Unlock()
 
 	if err == nil {
-		err = j.writeGroup(buf, force)
-		if err == nil && (!j.opts.NoSync || force) {
-			j.durable.Store(end)
+		err = j.writeGroup(buf)
+		if err == nil && !j.opts.NoSync {
+			j.advanceDurable(end)
 		}
 	}
 	for i, cb := range cbs {
@@ -569,7 +614,7 @@ func (j *Journal) writeOne(timer *time.Timer, stopping *bool) bool {
 	return true
 }
 
-func (j *Journal) writeGroup(buf []byte, forceSync bool) error {
+func (j *Journal) writeGroup(buf []byte) error {
 	n := len(buf)
 	saltRecords(buf, recordSalt(j.fileID))
 	if n > 0 {
@@ -578,7 +623,7 @@ func (j *Journal) writeGroup(buf []byte, forceSync bool) error {
 		}
 	}
 	var synced time.Duration
-	if !j.opts.NoSync || forceSync {
+	if !j.opts.NoSync {
 		t := time.Now()
 		if err := j.f.SyncData(); err != nil {
 			return j.fail(fmt.Errorf("journal: sync: %w", err))
@@ -717,6 +762,8 @@ func (j *Journal) Close() error {
 	}
 	j.filesMu.Unlock()
 	err := j.Err()
+	j.fileMu.Lock()
+	defer j.fileMu.Unlock()
 	if j.f != nil {
 		serr := j.f.Sync()
 		if err == nil && serr != nil {
@@ -724,7 +771,7 @@ func (j *Journal) Close() error {
 		}
 		if err == nil {
 			j.mu.Lock()
-			j.durable.Store(j.pos)
+			j.advanceDurable(j.pos)
 			j.mu.Unlock()
 		}
 		if cerr := j.f.Close(); err == nil {

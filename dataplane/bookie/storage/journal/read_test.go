@@ -144,9 +144,7 @@ func TestSyncWithNoSync(t *testing.T) {
 	if d := j.Durable(); d != 0 {
 		t.Fatalf("Durable() = %d with NoSync before Sync", d)
 	}
-	errc := make(chan error, 1)
-	j.Sync(func(err error) { errc <- err })
-	if err := <-errc; err != nil {
+	if err := j.Sync(); err != nil {
 		t.Fatal(err)
 	}
 	if d := j.Durable(); d != end {
@@ -160,4 +158,55 @@ func TestSyncWithNoSync(t *testing.T) {
 	if n != 20 {
 		t.Fatalf("%d records survived the crash after Sync, want 20", n)
 	}
+}
+
+// TestNoSyncSyncOffWriter: with NoSync, Sync fdatasyncs on its caller's
+// goroutine, so appends are written and acknowledged while it is stuck in
+// the fdatasync, and Durable advances only when it returns. (When the
+// writer did the sync, the append below waited for it: every in-place
+// flush of a --journal-sync=false bookie held adds up for one fdatasync.)
+func TestNoSyncSyncOffWriter(t *testing.T) {
+	fs := vfs.NewMem()
+	if err := fs.MkdirAll("/j", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	j, err := Open(Options{FS: fs, Dir: "/j", NoSync: true, WritebackBytes: -1}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	end := appendWait(t, j, 1, 0, []byte("before"))
+	entered, release := make(chan struct{}), make(chan struct{})
+	j.fileMu.Lock()
+	j.f = &slowSyncFile{File: j.f, entered: entered, release: release}
+	j.fileMu.Unlock()
+	synced := make(chan error, 1)
+	go func() { synced <- j.Sync() }()
+	<-entered // Sync is inside fdatasync
+	appendWait(t, j, 1, 1, []byte("during"))
+	if d := j.Durable(); d >= end {
+		t.Fatalf("Durable() = %d while the sync of %d has not returned", d, end)
+	}
+	close(release)
+	if err := <-synced; err != nil {
+		t.Fatal(err)
+	}
+	if d := j.Durable(); d < end {
+		t.Fatalf("Durable() = %d after Sync, want at least %d", d, end)
+	}
+}
+
+// slowSyncFile blocks its first SyncData until release is closed.
+type slowSyncFile struct {
+	vfs.File
+	once             sync.Once
+	entered, release chan struct{}
+}
+
+func (f *slowSyncFile) SyncData() error {
+	f.once.Do(func() {
+		close(f.entered)
+		<-f.release
+	})
+	return f.File.SyncData()
 }
