@@ -59,3 +59,65 @@ func TestBacklogReadRate(t *testing.T) {
 	}
 	t.Logf("paced read: %v; unpaced: %v", paced, timedRead(writer))
 }
+
+// TestBacklogReadRateCached: a backlog the cache still holds is paced too,
+// once it lies more than catchupLag behind the newest entry (it was read
+// from memory at full speed whatever the pace before); a reader within
+// catchupLag of the end is never charged.
+func TestBacklogReadRateCached(t *testing.T) {
+	c := newCluster(t, clusterOpts{})
+	defs := testConfig()
+	defs.MaxEntriesPerLedger = 100_000
+	defs.RetentionTime, defs.RetentionSize = -1, -1
+	const (
+		entries = 3000
+		size    = 1000
+		rate    = 2_000_000 // bytes/s
+	)
+	f, err := NewFactory(FactoryConfig{Client: c.newClient(), Metadata: c.md, Defaults: defs, Logger: quiet, BacklogReadRate: rate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ml := openML(t, f, "pace-cached", nil)
+	defer ml.Close(ctxT(t))
+	data := bytes.Repeat([]byte("x"), size)
+	done := make(chan error, entries)
+	for range entries {
+		ml.AddEntry(data, func(_ Position, err error) { done <- err })
+	}
+	for range entries {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	charged := func() bool {
+		f.pacer.mu.Lock()
+		defer f.pacer.mu.Unlock()
+		return !f.pacer.next.IsZero()
+	}
+
+	// A tailing reader: the newest 500 KB.
+	last := ml.LastConfirmed()
+	ents, err := ml.Read(ctxT(t), Position{last.LedgerID, last.EntryID - 499}, 1000, 0)
+	if err != nil || len(ents) != 500 {
+		t.Fatalf("tail read: %d entries, %v", len(ents), err)
+	}
+	if charged() {
+		t.Fatal("a read within catchupLag of the newest entry was charged to the pacer")
+	}
+
+	// A catch-up reader: everything, from memory.
+	start := time.Now()
+	if n := len(readAll(t, ml)); n != entries {
+		t.Fatalf("read %d entries, want %d", n, entries)
+	}
+	elapsed := time.Since(start)
+	if !charged() {
+		t.Fatal("a catch-up read from the cache was not charged to the pacer")
+	}
+	behind := entries*size - catchupLag
+	if want := time.Duration(float64(behind)/rate*float64(time.Second)) - paceBurst - 20*time.Millisecond; elapsed < want {
+		t.Fatalf("catch-up read of %d cached bytes behind the lag at %d B/s took %v, want at least %v", behind, rate, elapsed, want)
+	}
+}
