@@ -28,7 +28,6 @@ type cacheItem struct {
 	ml         *ManagedLedger
 	pos        Position
 	data       []byte
-	at         int64 // the managed ledger's addedBytes once this entry was added
 	prev, next *cacheItem
 }
 
@@ -43,8 +42,7 @@ func newEntryCache(limit int64) *entryCache {
 
 func (c *entryCache) enabled() bool { return c.limit > 0 }
 
-// put adds ml's entry at pos; at is ml's addedBytes after it.
-func (c *entryCache) put(ml *ManagedLedger, pos Position, data []byte, at int64) {
+func (c *entryCache) put(ml *ManagedLedger, pos Position, data []byte) {
 	cost := int64(len(data)) + cacheItemOverhead
 	if cost > c.limit {
 		return
@@ -75,7 +73,7 @@ func (c *entryCache) put(ml *ManagedLedger, pos Position, data []byte, at int64)
 	} else {
 		it = new(cacheItem)
 	}
-	it.ml, it.pos, it.data, it.at = ml, pos, data, at
+	it.ml, it.pos, it.data = ml, pos, data
 	it.prev = c.tail
 	if c.tail != nil {
 		c.tail.next = it
@@ -86,14 +84,13 @@ func (c *entryCache) put(ml *ManagedLedger, pos Position, data []byte, at int64)
 	m[pos] = it
 }
 
-// get returns ml's entry at pos and the at it was put with.
-func (c *entryCache) get(ml *ManagedLedger, pos Position) ([]byte, int64, bool) {
+func (c *entryCache) get(ml *ManagedLedger, pos Position) ([]byte, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if it, ok := c.byML[ml][pos]; ok {
-		return it.data, it.at, true
+		return it.data, true
 	}
-	return nil, 0, false
+	return nil, false
 }
 
 // removeLocked unlinks it, forgets it and recycles it.

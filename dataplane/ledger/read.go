@@ -52,30 +52,19 @@ func (ml *ManagedLedger) resolveLocked(pos Position) (p Position, last int64, ok
 }
 
 // lookupLocked finds a confirmed entry in memory: the cache, or the tail of
-// a ledger still being written. behind is how many payload bytes were
-// added to ml after it (0 for the writer's tail, the newest entries).
-func (ml *ManagedLedger) lookupLocked(p Position) (data []byte, behind int64, ok bool) {
-	if d, at, ok := ml.f.cache.get(ml, p); ok {
-		return d, ml.addedBytes - at, true
+// a ledger still being written.
+func (ml *ManagedLedger) lookupLocked(p Position) ([]byte, bool) {
+	if d, ok := ml.f.cache.get(ml, p); ok {
+		return d, true
 	}
 	if w := ml.writers[p.LedgerID]; w != nil && len(w.tail) > 0 {
 		first := w.tail[0].Pos.EntryID
 		if p.EntryID >= first && p.EntryID-first < int64(len(w.tail)) {
-			return w.tail[p.EntryID-first].Data, 0, true
+			return w.tail[p.EntryID-first].Data, true
 		}
 	}
-	return nil, 0, false
+	return nil, false
 }
-
-// catchupLag is how far (in payload bytes added after it) an entry lies
-// behind the newest of its managed ledger when reading it is a catch-up
-// read: paced (FactoryConfig.BacklogReadRate) even when the cache still
-// holds it. Without this a backlog smaller than the cache was read from
-// memory at full speed whatever the pace (W6 with a 48 MiB backlog and the
-// 64 MiB cache), taking the CPU from the producers the pace protects. A
-// tailing reader stays well within it; Pulsar's similar notion is a
-// "backlogged" cursor (managedLedgerCursorBackloggedThreshold, in entries).
-const catchupLag = 1 << 20
 
 // Read returns up to maxEntries confirmed entries starting at from (or the
 // first stored entry after it), crossing ledgers, stopping once maxBytes
@@ -91,11 +80,6 @@ func (ml *ManagedLedger) Read(ctx context.Context, from Position, maxEntries, ma
 	bytes := 0
 	full := func() bool { return len(out) >= maxEntries || (maxBytes > 0 && bytes >= maxBytes) }
 	pos := from
-	// Catch-up entries served from memory are charged to the pacer like
-	// bookie reads (those are charged in readBookies); the first of them
-	// waits for it once per Read, as a bookie read does.
-	paced, waited, behind := ml.f.pacer.enabled(), false, 0
-	defer func() { ml.f.pacer.charge(behind) }()
 	for !full() {
 		ml.mu.Lock()
 		if ml.state == stateClosed {
@@ -107,35 +91,14 @@ func (ml *ManagedLedger) Read(ctx context.Context, from Position, maxEntries, ma
 			ml.mu.Unlock()
 			break
 		}
-		wait := false
 		for p.EntryID <= last && !full() {
-			d, lag, hit := ml.lookupLocked(p)
+			d, hit := ml.lookupLocked(p)
 			if !hit {
 				break
-			}
-			if paced && lag > catchupLag {
-				if !waited {
-					wait = true
-					break
-				}
-				behind += len(d)
 			}
 			out = append(out, Entry{Pos: p, Data: d})
 			bytes += len(d)
 			p.EntryID++
-		}
-		if wait {
-			ml.mu.Unlock()
-			waited = true
-			maxBytes = ml.f.pacer.capBytes(maxBytes)
-			if err := ml.f.pacer.wait(ctx); err != nil {
-				if len(out) > 0 {
-					return out, nil
-				}
-				return nil, err
-			}
-			pos = p
-			continue
 		}
 		if full() || p.EntryID > last {
 			ml.mu.Unlock()
@@ -146,8 +109,6 @@ func (ml *ManagedLedger) Read(ctx context.Context, from Position, maxEntries, ma
 		_, writing := ml.writers[p.LedgerID]
 		ml.mu.Unlock()
 
-		waited = true
-		maxBytes = ml.f.pacer.capBytes(maxBytes)
 		if err := ml.f.pacer.wait(ctx); err != nil {
 			if len(out) > 0 {
 				return out, nil
