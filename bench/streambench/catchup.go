@@ -118,13 +118,7 @@ func runCatchup(ctx context.Context, a adapter, spec topicSpec, o options) (res 
 	noUsage := func(*machine.ProcUsage) {}
 	var u machine.ProcUsage
 	ls := loadSpec{rate: float64(o.catchupRate), size: o.size, warmup: o.warmup, duration: o.duration, filler: filler}
-	paused := func() func() { // both phases alike, as in every other run
-		if o.gcDuringRuns {
-			return func() {}
-		}
-		return pauseGC()
-	}
-	resume := paused()
+	resume := pauseGC(!o.gcDuringRuns) // both phases alike, as in every other run
 	start := time.Now()
 	base := newRecorder(start.Add(o.warmup), start.Add(o.warmup+o.duration))
 	router.cur.Store(base)
@@ -149,7 +143,7 @@ func runCatchup(ctx context.Context, a adapter, spec topicSpec, o options) (res 
 	res.producerBps = ls.rate * float64(o.size)
 
 	// Catch-up: the producer again, and a new subscription from the start.
-	defer paused()()
+	defer pauseGC(!o.gcDuringRuns)()
 	start = time.Now()
 	during := newRecorder(start, start.Add(o.catchupLimit))
 	router.cur.Store(during)

@@ -185,11 +185,12 @@ type loadSpec struct {
 	fanout    int // W4: subscribe this many named subscriptions instead of the default one
 	pid       int // server process for CPU and disk accounting, 0 for none
 	filler    []byte
-	pauseGC   bool // collect before the run and not during it (see pauseGC)
+	pauseGC   bool // collect before the run and not during it (pauseGC)
 }
 
-// pauseGC collects garbage now and turns the load generator's collector off
-// until the returned function is called. The Pulsar Go client allocates
+// pauseGC, when on, collects garbage now and turns the load generator's
+// collector off until the returned function is called (off: it does
+// nothing). The Pulsar Go client allocates
 // about 6 bytes for every byte it sends and receives (W1: ~300 MB/s, most
 // of it copies of batches it neither compresses nor decompresses); at GOGC
 // 400 its collector ran every ~0.5 s for 10-18 ms of marking on the two
@@ -197,9 +198,12 @@ type loadSpec struct {
 // latency of every system it measured, in every durability column
 // (`-timeline` showed one spike per cycle; with the server's collector
 // off the spikes stayed, with the generator's off they went). A run
-// allocates at most a few GB; memoryLimit stops the heap before the
-// machine's memory does. The servers keep their own collectors.
-func pauseGC() (resume func()) {
+// allocates at most a few GB; generatorMemoryLimit stops the heap before
+// the machine's memory does. The servers keep their own collectors.
+func pauseGC(on bool) (resume func()) {
+	if !on {
+		return func() {}
+	}
 	runtime.GC()
 	prev := debug.SetGCPercent(-1)
 	return func() {
@@ -239,9 +243,7 @@ func runLoad(ctx context.Context, a adapter, spec topicSpec, ls loadSpec) (res r
 		}
 	}
 	ls.filler = randomFiller(ls.size)
-	if ls.pauseGC {
-		defer pauseGC()()
-	}
+	defer pauseGC(ls.pauseGC)()
 	start := time.Now()
 	from, to := start.Add(ls.warmup), start.Add(ls.warmup+ls.duration)
 	rec.mu.Lock()

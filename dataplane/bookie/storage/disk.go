@@ -500,7 +500,7 @@ func (s *DiskStorage) flush(force bool) error {
 	var err error
 	if !s.cfg.CopyToEntryLogs && s.jnl.Durable() < mark {
 		// Only durable records may be indexed in place.
-		err = s.journalSync()
+		err = s.jnl.Sync()
 	}
 	if err == nil {
 		err = s.writeSnapshot(snap, metas, mark, sync, pace)
@@ -523,9 +523,6 @@ func (s *DiskStorage) flush(force bool) error {
 	}
 	return nil
 }
-
-// journalSync waits until every record appended so far is durable.
-func (s *DiskStorage) journalSync() error { return s.jnl.Sync() }
 
 // deleteDoomed deletes the files flush and GC released, without flushMu:
 // shrunk a few MiB at a time (package slowrm), which takes seconds for a

@@ -453,15 +453,12 @@ func (j *Journal) Sync() error {
 	if err := <-written; err != nil || !j.opts.NoSync {
 		return err // without NoSync the writer synced the group
 	}
-	if j.durable.Load() >= target {
-		return nil
-	}
 	j.fileMu.Lock()
 	defer j.fileMu.Unlock()
-	if j.f == nil { // Close synced the last file, or failed to
-		if j.durable.Load() >= target {
-			return nil
-		}
+	if j.durable.Load() >= target { // another Sync, or Close, got there first
+		return nil
+	}
+	if j.f == nil { // Close failed to sync the last file
 		if err := j.Err(); err != nil {
 			return err
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -183,7 +184,16 @@ func TestNoSyncSyncOffWriter(t *testing.T) {
 	synced := make(chan error, 1)
 	go func() { synced <- j.Sync() }()
 	<-entered // Sync is inside fdatasync
-	appendWait(t, j, 1, 1, []byte("during"))
+	appended := make(chan error, 1)
+	j.AppendEntry(1, 1, 0, []byte("during"), func(err error) { appended <- err })
+	select {
+	case err := <-appended:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("an append waited for the Sync stuck in fdatasync")
+	}
 	if d := j.Durable(); d >= end {
 		t.Fatalf("Durable() = %d while the sync of %d has not returned", d, end)
 	}
