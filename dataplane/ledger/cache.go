@@ -28,6 +28,7 @@ type cacheItem struct {
 	ml         *ManagedLedger
 	pos        Position
 	data       []byte
+	at         int64 // the managed ledger's addedBytes once this entry was added
 	prev, next *cacheItem
 }
 
@@ -42,7 +43,8 @@ func newEntryCache(limit int64) *entryCache {
 
 func (c *entryCache) enabled() bool { return c.limit > 0 }
 
-func (c *entryCache) put(ml *ManagedLedger, pos Position, data []byte) {
+// put adds ml's entry at pos; at is ml's addedBytes after it.
+func (c *entryCache) put(ml *ManagedLedger, pos Position, data []byte, at int64) {
 	cost := int64(len(data)) + cacheItemOverhead
 	if cost > c.limit {
 		return
@@ -73,7 +75,7 @@ func (c *entryCache) put(ml *ManagedLedger, pos Position, data []byte) {
 	} else {
 		it = new(cacheItem)
 	}
-	it.ml, it.pos, it.data = ml, pos, data
+	it.ml, it.pos, it.data, it.at = ml, pos, data, at
 	it.prev = c.tail
 	if c.tail != nil {
 		c.tail.next = it
@@ -84,13 +86,14 @@ func (c *entryCache) put(ml *ManagedLedger, pos Position, data []byte) {
 	m[pos] = it
 }
 
-func (c *entryCache) get(ml *ManagedLedger, pos Position) ([]byte, bool) {
+// get returns ml's entry at pos and the at it was put with.
+func (c *entryCache) get(ml *ManagedLedger, pos Position) ([]byte, int64, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if it, ok := c.byML[ml][pos]; ok {
-		return it.data, true
+		return it.data, it.at, true
 	}
-	return nil, false
+	return nil, 0, false
 }
 
 // removeLocked unlinks it, forgets it and recycles it.

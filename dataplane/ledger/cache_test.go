@@ -26,13 +26,13 @@ func TestEntryCacheEvictsOldestAndRecycles(t *testing.T) {
 	}
 	for i := range 100 {
 		ml := mlOf(i)
-		c.put(ml, Position{1, int64(i)}, data(ml, i))
-		c.put(ml, Position{1, int64(i)}, []byte("duplicate ignored"))
+		c.put(ml, Position{1, int64(i)}, data(ml, i), 0)
+		c.put(ml, Position{1, int64(i)}, []byte("duplicate ignored"), 0)
 		if c.bytes() > limit {
 			t.Fatalf("after %d puts: %d bytes, limit %d", i+1, c.bytes(), limit)
 		}
 		for j := 0; j <= i; j++ {
-			got, ok := c.get(mlOf(j), Position{1, int64(j)})
+			got, _, ok := c.get(mlOf(j), Position{1, int64(j)})
 			if want := j > i-10; ok != want {
 				t.Fatalf("after put %d: entry %d cached=%v, want %v", i, j, ok, want)
 			}
@@ -46,7 +46,7 @@ func TestEntryCacheEvictsOldestAndRecycles(t *testing.T) {
 	}
 	c.dropLedger(a, 1)
 	for j := 90; j < 100; j++ {
-		if _, ok := c.get(mlOf(j), Position{1, int64(j)}); ok != (mlOf(j) == b) {
+		if _, _, ok := c.get(mlOf(j), Position{1, int64(j)}); ok != (mlOf(j) == b) {
 			t.Fatalf("after dropping a: entry %d cached=%v", j, ok)
 		}
 	}
@@ -54,11 +54,11 @@ func TestEntryCacheEvictsOldestAndRecycles(t *testing.T) {
 	if c.bytes() != 0 || c.head != nil || c.tail != nil || len(c.byML) != 0 {
 		t.Fatalf("not empty: %d bytes, %d ledgers", c.bytes(), len(c.byML))
 	}
-	c.put(a, Position{2, 0}, data(a, 0))
-	if got, ok := c.get(a, Position{2, 0}); !ok || string(got) != string(data(a, 0)) {
+	c.put(a, Position{2, 0}, data(a, 0), 0)
+	if got, _, ok := c.get(a, Position{2, 0}); !ok || string(got) != string(data(a, 0)) {
 		t.Fatalf("after emptying: %q %v", got, ok)
 	}
-	if c.put(a, Position{2, 1}, make([]byte, limit)); c.bytes() > limit {
+	if c.put(a, Position{2, 1}, make([]byte, limit), 0); c.bytes() > limit {
 		t.Fatalf("oversized entry cached")
 	}
 }

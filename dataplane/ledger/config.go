@@ -145,14 +145,14 @@ type FactoryConfig struct {
 	Defaults Config
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
-	// BacklogReadRate paces reads from the bookies (entries the cache does
-	// not hold: a subscription catching up on a backlog) at this many
+	// BacklogReadRate paces catch-up reads (from the bookies, and from the
+	// cache when more than catchupLag bytes behind the newest entry: a
+	// subscription catching up on a backlog) at this many
 	// payload bytes per second, shared by every managed ledger of the
 	// factory, so that a catch-up read leaves CPU and disk to the
 	// producers (docs/benchmarks.md, W6). Zero or negative (the default,
 	// as in Pulsar, where dispatch throttling is off by default): no
-	// pacing. Reads served from the cache (tailing consumers) are never
-	// paced.
+	// pacing. Tailing consumers' reads are never paced.
 	BacklogReadRate int64
 }
 

@@ -105,6 +105,7 @@ type ManagedLedger struct {
 	writers       map[int64]*writer
 	queue         []*addOp
 	lastConfirmed Position
+	addedBytes    int64         // payload bytes confirmed since open: how far behind a cached entry is (read.go)
 	waitCh        chan struct{} // closed when lastConfirmed moves; nil if nobody waits
 	idleCh        chan struct{} // closed when queue empties; nil if nobody waits
 	cursors       map[string]*Cursor
@@ -677,8 +678,9 @@ func (ml *ManagedLedger) confirmLocked(op *addOp) {
 		ml.ledgers[i].Entries = pos.EntryID + 1
 		ml.ledgers[i].Size += int64(len(op.data))
 	}
+	ml.addedBytes += int64(len(op.data))
 	if ml.f.cache.enabled() {
-		ml.f.cache.put(ml, pos, op.data)
+		ml.f.cache.put(ml, pos, op.data, ml.addedBytes)
 	}
 	if w := ml.writers[pos.LedgerID]; w != nil && !w.sealed {
 		w.readableLAC = max(w.readableLAC, op.lacSent)

@@ -52,19 +52,30 @@ func (ml *ManagedLedger) resolveLocked(pos Position) (p Position, last int64, ok
 }
 
 // lookupLocked finds a confirmed entry in memory: the cache, or the tail of
-// a ledger still being written.
-func (ml *ManagedLedger) lookupLocked(p Position) ([]byte, bool) {
-	if d, ok := ml.f.cache.get(ml, p); ok {
-		return d, true
+// a ledger still being written. behind is how many payload bytes were
+// added to ml after it (0 for the writer's tail, the newest entries).
+func (ml *ManagedLedger) lookupLocked(p Position) (data []byte, behind int64, ok bool) {
+	if d, at, ok := ml.f.cache.get(ml, p); ok {
+		return d, ml.addedBytes - at, true
 	}
 	if w := ml.writers[p.LedgerID]; w != nil && len(w.tail) > 0 {
 		first := w.tail[0].Pos.EntryID
 		if p.EntryID >= first && p.EntryID-first < int64(len(w.tail)) {
-			return w.tail[p.EntryID-first].Data, true
+			return w.tail[p.EntryID-first].Data, 0, true
 		}
 	}
-	return nil, false
+	return nil, 0, false
 }
+
+// catchupLag is how far (in payload bytes added after it) an entry lies
+// behind the newest of its managed ledger when reading it is a catch-up
+// read: paced (FactoryConfig.BacklogReadRate) even when the cache still
+// holds it. Without this a backlog smaller than the cache was read from
+// memory at full speed whatever the pace (W6 with a 48 MiB backlog and the
+// 64 MiB cache), taking the CPU from the producers the pace protects. A
+// tailing reader stays well within it; Pulsar's similar notion is a
+// "backlogged" cursor (managedLedgerCursorBackloggedThreshold, in entries).
+const catchupLag = 1 << 20
 
 // Read returns up to maxEntries confirmed entries starting at from (or the
 // first stored entry after it), crossing ledgers, stopping once maxBytes
@@ -80,6 +91,12 @@ func (ml *ManagedLedger) Read(ctx context.Context, from Position, maxEntries, ma
 	bytes := 0
 	full := func() bool { return len(out) >= maxEntries || (maxBytes > 0 && bytes >= maxBytes) }
 	pos := from
+	// Catch-up entries, from the bookies or from memory, are charged to the
+	// pacer as they are delivered (entries read and not returned are not:
+	// the consumer never got them); the first of them waits for it once per
+	// Read.
+	paced, waited, charged := ml.f.pacer.enabled(), false, 0
+	defer func() { ml.f.pacer.charge(charged) }()
 	for !full() {
 		ml.mu.Lock()
 		if ml.state == stateClosed {
@@ -91,21 +108,55 @@ func (ml *ManagedLedger) Read(ctx context.Context, from Position, maxEntries, ma
 			ml.mu.Unlock()
 			break
 		}
+		wait := false
 		for p.EntryID <= last && !full() {
-			d, hit := ml.lookupLocked(p)
+			d, lag, hit := ml.lookupLocked(p)
 			if !hit {
 				break
+			}
+			if paced && lag > catchupLag {
+				if !waited {
+					wait = true
+					break
+				}
+				charged += len(d)
 			}
 			out = append(out, Entry{Pos: p, Data: d})
 			bytes += len(d)
 			p.EntryID++
+		}
+		if wait {
+			ml.mu.Unlock()
+			waited = true
+			maxBytes = ml.f.pacer.capBytes(maxBytes)
+			if err := ml.f.pacer.wait(ctx); err != nil {
+				if len(out) > 0 {
+					return out, nil
+				}
+				return nil, err
+			}
+			pos = p
+			continue
 		}
 		if full() || p.EntryID > last {
 			ml.mu.Unlock()
 			pos = p
 			continue
 		}
-		end := min(last, p.EntryID+int64(min(maxEntries-len(out), readChunk))-1)
+		if paced {
+			waited = true
+			maxBytes = ml.f.pacer.capBytes(maxBytes)
+		}
+		n := min(maxEntries-len(out), readChunk)
+		if maxBytes > 0 {
+			// Read about as many entries as the byte limit will take, by
+			// the ledger's mean entry size, so that a small limit (a paced
+			// Read) does not read a whole chunk to return one entry.
+			if avg := ml.meanEntrySizeLocked(p.LedgerID); avg > 0 {
+				n = min(n, max(1, (maxBytes-bytes+avg-1)/avg))
+			}
+		}
+		end := min(last, p.EntryID+int64(n)-1)
 		_, writing := ml.writers[p.LedgerID]
 		ml.mu.Unlock()
 
@@ -131,8 +182,11 @@ func (ml *ManagedLedger) Read(ctx context.Context, from Position, maxEntries, ma
 			}
 			out = append(out, e)
 			bytes += len(e.Data)
+			if paced {
+				charged += len(e.Data)
+			}
+			pos = Position{p.LedgerID, e.Pos.EntryID + 1}
 		}
-		pos = Position{p.LedgerID, ents[len(ents)-1].Pos.EntryID + 1}
 	}
 	return out, nil
 }
@@ -162,13 +216,20 @@ func (ml *ManagedLedger) readBookies(ctx context.Context, id, first, last int64,
 		return nil, fmt.Errorf("ledger: read %d:%d..%d of %q: %w", id, first, last, ml.name, err)
 	}
 	out := make([]Entry, len(ents))
-	n := 0
 	for i, e := range ents {
 		out[i] = Entry{Pos: Position{id, e.EntryID}, Data: e.Payload}
-		n += len(e.Payload)
 	}
-	ml.f.pacer.charge(n)
 	return out, nil
+}
+
+// meanEntrySizeLocked returns the mean payload size of ledger id's
+// confirmed entries, 0 when unknown.
+func (ml *ManagedLedger) meanEntrySizeLocked(id int64) int {
+	i := sort.Search(len(ml.ledgers), func(i int) bool { return ml.ledgers[i].ID >= id })
+	if i == len(ml.ledgers) || ml.ledgers[i].ID != id || ml.ledgers[i].Entries <= 0 {
+		return 0
+	}
+	return int(ml.ledgers[i].Size / ml.ledgers[i].Entries)
 }
 
 // readHandle returns the cached read handle of a closed ledger.
