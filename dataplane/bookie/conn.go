@@ -236,6 +236,41 @@ func (c *serverConn) serve() *wire.Response {
 	}
 }
 
+// addReply answers one add once the storage reports it. Pooled, with done
+// bound to it once, so that an add costs no closure.
+type addReply struct {
+	c                 *serverConn
+	id                uint64
+	ledgerID, entryID int64
+	start             time.Time
+	n                 int
+	done              func(error) // r.complete
+}
+
+var addReplies sync.Pool // of *addReply; see getAddReply
+
+func getAddReply() *addReply {
+	if r, ok := addReplies.Get().(*addReply); ok {
+		return r
+	}
+	r := new(addReply)
+	r.done = r.complete
+	return r
+}
+
+// complete is called exactly once per add (Storage.AddEntry's contract).
+func (r *addReply) complete(err error) {
+	c := r.c
+	c.s.metrics.added(r.start, r.n, err)
+	if err != nil {
+		c.replyErr(wire.OpAdd, r.id, mapStorageErr(err))
+	} else {
+		c.reply(wire.Response{Op: wire.OpAdd, RequestID: r.id, LedgerID: r.ledgerID, EntryID: r.entryID})
+	}
+	r.c = nil
+	addReplies.Put(r)
+}
+
 // handle executes one request holding a slot. Adds complete asynchronously;
 // the other ops are answered before handle returns (a fencing read waits
 // for the fence to be durable).
@@ -257,15 +292,9 @@ func (c *serverConn) handle(req *wire.Request) {
 		if cap(c.entryBuf) > entryBufKeep {
 			c.entryBuf = nil // one large entry does not pin its buffer
 		}
-		start, n, m := time.Now(), len(req.Payload), c.s.metrics
-		st.AddEntry(ledgerID, entryID, req.LAC, data, req.Recovery, func(err error) {
-			m.added(start, n, err)
-			if err != nil {
-				c.replyErr(wire.OpAdd, id, mapStorageErr(err))
-				return
-			}
-			c.reply(wire.Response{Op: wire.OpAdd, RequestID: id, LedgerID: ledgerID, EntryID: entryID})
-		})
+		r := getAddReply()
+		r.c, r.id, r.ledgerID, r.entryID, r.start, r.n = c, id, ledgerID, entryID, time.Now(), len(req.Payload)
+		st.AddEntry(ledgerID, entryID, req.LAC, data, req.Recovery, r.done)
 
 	case wire.OpRead:
 		start := time.Now()

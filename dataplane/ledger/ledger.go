@@ -56,6 +56,22 @@ type addOp struct {
 	done    bool
 	err     error
 	first   addSend // the record of the first send (see send); in use once first.ml is set
+	// holds counts the op's holders: the queue until its callback ran, and
+	// each send until the bookie client answered it. The last returns it
+	// to addOps; an op a path drops without answering is left to the
+	// collector.
+	holds atomic.Int32
+}
+
+// addOps recycles addOps, one per entry added.
+var addOps = sync.Pool{New: func() any { return new(addOp) }}
+
+// release drops one hold on op.
+func (op *addOp) release() {
+	if op.holds.Add(-1) == 0 {
+		*op = addOp{}
+		addOps.Put(op)
+	}
 }
 
 // addSend is one send of an addOp to one ledger: the bookie client reports
@@ -69,7 +85,11 @@ type addSend struct {
 }
 
 // AddComplete implements client.AddHandler.
-func (s *addSend) AddComplete(id int64, err error) { s.ml.onAddDone(s.op, s.w, id, err) }
+func (s *addSend) AddComplete(id int64, err error) {
+	op := s.op
+	s.ml.onAddDone(op, s.w, id, err)
+	op.release()
+}
 
 // ManagedLedger is one topic's log: an ordered list of bookie ledgers with
 // a single writer (this process) and durable cursors. See the package
@@ -459,16 +479,19 @@ func (ml *ManagedLedger) AddEntryOwned(data []byte, cb AddCallback) {
 }
 
 func (ml *ManagedLedger) addEntry(data []byte, cb AddCallback) {
-	op := &addOp{data: data, cb: cb}
-	if op.data == nil {
-		op.data = []byte{}
+	if data == nil {
+		data = []byte{}
 	}
+	op := addOps.Get().(*addOp)
+	op.data, op.cb = data, cb
+	op.holds.Store(1)
 	ml.sendMu.Lock()
 	ml.mu.Lock()
 	if err := ml.addErrLocked(); err != nil {
 		if ml.deliverGone && !ml.delivering {
 			ml.mu.Unlock()
 			ml.sendMu.Unlock()
+			op.release()
 			cb.AddComplete(Position{}, err)
 			return
 		}
@@ -532,6 +555,7 @@ func (ml *ManagedLedger) send(w *writer, op *addOp) {
 		s = new(addSend) // a retry: the first send's record may still be answered
 	}
 	*s = addSend{ml: ml, op: op, w: w}
+	op.holds.Add(1) // released by s.AddComplete
 	w.wh.AppendTo(op.data, s)
 }
 
@@ -658,6 +682,7 @@ func (ml *ManagedLedger) deliver() {
 		for i, op := range batch {
 			op.cb.AddComplete(op.pos, op.err)
 			batch[i] = nil
+			op.release()
 		}
 		batch = batch[:0]
 		ml.mu.Lock()

@@ -38,6 +38,22 @@ type pendingAdd struct {
 	// allocates its own.
 	sends  [3]addSend
 	nsends int
+	// holds counts p's holders, all changed under the handle's mu: the
+	// pending list until p is completed, and each of the records in sends
+	// until its bookie answered. The last returns p to pendingAdds; an
+	// entry dropped without answers is left to the collector.
+	holds int
+}
+
+// pendingAdds recycles pendingAdds, one per entry appended.
+var pendingAdds = sync.Pool{New: func() any { return new(pendingAdd) }}
+
+// releaseLocked drops one hold on p; the handle's mu is held.
+func (p *pendingAdd) releaseLocked() {
+	if p.holds--; p.holds == 0 {
+		*p = pendingAdd{}
+		pendingAdds.Put(p)
+	}
 }
 
 // addSend is one send of an entry to the bookie at ensemble index idx: the
@@ -49,10 +65,11 @@ type addSend struct {
 	idx     int
 	addr    string
 	entryID int64
+	p       *pendingAdd // the entry holding this record (one of its sends); nil for a record of its own
 }
 
 // AddDone implements wire.AddDone.
-func (s *addSend) AddDone(err error) { s.h.onAddResult(s.idx, s.addr, s.entryID, err) }
+func (s *addSend) AddDone(err error) { s.h.onAddResult(s, err) }
 
 type completion struct {
 	cb      AddHandler
@@ -202,14 +219,14 @@ func (h *WriteHandle) AppendTo(payload []byte, cb AddHandler) {
 	}
 	id := h.nextEntry
 	h.nextEntry++
-	p := &pendingAdd{
-		entryID: id,
-		req: wire.AddRequest{
-			LedgerID: h.id, EntryID: id, LAC: h.lac, Payload: payload,
-			Checksum: wire.Checksum(h.id, id, h.lac, payload),
-		},
-		cb: cb,
+	p := pendingAdds.Get().(*pendingAdd)
+	p.entryID = id
+	p.req = wire.AddRequest{
+		LedgerID: h.id, EntryID: id, LAC: h.lac, Payload: payload,
+		Checksum: wire.Checksum(h.id, id, h.lac, payload),
 	}
+	p.cb = cb
+	p.holds = 1 // the pending list's
 	if n := h.meta.Ensemble; n <= len(p.ackedBuf) {
 		p.acked = p.ackedBuf[:n]
 	} else {
@@ -229,20 +246,29 @@ func (h *WriteHandle) AppendTo(payload []byte, cb AddHandler) {
 // sendLocked sends p to the bookie at ensemble index idx.
 func (h *WriteHandle) sendLocked(p *pendingAdd, idx int) {
 	var s *addSend
+	var holder *pendingAdd
 	if p.nsends < len(p.sends) {
 		s = &p.sends[p.nsends]
 		p.nsends++
+		holder = p
+		p.holds++ // released by onAddResult
 	} else {
 		s = new(addSend)
 	}
-	*s = addSend{h: h, idx: idx, addr: h.ensemble[idx], entryID: p.entryID}
+	*s = addSend{h: h, idx: idx, addr: h.ensemble[idx], entryID: p.entryID, p: holder}
 	h.conns[idx].Add(&p.req, s)
 }
 
 // onAddResult handles one bookie's reply to an add.
-func (h *WriteHandle) onAddResult(idx int, addr string, entryID int64, err error) {
+func (h *WriteHandle) onAddResult(s *addSend, err error) {
+	idx, addr, entryID := s.idx, s.addr, s.entryID
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if s.p != nil {
+		// s lives in s.p: done with it once this returns. Deferred calls
+		// run last in first out, so before mu is unlocked.
+		defer s.p.releaseLocked()
+	}
 	if h.ensemble[idx] != addr {
 		return // reply from a bookie replaced since
 	}
@@ -282,6 +308,7 @@ func (h *WriteHandle) drainLocked() {
 		h.lac = p.entryID
 		h.completeLocked(p.cb, p.entryID, nil)
 		h.pending[n] = nil
+		p.releaseLocked()
 		n++
 	}
 	if n > 0 {
@@ -323,8 +350,10 @@ func (h *WriteHandle) failLocked(err error) {
 	if h.err == nil {
 		h.err = err
 	}
-	for _, p := range h.pending {
+	for i, p := range h.pending {
 		h.completeLocked(p.cb, p.entryID, h.err)
+		h.pending[i] = nil
+		p.releaseLocked()
 	}
 	if len(h.pending) > 0 {
 		h.pending = nil

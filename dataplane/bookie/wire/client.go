@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -78,6 +79,23 @@ type call struct {
 	deadline time.Time
 	done     AddDone      // ADD
 	res      chan *result // other ops; cap 1
+	// holds counts the holders of a pooled ADD call: the writer until it
+	// has encoded the request, the completer until done returned. The last
+	// one returns it to addCalls. A call the writer never gets to (the
+	// connection broke first) is left to the collector.
+	holds atomic.Int32
+}
+
+// addCalls recycles the calls of Add, one per entry sent.
+var addCalls = sync.Pool{New: func() any { return new(call) }}
+
+// release drops one hold on a pooled ADD call.
+func (cl *call) release() {
+	if cl.done == nil || cl.holds.Add(-1) != 0 {
+		return
+	}
+	cl.req, cl.done, cl.deadline = Request{}, nil, time.Time{}
+	addCalls.Put(cl)
 }
 
 // result is the outcome of a synchronous request.
@@ -217,18 +235,18 @@ func (f AddFunc) AddDone(err error) { f(err) }
 // callbacks of the same connection, and must not block. Requests are written
 // in call order. req.Payload must not be modified until done is called.
 func (c *Conn) Add(req *AddRequest, done AddDone) {
-	cl := &call{
-		req: Request{
-			Op:       OpAdd,
-			LedgerID: req.LedgerID,
-			EntryID:  req.EntryID,
-			LAC:      req.LAC,
-			Checksum: req.Checksum,
-			Recovery: req.Recovery,
-			Payload:  req.Payload,
-		},
-		done: done,
+	cl := addCalls.Get().(*call)
+	cl.req = Request{
+		Op:       OpAdd,
+		LedgerID: req.LedgerID,
+		EntryID:  req.EntryID,
+		LAC:      req.LAC,
+		Checksum: req.Checksum,
+		Recovery: req.Recovery,
+		Payload:  req.Payload,
 	}
+	cl.done = done
+	cl.holds.Store(2)
 	if size := headerSize + addReqFixed + len(req.Payload) + crcSize; size > c.cfg.MaxFrameSize {
 		c.completeLate(cl, fmt.Errorf("%w: add of %d bytes exceeds frame limit %d", ErrTooLarge, size, c.cfg.MaxFrameSize))
 		return
@@ -354,6 +372,7 @@ func (c *Conn) writeLoop() {
 					return
 				}
 				batch[i] = nil
+				cl.release()
 			}
 		}
 		if err := c.fw.Flush(); err != nil {
@@ -453,6 +472,7 @@ func (c *Conn) complete(cl *call, resp *Response, err error) {
 	}
 	if cl.done != nil {
 		cl.done.AddDone(err)
+		cl.release()
 		return
 	}
 	r := &result{err: err}
