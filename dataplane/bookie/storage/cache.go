@@ -25,8 +25,11 @@ type writeCache struct {
 	arena   []byte
 }
 
-func newWriteCache() *writeCache {
-	return &writeCache{entries: make(map[entryID]cachedEntry)}
+// newWriteCache returns an empty cache with room for hint entries: the
+// previous cache's count, so that a steady load does not grow the map
+// (rehashing) through every flush interval.
+func newWriteCache(hint int) *writeCache {
+	return &writeCache{entries: make(map[entryID]cachedEntry, hint)}
 }
 
 func (c *writeCache) put(ledger, entry, lac int64, data []byte, end uint64) {

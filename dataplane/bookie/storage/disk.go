@@ -128,7 +128,7 @@ func Open(cfg Config) (*DiskStorage, error) {
 		jlock:    jlock,
 		rc:       newReadCache(cfg.ReadCacheMaxBytes),
 		metrics:  newStorageMetrics(),
-		active:   newWriteCache(),
+		active:   newWriteCache(0),
 		ledgers:  make(map[int64]*ledgerMeta),
 		dead:     make(map[int64]int64),
 		flushReq: make(chan struct{}, 1),
@@ -484,7 +484,7 @@ func (s *DiskStorage) flush(force bool) error {
 		s.mu.Unlock()
 		return nil
 	}
-	s.active = newWriteCache()
+	s.active = newWriteCache(len(snap.entries))
 	s.flushing = snap
 	s.mu.Unlock()
 
