@@ -5,7 +5,7 @@
 //	go run ./bench/streambench [-workloads W1,W2,W3,W4,W5,W6,W7] [-rounds 5] [-duration 2s] [-warmup 1s]
 //	    [-systems magnetar,nats,redis] [-short] [-markdown FILE]
 //	    [-fanouts 1,4,16,64] [-fanout-rate 5000] [-backlog 48MiB] [-catchup-rate 5000]
-//	    [-catchup-limit 10s] [-topics 10000] [-topics-rate 1000] [-gogc 400]
+//	    [-catchup-limit 10s] [-catchup-paced 2.2] [-topics 10000] [-topics-rate 1000] [-gogc 400]
 //	    [-gc-during-runs] [-timeline] [-self-pprof ADDR]
 //
 // The load generator's own garbage collection added tens of milliseconds
@@ -49,7 +49,11 @@
 // again while a new subscription reads the topic from the start, until the
 // reader has received every message acknowledged before it subscribed: read
 // rate in MB/s and as a multiple of the producer's (target >= 2x) and the
-// producer's p99 raise (target <= 2x); W5 many topics, Magnetar only (NATS
+// producer's p99 raise (target <= 2x), and again on a Magnetar started
+// with --backlog-read-rate at -catchup-paced (2.2) times the producer's
+// byte rate, the row "magnetar paced" (0: not run; an operator's setting,
+// off by default like Pulsar's dispatch throttling: unpaced, a catch-up
+// takes the CPU the producer shares on two cores); W5 many topics, Magnetar only (NATS
 // subjects and Redis keys are not comparable objects): -topics topics (10k;
 // the full run is -topics 100000) created through the admin API, VmRSS
 // and open files per idle topic from /proc, the publish p99 at a fixed

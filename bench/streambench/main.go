@@ -61,6 +61,13 @@ type options struct {
 	catchupLimit   time.Duration // W6 longest catch-up before it is reported as not caught up
 	// backlogReadRate starts Magnetar with --backlog-read-rate (bytes/s).
 	backlogReadRate int64
+	// catchupPaced, when positive (and backlogReadRate is not set), runs
+	// W6 a second time on a Magnetar started with --backlog-read-rate at
+	// this multiple of the W6 producer's byte rate: the row "magnetar
+	// paced". Pacing is an operator's setting (off by default, as Pulsar's
+	// dispatch throttling); on two cores shared with the load generator an
+	// unpaced catch-up takes the CPU the producer needs.
+	catchupPaced float64
 	// pprofAddr starts Magnetar with --pprof-addr.
 	pprofAddr string
 	// timeline prints, after each open-loop run, its worst publish latency
@@ -94,7 +101,7 @@ func defaultOptions() options {
 		limitDuration: time.Second, rate: 50000, w3Rates: []int{1000, 5000, 20000, 50000},
 		size: 1024, partitions: 16, window: defaultWindow, createInflight: defaultCreateInflight, installRedis: true,
 		fanoutRate: 5000, fanouts: []int{1, 4, 16, 64},
-		backlog: 48 << 20, catchupRate: 5000, catchupLimit: 10 * time.Second,
+		backlog: 48 << 20, catchupRate: 5000, catchupLimit: 10 * time.Second, catchupPaced: 2.2,
 		topics: 10000, topicsRate: 1000,
 	}
 }
@@ -106,7 +113,7 @@ func (o *options) shorten() {
 	o.duration, o.warmup, o.drain, o.limitDuration = 500*time.Millisecond, 200*time.Millisecond, 2*time.Second, 100*time.Millisecond
 	o.rate, o.w3Rates, o.window = 1000, []int{200, 1000}, 256
 	o.fanoutRate, o.fanouts = 200, []int{1, 4}
-	o.backlog, o.catchupRate, o.catchupLimit = 4<<20, 200, 30*time.Second
+	o.backlog, o.catchupRate, o.catchupLimit, o.catchupPaced = 4<<20, 200, 30*time.Second, 10
 	o.topics, o.topicsRate = 50, 100
 }
 
@@ -129,6 +136,7 @@ func main() {
 	flag.IntVar(&o.catchupRate, "catchup-rate", o.catchupRate, "W6 producer msg/s while the backlog is read")
 	flag.StringVar(&o.pprofAddr, "pprof-addr", "", "start Magnetar with --pprof-addr (for example 127.0.0.1:6061) to profile it while a workload runs")
 	flag.Int64Var(&o.backlogReadRate, "backlog-read-rate", 0, "start Magnetar with --backlog-read-rate (bytes/s; catch-up reads paced; 0: unpaced, the default)")
+	flag.Float64Var(&o.catchupPaced, "catchup-paced", o.catchupPaced, "W6 also on a Magnetar with --backlog-read-rate at this multiple of the producer's byte rate (row \"magnetar paced\"; 0: not run)")
 	flag.DurationVar(&o.catchupLimit, "catchup-limit", o.catchupLimit, "W6 longest catch-up (then reported as not caught up)")
 	flag.IntVar(&o.topics, "topics", o.topics, "W5 topics to create (the full run: 100000)")
 	flag.IntVar(&o.topicsRate, "topics-rate", o.topicsRate, "W5 total msg/s, round robin over the topics")
@@ -175,6 +183,9 @@ func main() {
 		keep("topics-rate", &o.topicsRate, explicit.topicsRate)
 		if set["catchup-limit"] {
 			o.catchupLimit = explicit.catchupLimit
+		}
+		if set["catchup-paced"] {
+			o.catchupPaced = explicit.catchupPaced
 		}
 	}
 	var err error

@@ -85,6 +85,12 @@ func TestShortRun(t *testing.T) {
 			t.Errorf("%s W6: %+v", sys, c)
 		}
 	}
+	// W6's paced row: Magnetar again, with --backlog-read-rate.
+	if cs := res.catchups[pacedSystem]; len(cs) != 1 {
+		t.Errorf("%s W6: %d results, want 1", pacedSystem, len(cs))
+	} else if c := cs[0]; !c.caughtUp || c.backlogBytes < uint64(o.backlog) || c.readBytes < c.backlogBytes || c.base.pub.Count() == 0 {
+		t.Errorf("%s W6: %+v", pacedSystem, c)
+	}
 	if ms := res.manyTopics["magnetar"]; len(ms) != 1 {
 		t.Errorf("W5: %d results, want 1", len(ms))
 	} else if m := ms[0]; m.topics != o.topics || m.rssLoaded <= 0 || m.create <= 0 || m.attach <= 0 || m.rssIdle <= 0 || m.fdIdle <= 0 || m.run.acked == 0 || m.ready <= 0 {

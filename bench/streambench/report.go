@@ -320,7 +320,14 @@ func buildReport(o options, res *results) *report {
 	if w["W6"] {
 		s := section{title: fmt.Sprintf("W6: catch-up, a backlog of %s (%d partitions, durability %v) read from the start by a new subscription while a producer publishes %d msg/s of %s; the backlog is everything acknowledged before the reader subscribed (the built backlog and the producer's baseline run); read rate = bytes received (backlog and live) / time to receive the whole backlog; targets: read >= 2x the producer, producer pub p99 raised <= 2x (median over rounds)", sizeName(int(o.backlog)), o.partitions, durFsync, o.catchupRate, sizeName(o.size)),
 			t: table.Table{Header: []string{"system", "MB before subscribe", "built at MB/s", "caught up", "catch-up time", "read MB/s", "x producer", "pub p99 alone", "pub p99 during", "p99 raise", "targets"}}}
-		for _, sys := range o.systems {
+		if len(res.catchups[pacedSystem]) > 0 {
+			s.title += fmt.Sprintf(`; "%s": a Magnetar started with --backlog-read-rate %d (%.1fx the producer's bytes/s; an operator's setting, off by default as Pulsar's dispatch throttling)`, pacedSystem, pacedRate(o), o.catchupPaced)
+		}
+		rows := slices.Clone(o.systems)
+		if i := slices.Index(rows, "magnetar"); i >= 0 && len(res.catchups[pacedSystem]) > 0 {
+			rows = slices.Insert(rows, i+1, pacedSystem)
+		}
+		for _, sys := range rows {
 			rs := res.catchups[sys]
 			if len(rs) == 0 {
 				why := "-"

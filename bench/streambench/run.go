@@ -240,6 +240,13 @@ func runBlock(ctx context.Context, o options, s system, round int, tmp string, r
 		if err := srv.stop(); err != nil {
 			return err
 		}
+		if ms, ok := s.(*magnetarSystem); ok && catchup && o.catchupPaced > 0 && ms.backlogReadRate == 0 {
+			cpu, err := runPacedCatchup(ctx, o, ms, round, filepath.Join(tmp, fmt.Sprintf("r%d-%s-W6-paced", round, s.name())), res, progress)
+			if err != nil {
+				return err
+			}
+			serverCPU += cpu
+		}
 		// The data directory stays until the run ends (run removes tmp):
 		// deleting gigabytes here would have the next system measured on
 		// a disk busy freeing (and, mounted with discard, trimming) them,
@@ -288,4 +295,39 @@ func describe(r runResult) string {
 	return fmt.Sprintf("at %.0f/s: acked %d/%d recv %d, pub p50 %v p99 %v, e2e p50 %v p99 %v",
 		r.offered, r.acked, r.sent, r.received, r.pub.Quantile(0.5), r.pub.Quantile(0.99),
 		r.e2e.Quantile(0.5), r.e2e.Quantile(0.99))
+}
+
+// pacedSystem names W6's paced Magnetar row.
+const pacedSystem = "magnetar paced"
+
+// pacedRate is the --backlog-read-rate of W6's paced row, in bytes/s.
+func pacedRate(o options) int64 {
+	return int64(o.catchupPaced * float64(o.catchupRate) * float64(o.size))
+}
+
+// runPacedCatchup runs W6 on a fresh Magnetar started with
+// --backlog-read-rate at o.catchupPaced times the producer's byte rate and
+// returns the server's CPU seconds.
+func runPacedCatchup(ctx context.Context, o options, ms *magnetarSystem, round int, dir string, res *results, progress io.Writer) (float64, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return 0, fmt.Errorf("streambench: %w", err)
+	}
+	paced := *ms
+	paced.backlogReadRate = pacedRate(o)
+	machine.Quiesce()
+	srv, err := paced.start(ctx, dir, durFsync)
+	if err != nil {
+		return 0, fmt.Errorf("start %s: %w", pacedSystem, err)
+	}
+	u0, _ := machine.ReadProc(srv.pid())
+	spec := topicSpec{name: fmt.Sprintf("r%d-W6p", round), partitions: o.partitions, durability: durFsync}
+	cr, err := runCatchup(ctx, srv.newAdapter(), spec, o)
+	if err != nil {
+		srv.stop()
+		return 0, fmt.Errorf("%s W6: %w", pacedSystem, err)
+	}
+	res.catchups[pacedSystem] = append(res.catchups[pacedSystem], cr)
+	fmt.Fprintf(progress, "round %d %-8s W6 %-12v %s (--backlog-read-rate %d)\n", round, pacedSystem, durFsync, cr.describe(), paced.backlogReadRate)
+	u1, _ := machine.ReadProc(srv.pid())
+	return u1.Sub(u0).CPUSeconds, srv.stop()
 }
