@@ -7,7 +7,10 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/magnetar-dev/magnetar/bench/internal/machine"
 	"github.com/magnetar-dev/magnetar/dataplane/bookie"
@@ -27,6 +30,7 @@ type cluster struct {
 	servers []*bookie.Server
 	pool    *wire.Pool
 	client  *client.Client
+	reg     *prometheus.Registry // every bookie's storage metrics (-timeline)
 }
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -38,7 +42,7 @@ func startCluster(ctx context.Context, dir string, n int, copyToEntryLogs bool) 
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, err
 	}
-	c := &cluster{dir: dir, md: memstore.New()}
+	c := &cluster{dir: dir, md: memstore.New(), reg: prometheus.NewRegistry()}
 	defer func() {
 		if err != nil {
 			c.close()
@@ -54,6 +58,10 @@ func startCluster(ctx context.Context, dir string, n int, copyToEntryLogs bool) 
 			return nil, err
 		}
 		c.stores = append(c.stores, st)
+		// One registry per bookie would do as well; the sampler sums.
+		if err := st.RegisterMetrics(prometheus.WrapRegistererWith(prometheus.Labels{"bookie": strconv.Itoa(i)}, c.reg)); err != nil {
+			return nil, err
+		}
 		srv, err := bookie.New(bookie.Config{
 			ID:         fmt.Sprintf("bench-bookie-%d", i),
 			ListenAddr: "127.0.0.1:0",

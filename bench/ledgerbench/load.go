@@ -30,6 +30,7 @@ type result struct {
 	elapsed time.Duration
 	hist    *latency.Histogram // latency runs only
 	rate    float64            // open loop: the target rate (entries/s)
+	worst   []time.Duration    // open loop with -timeline: worst latency per timelineStep of scheduled time
 }
 
 func (r result) entriesPerSec() float64 {
@@ -135,7 +136,7 @@ var errBehind = errors.New("open loop: the ledger fell too far behind the offere
 // each with its own scheduled time), for warmup and then dur. Latency runs
 // from an entry's scheduled send time to its acknowledgement; entries
 // scheduled during dur are recorded.
-func openLoop(ctx context.Context, c *client.Client, q quorum, size int, rate float64, warmup, dur time.Duration) (result, error) {
+func openLoop(ctx context.Context, c *client.Client, q quorum, size int, rate float64, warmup, dur time.Duration, worst *worstTracker) (result, error) {
 	h, err := c.CreateLedger(ctx, client.CreateOptions{Ensemble: q.ensemble, WriteQuorum: q.qw, AckQuorum: q.qa})
 	if err != nil {
 		return result{}, err
@@ -161,10 +162,12 @@ func openLoop(ctx context.Context, c *client.Client, q quorum, size int, rate fl
 		if err != nil || id < first {
 			return
 		}
-		sched := start.Add(time.Duration(id) * interval)
+		at := time.Duration(id) * interval
+		lat := now.Sub(start.Add(at))
 		mu.Lock()
-		hist.Record(now.Sub(sched))
+		hist.Record(lat)
 		mu.Unlock()
+		worst.record(at, lat)
 	}
 	// Bound what may be outstanding: far more than the rate needs, far less
 	// than the memory of the machine.
@@ -206,5 +209,11 @@ func openLoop(ctx context.Context, c *client.Client, q quorum, size int, rate fl
 		return result{}, runErr
 	}
 	n := uint64(total - first)
-	return result{entries: n, bytes: n * uint64(size), elapsed: time.Duration(n) * interval, hist: hist, rate: rate}, nil
+	r := result{entries: n, bytes: n * uint64(size), elapsed: time.Duration(n) * interval, hist: hist, rate: rate}
+	if worst != nil {
+		worst.mu.Lock()
+		r.worst = worst.worst
+		worst.mu.Unlock()
+	}
+	return r, nil
 }

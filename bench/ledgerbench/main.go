@@ -42,6 +42,7 @@ type options struct {
 	groupBytes    int
 	loadFraction  float64
 	markdown      bool
+	timeline      bool // print each latency run's worst add per 100 ms next to the bookies' fsyncs and flushes
 	command       string
 	plainDir      string // set by run: where the plain files go
 }
@@ -72,6 +73,7 @@ func main() {
 	flag.IntVar(&o.groupBytes, "group-bytes", 512<<10, "bytes per write+fdatasync in the grouped plain baseline (the journal's default MaxGroupBytes)")
 	flag.Float64Var(&o.loadFraction, "load", 0.5, "latency runs offer this fraction of the measured max throughput")
 	flag.BoolVar(&o.markdown, "markdown", false, "print a Markdown section (date, commit, command, load) instead of the text table")
+	flag.BoolVar(&o.timeline, "timeline", false, "print each latency run's worst add latency per 100 ms of scheduled time, above the bookies' mean journal fdatasync and the write-cache flushes that ended in the same 100 ms")
 	flag.BoolVar(&short, "short", false, "CI smoke run: one short round (~15 s)")
 	flag.StringVar(&cpuProf, "cpuprofile", "", "write a CPU profile to this file")
 	flag.StringVar(&blockProf, "blockprofile", "", "write a block profile to this file")

@@ -58,7 +58,7 @@ func BenchmarkOpenLoop(b *testing.B) {
 			defer c.close()
 			q := allConfigs[0]
 			for b.Loop() {
-				r, err := openLoop(ctx, c.client, q, 1<<10, 50_000, time.Second, 10*time.Second)
+				r, err := openLoop(ctx, c.client, q, 1<<10, 50_000, time.Second, 10*time.Second, nil)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -133,7 +133,13 @@ func runRound(ctx context.Context, o options, round int, res *results, progress 
 			if err := quiesce(); err != nil {
 				return err
 			}
-			l, err := openLoop(ctx, clusters[i].client, q, size, rate, o.warmup, o.latDuration)
+			var worst *worstTracker
+			var smp *storageSampler
+			if o.timeline {
+				worst, smp = new(worstTracker), startStorageSampler(clusters[i].reg)
+			}
+			l, err := openLoop(ctx, clusters[i].client, q, size, rate, o.warmup, o.latDuration, worst)
+			samples := smp.finish()
 			if err != nil {
 				return fmt.Errorf("%s %s latency at %.0f/s: %w", q.name, sizeName(size), rate, err)
 			}
@@ -150,6 +156,9 @@ func runRound(ctx context.Context, o options, round int, res *results, progress 
 				round+1, q.name, sizeName(size), t.mbPerSec(), t.entriesPerSec(), rate,
 				l.hist.Quantile(0.5), l.hist.Quantile(0.99), l.hist.Quantile(0.999),
 				pl.hist.Quantile(0.5), pl.hist.Quantile(0.99))
+			if o.timeline {
+				printTimeline(progress, l.worst, samples, o.warmup)
+			}
 		}
 	}
 	return nil

@@ -23,15 +23,7 @@ func TestBacklogReadRate(t *testing.T) {
 	data := bytes.Repeat([]byte("x"), size)
 	writer := c.newFactory(defs)
 	ml := openML(t, writer, "pace", nil)
-	done := make(chan error, entries)
-	for range entries {
-		ml.AddEntry(data, func(_ Position, err error) { done <- err })
-	}
-	for range entries {
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-	}
+	addSame(t, ml, data, entries)
 	if err := ml.Close(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -82,15 +74,7 @@ func TestBacklogReadRateCached(t *testing.T) {
 	ml := openML(t, f, "pace-cached", nil)
 	defer ml.Close(ctxT(t))
 	data := bytes.Repeat([]byte("x"), size)
-	done := make(chan error, entries)
-	for range entries {
-		ml.AddEntry(data, func(_ Position, err error) { done <- err })
-	}
-	for range entries {
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-	}
+	addSame(t, ml, data, entries)
 	charged := func() bool {
 		f.pacer.mu.Lock()
 		defer f.pacer.mu.Unlock()
@@ -141,15 +125,7 @@ func TestBacklogReadRateEntriesOverSlice(t *testing.T) {
 	)
 	writer := c.newFactory(defs)
 	ml := openML(t, writer, "pace-big", nil)
-	done := make(chan error, entries)
-	for range entries {
-		ml.AddEntry(bytes.Repeat([]byte("y"), size), func(_ Position, err error) { done <- err })
-	}
-	for range entries {
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-	}
+	addSame(t, ml, bytes.Repeat([]byte("y"), size), entries)
 	if err := ml.Close(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -186,4 +162,18 @@ func TestBacklogReadRateEntriesOverSlice(t *testing.T) {
 		t.Fatalf("paced read of %d bytes at %d B/s took %v, want about %v", entries*size, rate, took, expect)
 	}
 	t.Logf("paced read of %d entries of %d bytes: %v (rate says %v)", entries, size, took, expect)
+}
+
+// addSame appends data n times, pipelined, and waits for every callback.
+func addSame(t *testing.T, ml *ManagedLedger, data []byte, n int) {
+	t.Helper()
+	done := make(chan error, n)
+	for range n {
+		ml.AddEntry(data, func(_ Position, err error) { done <- err })
+	}
+	for range n {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
 }
