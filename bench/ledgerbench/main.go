@@ -42,7 +42,8 @@ type options struct {
 	groupBytes    int
 	loadFraction  float64
 	markdown      bool
-	timeline      bool // print each latency run's worst add per 100 ms next to the bookies' fsyncs and flushes
+	timeline      bool   // print each latency run's worst add per 100 ms next to the bookies' fsyncs and flushes
+	tracePath     string // execution trace of the first latency run, to this file
 	command       string
 	plainDir      string // set by run: where the plain files go
 }
@@ -73,6 +74,7 @@ func main() {
 	flag.IntVar(&o.groupBytes, "group-bytes", 512<<10, "bytes per write+fdatasync in the grouped plain baseline (the journal's default MaxGroupBytes)")
 	flag.Float64Var(&o.loadFraction, "load", 0.5, "latency runs offer this fraction of the measured max throughput")
 	flag.BoolVar(&o.markdown, "markdown", false, "print a Markdown section (date, commit, command, load) instead of the text table")
+	flag.StringVar(&o.tracePath, "trace", "", "write an execution trace (go tool trace) of the first latency run to this file")
 	flag.BoolVar(&o.timeline, "timeline", false, "print each latency run's worst add latency per 100 ms of scheduled time, above the bookies' mean journal fdatasync and the write-cache flushes that ended in the same 100 ms")
 	flag.BoolVar(&short, "short", false, "CI smoke run: one short round (~15 s)")
 	flag.StringVar(&cpuProf, "cpuprofile", "", "write a CPU profile to this file")

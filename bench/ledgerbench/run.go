@@ -138,7 +138,9 @@ func runRound(ctx context.Context, o options, round int, res *results, progress 
 			if o.timeline {
 				worst, smp = new(worstTracker), startStorageSampler(clusters[i].reg)
 			}
+			stopTrace := startTrace(o.tracePath)
 			l, err := openLoop(ctx, clusters[i].client, q, size, rate, o.warmup, o.latDuration, worst)
+			stopTrace()
 			samples := smp.finish()
 			if err != nil {
 				return fmt.Errorf("%s %s latency at %.0f/s: %w", q.name, sizeName(size), rate, err)

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
+	"runtime/trace"
 	"strings"
 	"sync"
 	"time"
@@ -142,4 +144,33 @@ func printTimeline(w io.Writer, worst []time.Duration, samples []storageSample, 
 	fmt.Fprintf(w, "  worst add ms per %v:%s\n", timelineStep, add.String())
 	fmt.Fprintf(w, "  journal fsync mean ms:%s\n", sync.String())
 	fmt.Fprintf(w, "  flush ended (F ms):   %s\n", flush.String())
+}
+
+// traceOnce makes -trace cover only the first latency run.
+var traceOnce sync.Once
+
+// startTrace starts an execution trace to path (if set, first call only)
+// and returns the function that stops it.
+func startTrace(path string) (stop func()) {
+	stop = func() {}
+	if path == "" {
+		return stop
+	}
+	traceOnce.Do(func() {
+		f, err := os.Create(path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "ledgerbench: trace:", err)
+			return
+		}
+		if err := trace.Start(f); err != nil {
+			f.Close()
+			fmt.Fprintln(os.Stderr, "ledgerbench: trace:", err)
+			return
+		}
+		stop = func() {
+			trace.Stop()
+			f.Close()
+		}
+	})
+	return stop
 }
