@@ -225,8 +225,8 @@ func (ml *ManagedLedger) readBookies(ctx context.Context, id, first, last int64,
 // meanEntrySizeLocked returns the mean payload size of ledger id's
 // confirmed entries, 0 when unknown.
 func (ml *ManagedLedger) meanEntrySizeLocked(id int64) int {
-	i := sort.Search(len(ml.ledgers), func(i int) bool { return ml.ledgers[i].ID >= id })
-	if i == len(ml.ledgers) || ml.ledgers[i].ID != id || ml.ledgers[i].Entries <= 0 {
+	i := ml.ledgerIndexLocked(id)
+	if i < 0 || ml.ledgers[i].Entries <= 0 {
 		return 0
 	}
 	return int(ml.ledgers[i].Size / ml.ledgers[i].Entries)
