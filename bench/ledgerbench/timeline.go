@@ -126,7 +126,7 @@ func printTimeline(w io.Writer, worst []time.Duration, samples []storageSample, 
 			flush.WriteString(" |")
 		}
 		a, sy, fl := "-", "-", "."
-		if i < len(worst) {
+		if i < len(worst) && worst[i] > 0 { // 0: warm-up, not recorded
 			a = fmt.Sprintf("%.0f", float64(worst[i])/1e6)
 		}
 		if i < len(samples) {
