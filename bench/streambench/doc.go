@@ -63,7 +63,8 @@
 //
 // By default every workload runs, 5 rounds, and the whole run stays under
 // 15 minutes on a 2-core machine (`make bench`): runs measure 2 s after 1 s
-// of warm-up, W6's backlog is 48 MiB and a catch-up is cut at 10 s (NATS
+// of warm-up, W6's backlog is 48 MiB (building it stops at 10 s too: the
+// table shows the MB built) and a catch-up is cut at 10 s (NATS
 // with sync always builds 48 MiB at ~4.5 MB/s and reads it back slower than
 // its producer writes). The full sizes of the benchmarks issue are flags:
 //
