@@ -48,3 +48,47 @@ func TestSendUsesEntryRecords(t *testing.T) {
 		t.Fatalf("the re-send used %v", conn.got[3:])
 	}
 }
+
+// TestPendingAddRecycledAfterLastReply: an entry acknowledged by its ack
+// quorum and delivered is not recycled while a bookie of its write quorum
+// has yet to answer (the answer lands on a record inside the entry), and
+// is recycled, emptied, once that answer came.
+func TestPendingAddRecycledAfterLastReply(t *testing.T) {
+	conn := &recordingConn{}
+	h := &WriteHandle{
+		id: 1, meta: &LedgerMetadata{ID: 1, Ensemble: 3, WriteQuorum: 3, AckQuorum: 2},
+		ensemble: []string{"b0", "b1", "b2"}, conns: []BookieConn{conn, conn, conn},
+		failed: make([]bool, 3), lac: -1, drained: make(chan struct{}),
+	}
+	acked := make(chan int64, 1)
+	h.AppendAsync([]byte("entry"), func(id int64, err error) {
+		if err != nil {
+			t.Errorf("entry %d: %v", id, err)
+		}
+		acked <- id
+	})
+	h.mu.Lock()
+	p := h.pending[0]
+	h.mu.Unlock()
+	if len(conn.got) != 3 {
+		t.Fatalf("%d sends, want 3", len(conn.got))
+	}
+	conn.got[0].AddDone(nil)
+	conn.got[1].AddDone(nil) // the ack quorum
+	if id := <-acked; id != 0 {
+		t.Fatalf("acknowledged entry %d, want 0", id)
+	}
+	h.wg.Wait() // the delivery goroutine is done
+	h.mu.Lock()
+	holds, entry, third := p.holds, p.entryID, p.sends[2]
+	h.mu.Unlock()
+	if holds != 1 || entry != 0 || third.p != p || third.addr != "b2" {
+		t.Fatalf("delivered entry before the last reply: holds %d, record %+v; want 1 hold and the record intact", holds, third)
+	}
+	conn.got[2].AddDone(nil) // the late bookie
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if p.holds != 0 || p.sends[2].p != nil || p.req.Payload != nil {
+		t.Fatalf("after the last reply: holds %d, third record %+v, payload %q; want it emptied for reuse", p.holds, p.sends[2], p.req.Payload)
+	}
+}
