@@ -30,7 +30,6 @@ type result struct {
 	elapsed time.Duration
 	hist    *latency.Histogram // latency runs only
 	rate    float64            // open loop: the target rate (entries/s)
-	worst   []time.Duration    // open loop with -timeline: worst latency per timelineStep of scheduled time
 }
 
 func (r result) entriesPerSec() float64 {
@@ -135,7 +134,7 @@ var errBehind = errors.New("open loop: the ledger fell too far behind the offere
 // ticker that catches up on every tick (the sends due by now are all made,
 // each with its own scheduled time), for warmup and then dur. Latency runs
 // from an entry's scheduled send time to its acknowledgement; entries
-// scheduled during dur are recorded.
+// scheduled during dur are recorded (and into worst, if not nil).
 func openLoop(ctx context.Context, c *client.Client, q quorum, size int, rate float64, warmup, dur time.Duration, worst *worstTracker) (result, error) {
 	h, err := c.CreateLedger(ctx, client.CreateOptions{Ensemble: q.ensemble, WriteQuorum: q.qw, AckQuorum: q.qa})
 	if err != nil {
@@ -209,11 +208,5 @@ func openLoop(ctx context.Context, c *client.Client, q quorum, size int, rate fl
 		return result{}, runErr
 	}
 	n := uint64(total - first)
-	r := result{entries: n, bytes: n * uint64(size), elapsed: time.Duration(n) * interval, hist: hist, rate: rate}
-	if worst != nil {
-		worst.mu.Lock()
-		r.worst = worst.worst
-		worst.mu.Unlock()
-	}
-	return r, nil
+	return result{entries: n, bytes: n * uint64(size), elapsed: time.Duration(n) * interval, hist: hist, rate: rate}, nil
 }

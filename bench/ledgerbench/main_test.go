@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -19,11 +22,27 @@ func TestSmoke(t *testing.T) {
 	o.duration, o.latDuration, o.plainDuration, o.warmup = 200*time.Millisecond, 150*time.Millisecond, 100*time.Millisecond, 50*time.Millisecond
 	o.sizes = []int{1 << 10, 64 << 10}
 	o.configs = allConfigs
+	tracePath := filepath.Join(t.TempDir(), "lat.trace")
 	for _, md := range []bool{false, true} {
 		o.markdown = md
+		// The second run also prints timelines and traces its first latency run.
+		o.timeline = md
+		if md {
+			o.tracePath = tracePath
+		}
 		var out, progress bytes.Buffer
 		if err := run(context.Background(), o, &out, &progress); err != nil {
 			t.Fatalf("run (markdown %v): %v\nprogress:\n%s", md, err, progress.String())
+		}
+		if md {
+			// The fsync line carries figures: the sampler read the bookies' journal metrics.
+			if !regexp.MustCompile(`worst add ms per 100ms:.* [0-9]+`).MatchString(progress.String()) ||
+				!regexp.MustCompile(`journal fsync mean ms:.* [0-9]+\.[0-9]`).MatchString(progress.String()) {
+				t.Errorf("no timeline with figures in the progress:\n%s", progress.String())
+			}
+			if fi, err := os.Stat(tracePath); err != nil || fi.Size() == 0 {
+				t.Errorf("trace file: %v", err)
+			}
 		}
 		s := out.String()
 		for _, want := range []string{"E=1 Qw=1 Qa=1", "E=3 Qw=3 Qa=2", "1KiB", "64KiB", "memstore", "target >= 80%"} {

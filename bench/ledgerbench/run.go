@@ -159,7 +159,7 @@ func runRound(ctx context.Context, o options, round int, res *results, progress 
 				l.hist.Quantile(0.5), l.hist.Quantile(0.99), l.hist.Quantile(0.999),
 				pl.hist.Quantile(0.5), pl.hist.Quantile(0.99))
 			if o.timeline {
-				printTimeline(progress, l.worst, samples, o.warmup)
+				printTimeline(progress, worst.buckets(), samples, o.warmup)
 			}
 		}
 	}

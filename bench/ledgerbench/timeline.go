@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"runtime/trace"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -33,6 +34,13 @@ func (w *worstTracker) record(at, lat time.Duration) {
 	}
 	w.worst[i] = max(w.worst[i], lat)
 	w.mu.Unlock()
+}
+
+// buckets returns the worst latency per timelineStep so far.
+func (w *worstTracker) buckets() []time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.worst)
 }
 
 // storageSample is what the bookies' storage metrics say about one
@@ -118,11 +126,11 @@ func (s *storageSampler) finish() []storageSample {
 // timelineStep under the storage's view of the same steps: the mean
 // fdatasync of a journal commit group and the flushes that ended.
 func printTimeline(w io.Writer, worst []time.Duration, samples []storageSample, warmup time.Duration) {
-	var add, sync, flush strings.Builder
+	var add, fsync, flush strings.Builder
 	for i := range max(len(worst), len(samples)) {
 		if i > 0 && time.Duration(i)*timelineStep == warmup {
 			add.WriteString(" |")
-			sync.WriteString(" |")
+			fsync.WriteString(" |")
 			flush.WriteString(" |")
 		}
 		a, sy, fl := "-", "-", "."
@@ -138,11 +146,11 @@ func printTimeline(w io.Writer, worst []time.Duration, samples []storageSample, 
 			}
 		}
 		fmt.Fprintf(&add, " %4s", a)
-		fmt.Fprintf(&sync, " %4s", sy)
+		fmt.Fprintf(&fsync, " %4s", sy)
 		fmt.Fprintf(&flush, " %4s", fl)
 	}
 	fmt.Fprintf(w, "  worst add ms per %v:%s\n", timelineStep, add.String())
-	fmt.Fprintf(w, "  journal fsync mean ms:%s\n", sync.String())
+	fmt.Fprintf(w, "  journal fsync mean ms:%s\n", fsync.String())
 	fmt.Fprintf(w, "  flush ended (F ms):   %s\n", flush.String())
 }
 

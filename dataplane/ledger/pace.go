@@ -7,10 +7,11 @@ import (
 )
 
 // readPacer spreads catch-up reads of a backlog (from the bookies, and
-// from memory when far behind the newest entry: catchupLag) at a rate in bytes per second, shared
-// by every managed ledger of a factory. A read is charged after it returns
-// (its size is not known before); the next read waits until the budget has
-// paid for it. Up to paceBurst of unspent budget accumulates while idle.
+// from memory when far behind the newest entry: catchupLag) at a rate in
+// bytes per second, shared by every managed ledger of a factory. A Read is
+// charged, once it returns, for the entries it returns (their size is not
+// known before); the next read waits until the budget has paid for it. Up
+// to paceBurst of unspent budget accumulates while idle.
 type readPacer struct {
 	rate float64 // bytes per second; <= 0: no pacing
 
@@ -45,7 +46,7 @@ func (p *readPacer) capBytes(maxBytes int) int {
 
 // wait blocks until a read may start.
 func (p *readPacer) wait(ctx context.Context) error {
-	if p == nil || p.rate <= 0 {
+	if !p.enabled() {
 		return nil
 	}
 	p.mu.Lock()
@@ -66,7 +67,7 @@ func (p *readPacer) wait(ctx context.Context) error {
 
 // charge records a read of n bytes.
 func (p *readPacer) charge(n int) {
-	if p == nil || p.rate <= 0 || n <= 0 {
+	if !p.enabled() || n <= 0 {
 		return
 	}
 	now := time.Now()
