@@ -293,12 +293,20 @@ func TestLoadManagerShedsBundle(t *testing.T) {
 
 	// A namespace unload asked of one broker reaches the other's bundles
 	// too (forwarded to their owner); the producers then come back.
-	// (The producers reconnect at once, so count releases, not owners.)
+	// (The producers reconnect at once, so count releases, not owners.
+	// The load manager keeps running and may move a bundle in the same
+	// seconds, which releases it once more: so each broker must have
+	// released at least the bundles it owned, not exactly that many.)
 	unloads := `magnetar_broker_bundles_released_total{reason="unload"}`
-	before, n0, n1 := c.metricSum(t, unloads), owned(0), owned(1)
+	b0, b1 := c.metricSum(t, unloads, 1), c.metricSum(t, unloads, 0)
+	n0, n1 := owned(0), owned(1)
+	if n1 < 1 {
+		t.Fatalf("broker 1 owns no bundle before the namespace unload (broker 0 owns %d)", n0)
+	}
 	put(t, "http://"+c.brokers[0].httpAddr+"/admin/v2/namespaces/public/default/unload")
-	if released := c.metricSum(t, unloads) - before; released != float64(n0+n1) {
-		t.Fatalf("namespace unload released %v bundles; broker 0 owned %d and broker 1 %d", released, n0, n1)
+	r0, r1 := c.metricSum(t, unloads, 1)-b0, c.metricSum(t, unloads, 0)-b1
+	if r0 < float64(n0) || r1 < float64(n1) {
+		t.Fatalf("namespace unload asked of broker 0: broker 0 released %v of its %d bundles, broker 1 %v of its %d", r0, n0, r1, n1)
 	}
 	sendAll()
 }
