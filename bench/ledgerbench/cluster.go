@@ -37,8 +37,8 @@ var quiet = slog.New(slog.DiscardHandler)
 
 // startCluster starts n bookies under dir, which it creates (after removing
 // what a killed run may have left there); the caller removes it.
-// copyToEntryLogs sets the bookies' storage.Config.CopyToEntryLogs.
-func startCluster(ctx context.Context, dir string, n int, copyToEntryLogs bool) (_ *cluster, err error) {
+// Each bookie's storage is opened with tmpl (its Dir and Logger set).
+func startCluster(ctx context.Context, dir string, n int, tmpl storage.Config) (_ *cluster, err error) {
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, err
 	}
@@ -53,7 +53,9 @@ func startCluster(ctx context.Context, dir string, n int, copyToEntryLogs bool) 
 		if err := os.MkdirAll(bdir, 0o755); err != nil {
 			return nil, err
 		}
-		st, err := storage.Open(storage.Config{Dir: bdir, CopyToEntryLogs: copyToEntryLogs, Logger: quiet}) // journal fsync on
+		cfg := tmpl
+		cfg.Dir, cfg.Logger = bdir, quiet
+		st, err := storage.Open(cfg) // journal fsync on
 		if err != nil {
 			return nil, err
 		}

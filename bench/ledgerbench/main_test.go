@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"github.com/magnetar-dev/magnetar/dataplane/bookie/storage"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -70,7 +71,7 @@ func BenchmarkOpenLoop(b *testing.B) {
 	}{{"in-place", false}, {"copied", true}} {
 		b.Run(layout.name, func(b *testing.B) {
 			ctx := context.Background()
-			c, err := startCluster(ctx, b.TempDir(), 1, layout.copy)
+			c, err := startCluster(ctx, b.TempDir(), 1, storage.Config{CopyToEntryLogs: layout.copy})
 			if err != nil {
 				b.Fatal(err)
 			}

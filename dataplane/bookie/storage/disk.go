@@ -192,6 +192,7 @@ func (s *DiskStorage) open() error {
 		MaxGroupBytes: s.cfg.JournalMaxGroupBytes,
 		MaxFileBytes:  s.cfg.JournalMaxFileBytes,
 		RecycleFiles:  s.cfg.JournalRecycleFiles,
+		CacheWindow:   s.cfg.JournalCacheWindow,
 		NoSync:        s.cfg.JournalNoSync,
 		OnGroup:       s.metrics.onJournalGroup,
 		OnError:       s.setIOError,
