@@ -592,6 +592,16 @@ func (s *DiskStorage) writeSnapshot(snap *writeCache, metas []struct {
 	for k := range snap.entries {
 		keys = append(keys, k)
 	}
+	// In key order: the batch then goes into Pebble's memtable as a run of
+	// ascending keys, each inserted next to the one before (its skiplist
+	// reuses the previous insert's position) instead of searched for from
+	// the top; and the entry log is appended to sorted.
+	slices.SortFunc(keys, func(a, b entryID) int {
+		if a.ledger != b.ledger {
+			return cmpI64(a.ledger, b.ledger)
+		}
+		return cmpI64(a.entry, b.entry)
+	})
 	b := s.db.NewBatch()
 	defer b.Close()
 	var kbuf, vbuf []byte
@@ -610,12 +620,6 @@ func (s *DiskStorage) writeSnapshot(snap *writeCache, metas []struct {
 		}
 		return s.commitSnapshot(b, keys, metas, mark, sync)
 	}
-	slices.SortFunc(keys, func(a, b entryID) int {
-		if a.ledger != b.ledger {
-			return cmpI64(a.ledger, b.ledger)
-		}
-		return cmpI64(a.entry, b.entry)
-	})
 	chunkStart, chunk := time.Now(), 0
 	for _, k := range keys {
 		e := snap.entries[k]
