@@ -31,6 +31,9 @@ type magnetarSystem struct {
 	// "magnetar-copied": the bookie copies every entry to the entry logs
 	// at each flush, its layout before the eighth session).
 	copyToEntryLogs bool
+	// extraArgs are appended to the standalone's command line
+	// (-magnetar-flags), for example an operator's setting to measure.
+	extraArgs []string
 }
 
 func (m *magnetarSystem) name() string {
@@ -75,6 +78,7 @@ func (m *magnetarSystem) startAt(ctx context.Context, dir string, d durability, 
 	if m.copyToEntryLogs {
 		args = append(args, "--copy-to-entry-logs")
 	}
+	args = append(args, m.extraArgs...)
 	p, err := startProcess(dir, "magnetar.log", m.bin, args...)
 	if err != nil {
 		return nil, err

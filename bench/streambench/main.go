@@ -59,6 +59,8 @@ type options struct {
 	backlog        int64         // W6 bytes of backlog
 	catchupRate    int           // W6 producer msg/s
 	catchupLimit   time.Duration // W6 longest catch-up before it is reported as not caught up
+	// magnetarFlags are extra flags for every Magnetar standalone started.
+	magnetarFlags []string
 	// backlogReadRate starts Magnetar with --backlog-read-rate (bytes/s).
 	backlogReadRate int64
 	// catchupPaced, when positive (and backlogReadRate is not set), runs
@@ -145,6 +147,7 @@ func main() {
 	flag.BoolVar(&short, "short", false, "smoke run: tiny rates and durations, one round")
 	flag.StringVar(&markdown, "markdown", "", "also write the Markdown section (date, commit, command, limits, tables, load) to this file")
 	flag.BoolVar(&o.gcDuringRuns, "gc-during-runs", false, "leave the load generator's garbage collector on during each run (default: collect between runs, not in them; its cycles put 20-30 ms spikes into every system's latency)")
+	magnetarFlags := flag.String("magnetar-flags", "", "extra flags for every Magnetar standalone started (space-separated, for example \"--journal-cache-window 67108864\")")
 	selfPprof := flag.String("self-pprof", "", "serve the load generator's own /debug/pprof on this address (for example 127.0.0.1:6062)")
 	gogc := flag.Int("gogc", 400, "GOGC of the load generator itself (servers are separate processes and keep their own)")
 	flag.Parse()
@@ -154,6 +157,7 @@ func main() {
 	// showed up in every system's latency (Magnetar's W1 memory-only e2e
 	// p99 22.8-27.9 ms at GOGC 100, 13.8-14.1 ms at 400: docs/benchmarks.md).
 	debug.SetGCPercent(*gogc)
+	o.magnetarFlags = strings.Fields(*magnetarFlags)
 	// With the collector paused in a run (pauseGC), the heap stops at this
 	// limit, where the runtime collects regardless: a 1 GiB W6 catch-up
 	// read allocates ~6 GiB in the client.
@@ -245,13 +249,13 @@ func buildSystems(o options) []system {
 	for _, s := range o.systems {
 		switch s {
 		case "magnetar":
-			out = append(out, &magnetarSystem{root: o.root, backlogReadRate: o.backlogReadRate, pprofAddr: o.pprofAddr})
+			out = append(out, &magnetarSystem{root: o.root, backlogReadRate: o.backlogReadRate, pprofAddr: o.pprofAddr, extraArgs: o.magnetarFlags})
 		case "nats":
 			out = append(out, &natsSystem{root: o.root})
 		case "magnetar-cluster":
 			out = append(out, &clusterSystem{root: o.root})
 		case "magnetar-copied":
-			out = append(out, &magnetarSystem{root: o.root, backlogReadRate: o.backlogReadRate, copyToEntryLogs: true})
+			out = append(out, &magnetarSystem{root: o.root, backlogReadRate: o.backlogReadRate, copyToEntryLogs: true, extraArgs: o.magnetarFlags})
 		case "redis":
 			out = append(out, &redisSystem{install: o.installRedis})
 		}
