@@ -45,8 +45,10 @@ type options struct {
 	timeline      bool   // print each latency run's worst add per 100 ms next to the bookies' fsyncs and flushes
 	tracePath     string // execution trace of the first latency run, to this file
 	cacheWindow   int64  // the bookies' storage.Config.JournalCacheWindow
-	command       string
-	plainDir      string // set by run: where the plain files go
+	// bufferedJournal sets the bookies' storage.Config.JournalBufferedWrites.
+	bufferedJournal bool
+	command         string
+	plainDir        string // set by run: where the plain files go
 }
 
 var allConfigs = []quorum{
@@ -78,6 +80,7 @@ func main() {
 	flag.StringVar(&o.tracePath, "trace", "", "write an execution trace (go tool trace) of the first latency run to this file")
 	flag.BoolVar(&o.timeline, "timeline", false, "print each latency run's worst add latency per 100 ms of scheduled time, above the bookies' mean journal fdatasync and the write-cache flushes that ended in the same 100 ms")
 	flag.Int64Var(&o.cacheWindow, "journal-cache-window", 0, "the bookies' journal page-cache window in bytes (storage.Config.JournalCacheWindow: older synced pages are dropped; 0: never, the default)")
+	flag.BoolVar(&o.bufferedJournal, "journal-buffered", false, "the bookies write their journals through the page cache (storage.Config.JournalBufferedWrites; default: O_DIRECT)")
 	flag.BoolVar(&short, "short", false, "CI smoke run: one short round (~15 s)")
 	flag.StringVar(&cpuProf, "cpuprofile", "", "write a CPU profile to this file")
 	flag.StringVar(&blockProf, "blockprofile", "", "write a block profile to this file")

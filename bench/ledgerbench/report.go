@@ -168,8 +168,12 @@ func (rep *report) writeMarkdown(w io.Writer, o options, res *results) {
 
 // cacheWindowNote describes a journal page-cache window when one is set.
 func (o options) cacheWindowNote() string {
-	if o.cacheWindow <= 0 {
-		return ""
+	s := ", journal written with O_DIRECT"
+	if o.bufferedJournal {
+		s = ", journal written through the page cache"
 	}
-	return fmt.Sprintf(", journal cache window %d MiB (older pages dropped)", o.cacheWindow>>20)
+	if o.cacheWindow > 0 {
+		s += fmt.Sprintf(", journal cache window %d MiB (older pages dropped)", o.cacheWindow>>20)
+	}
+	return s
 }

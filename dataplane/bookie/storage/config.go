@@ -54,6 +54,11 @@ type Config struct {
 	// file stalls every fdatasync on the disk; the others are deleted
 	// slowly after the flush). Default 2; negative: keep none.
 	JournalRecycleFiles int
+	// JournalBufferedWrites writes the journal through the page cache.
+	// Default false: with the OS file system the journal writes with
+	// O_DIRECT (journal.Options.DirectIO), where the file system allows
+	// it.
+	JournalBufferedWrites bool
 	// JournalCacheWindow, when positive, is how much of the newest synced
 	// journal data is left in the OS page cache; older pages are dropped
 	// after their group is acknowledged (journal.Options.CacheWindow: a

@@ -193,6 +193,7 @@ func (s *DiskStorage) open() error {
 		MaxFileBytes:  s.cfg.JournalMaxFileBytes,
 		RecycleFiles:  s.cfg.JournalRecycleFiles,
 		CacheWindow:   s.cfg.JournalCacheWindow,
+		DirectIO:      !s.cfg.JournalBufferedWrites,
 		NoSync:        s.cfg.JournalNoSync,
 		OnGroup:       s.metrics.onJournalGroup,
 		OnError:       s.setIOError,
