@@ -201,6 +201,9 @@ func (s *DiskStorage) open() error {
 	if err != nil {
 		return err
 	}
+	if s.fs == vfs.Default && !s.cfg.JournalBufferedWrites && !s.cfg.JournalNoSync && !s.jnl.DirectIO() {
+		s.cfg.Logger.Info("bookie storage: the journal's file system refuses O_DIRECT; writing through the page cache", "dir", jdir)
+	}
 	// Recovery checkpoint: makes the replayed records durable in the entry
 	// logs and index, which lets every older journal file (torn tails
 	// included) be deleted: at once, since nothing waits on the disk yet.

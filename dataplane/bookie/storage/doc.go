@@ -10,7 +10,9 @@
 //
 // AddEntry queues a journal record and copies the entry into the
 // in-memory write cache (readable at once), both under mu; done fires from
-// the journal writer goroutine after the record's group is fsynced (or
+// the journal writer goroutine after the record's group is written (with
+// O_DIRECT by default, see journal.Options.DirectIO; JournalBufferedWrites
+// writes through the page cache) and fsynced (or
 // written, with JournalNoSync: then the journal starts writeback every few
 // MiB and fsyncs only at file rotation, see package journal). Fence sets the in-memory fenced flag (non-recovery adds
 // fail with ErrFenced from then on) and journals a fence record. DeleteLedger

@@ -48,3 +48,7 @@ func (j *Journal) stageBuf(n int) []byte {
 	}
 	return j.stage[:n]
 }
+
+// DirectIO reports whether the current file is written with O_DIRECT
+// (Options.DirectIO, where the file system allows it).
+func (j *Journal) DirectIO() bool { return j.directIO.Load() }

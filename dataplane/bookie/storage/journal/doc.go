@@ -10,6 +10,10 @@
 // MaxGroupWait it first waits up to that long for more unless MaxGroupBytes
 // are pending), writes it with one Write, fsyncs once
 // (fdatasync), and then calls the group's done callbacks in order. With
+// DirectIO (the storage's default) the write is an O_DIRECT pwrite from the
+// start of the 4 KiB block holding the file's end: that block's bytes
+// already written, then the group, zero-filled to a whole block; so no byte
+// is copied into the page cache, and the zeros end the file for Replay. With
 // NoSync it does not sync a group; instead it starts the OS writeback of the
 // file every WritebackBytes (4 MiB) and fsyncs the file at rotation, before
 // creating the next one, so the records replayed after a crash are always a

@@ -249,6 +249,7 @@ type Journal struct {
 	dio      *os.File
 	tail     []byte
 	stage    []byte
+	directIO atomic.Bool // the current file is written with O_DIRECT
 	spare    []byte
 	spareCbs []func(error)
 
@@ -431,6 +432,7 @@ func (j *Journal) createFile(id, start uint64) error {
 			j.tail = append(j.tail[:0], fileHeader(id, start)...)
 		}
 	}
+	j.directIO.Store(j.dio != nil)
 	j.filesMu.Lock()
 	j.files = append(j.files, fileMeta{id: id, start: start, salt: recordSalt(id), valid: true})
 	j.filesMu.Unlock()
