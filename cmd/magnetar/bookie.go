@@ -37,6 +37,7 @@ func newBookieCommand() *cobra.Command {
 		journalDir  string
 		copyToLogs  bool
 		cacheWindow int64
+		buffered    bool
 		httpAddr    string
 	)
 	cmd := &cobra.Command{
@@ -46,7 +47,7 @@ func newBookieCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signalContext()
 			defer stop()
-			return runBookie(ctx, cfg, metadataURL, httpAddr, storage.Config{JournalNoSync: !journalSync, JournalDir: journalDir, CopyToEntryLogs: copyToLogs, JournalCacheWindow: cacheWindow})
+			return runBookie(ctx, cfg, metadataURL, httpAddr, storage.Config{JournalNoSync: !journalSync, JournalDir: journalDir, CopyToEntryLogs: copyToLogs, JournalCacheWindow: cacheWindow, JournalBufferedWrites: buffered})
 		},
 	}
 	f := cmd.Flags()
@@ -63,6 +64,7 @@ func newBookieCommand() *cobra.Command {
 	f.StringVar(&httpAddr, "http-addr", "", "serve Prometheus metrics on http://<addr>/metrics (e.g. 127.0.0.1:8000; default: off)")
 	f.StringVar(&journalDir, "journal-dir", "", "journal directory, ideally on a device of its own (default: <data-dir>/ledgers/journal)")
 	f.Int64Var(&cacheWindow, "journal-cache-window", 0, journalCacheWindowHelp)
+	f.BoolVar(&buffered, "journal-buffered-writes", false, journalBufferedHelp)
 	cmd.AddCommand(newBookieDecommissionCommand())
 	return cmd
 }
@@ -187,6 +189,10 @@ func serveBookieMetrics(addr string, srv *bookie.Server, st *storage.DiskStorage
 		hs.Shutdown(ctx)
 	}, nil
 }
+
+// journalBufferedHelp documents --journal-buffered-writes (bookie and
+// standalone).
+const journalBufferedHelp = "write the journal through the page cache instead of with O_DIRECT (the default where the file system allows it: no copy of every byte into the page cache)"
 
 // journalCacheWindowHelp documents --journal-cache-window (bookie and
 // standalone).

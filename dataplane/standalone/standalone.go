@@ -48,6 +48,9 @@ type Config struct {
 	// JournalCacheWindow: see storage.Config.JournalCacheWindow. Default 0
 	// (never drop).
 	JournalCacheWindow int64
+	// JournalBufferedWrites: see storage.Config.JournalBufferedWrites.
+	// Default false (O_DIRECT where the file system allows it).
+	JournalBufferedWrites bool
 	// BacklogReadRate paces catch-up reads, in bytes per second
 	// (brokernode.Config.BacklogReadRate). Default 0: unpaced.
 	BacklogReadRate int64
@@ -93,7 +96,7 @@ func Start(ctx context.Context, cfg Config) (_ *Standalone, err error) {
 	if s.md, err = etcdstore.StartEmbedded(ctx, etcdstore.EmbeddedConfig{Dir: filepath.Join(cfg.DataDir, "metadata")}); err != nil {
 		return nil, fmt.Errorf("standalone: metadata store: %w", err)
 	}
-	if s.st, err = storage.Open(storage.Config{Dir: filepath.Join(cfg.DataDir, "bookie", "ledgers"), JournalDir: cfg.JournalDir, JournalNoSync: cfg.JournalNoSync, CopyToEntryLogs: cfg.CopyToEntryLogs, JournalCacheWindow: cfg.JournalCacheWindow, Logger: cfg.Logger}); err != nil {
+	if s.st, err = storage.Open(storage.Config{Dir: filepath.Join(cfg.DataDir, "bookie", "ledgers"), JournalDir: cfg.JournalDir, JournalNoSync: cfg.JournalNoSync, CopyToEntryLogs: cfg.CopyToEntryLogs, JournalCacheWindow: cfg.JournalCacheWindow, JournalBufferedWrites: cfg.JournalBufferedWrites, Logger: cfg.Logger}); err != nil {
 		return nil, fmt.Errorf("standalone: bookie storage: %w", err)
 	}
 	if s.bk, err = bookie.New(bookie.Config{ListenAddr: cfg.BookieAddr, DataDir: filepath.Join(cfg.DataDir, "bookie"), Logger: cfg.Logger}, s.st, s.md); err != nil {
