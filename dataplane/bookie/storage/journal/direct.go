@@ -11,6 +11,14 @@ var errTailMismatch = errors.New("journal: O_DIRECT tail out of step with the fi
 // memory address (4 KiB covers every logical block size in use).
 const directBlock = 4096
 
+// directMinBytes is the smallest group written with O_DIRECT; smaller
+// ones go through the page cache (writeBuffered). An O_DIRECT write costs
+// more per call than a buffered one and saves the copy only: on the
+// machine measured (write+fdatasync loops), O_DIRECT cost 0.19 ns of CPU
+// per byte against 1.5-2 buffered at 3 MiB per write, the same (0.55) at
+// 512 KiB, and 3.97 against 2.6-3.1 at 64 KiB.
+const directMinBytes = 512 << 10
+
 // writeDirect writes the group buf at the journal's end through j.dio:
 // from the start of the block holding the end, that block's bytes already
 // written (j.tail) then buf, zero-filled to a whole block (see
@@ -32,6 +40,22 @@ func (j *Journal) writeDirect(buf []byte) error {
 	}
 	keep := n % directBlock
 	j.tail = append(j.tail[:0], st[n-keep:n]...)
+	return nil
+}
+
+// writeBuffered writes the group buf at the journal's end through the page
+// cache (f, at its offset: f's own file position is not used once O_DIRECT
+// writes were made) and keeps j.tail the bytes of the last partial block.
+func (j *Journal) writeBuffered(buf []byte) error {
+	if _, err := j.f.WriteAt(buf, j.fileSize); err != nil {
+		return err
+	}
+	keep := int((j.fileSize + int64(len(buf))) % directBlock)
+	if keep <= len(buf) {
+		j.tail = append(j.tail[:0], buf[len(buf)-keep:]...)
+	} else { // the group ends in the block the tail began
+		j.tail = append(j.tail, buf...)
+	}
 	return nil
 }
 

@@ -250,8 +250,11 @@ type Journal struct {
 	tail     []byte
 	stage    []byte
 	directIO atomic.Bool // the current file is written with O_DIRECT
-	spare    []byte
-	spareCbs []func(error)
+	// directMin is the smallest group written with O_DIRECT
+	// (directMinBytes; tests lower it).
+	directMin int
+	spare     []byte
+	spareCbs  []func(error)
 
 	filesMu sync.Mutex
 	files   []fileMeta                  // sorted by id, the last is the current file
@@ -281,6 +284,7 @@ func Open(opts Options, start uint64) (*Journal, error) {
 		files: existing,
 	}
 	j.space = sync.NewCond(&j.mu)
+	j.directMin = directMinBytes
 	j.durable.Store(start) // whatever precedes start was replayed from disk
 	var next uint64 = 1
 	if len(existing) > 0 {
@@ -771,10 +775,13 @@ func (j *Journal) writeGroup(buf []byte) error {
 	saltRecords(buf, recordSalt(j.fileID))
 	if n > 0 {
 		var err error
-		if j.dio != nil {
-			err = j.writeDirect(buf)
-		} else {
+		switch {
+		case j.dio == nil:
 			_, err = j.f.Write(buf)
+		case len(buf) >= j.directMin:
+			err = j.writeDirect(buf)
+		default:
+			err = j.writeBuffered(buf)
 		}
 		if err != nil {
 			return j.fail(fmt.Errorf("journal: write: %w", err))
