@@ -125,13 +125,16 @@ type Options struct {
 	// every byte into a page-cache page, and on the machine measured that
 	// copy into memory the guest had not used lately cost 1.5-2 ns per
 	// byte, a fifth of the E=1 bookie's CPU (docs/benchmarks.md, eleventh
-	// session). Each group is written from the start of the 4 KiB block
-	// holding the journal's end, rewriting that block's bytes already
-	// written (the same bytes, so a torn block write cannot damage a
-	// record acknowledged before) and zero-filling the rest of its last
-	// block (zeros never decode as a record); the next group rewrites
-	// that block again. Entries read in place then come from the disk
-	// (or from the page cache of reads). Not used with NoSync.
+	// session). A group of directMinBytes (512 KiB) or more is written
+	// from the start of the 4 KiB block holding the journal's end,
+	// rewriting that block's bytes already written (the same bytes, so a
+	// torn block write cannot damage a record acknowledged before) and
+	// zero-filling the rest of its last block (zeros never decode as a
+	// record); the next group rewrites that block again. Smaller groups
+	// are written through the page cache at the journal's end: an
+	// O_DIRECT write costs more per call and saves only the copy. Entries
+	// read in place then come from the disk (or from the page cache of
+	// reads and of the small groups). Not used with NoSync.
 	DirectIO bool
 	// CacheWindow is how much of the newest synced journal data the writer
 	// leaves in the OS page cache: pages further behind the end of the
@@ -153,7 +156,7 @@ type Options struct {
 	// was measured on, the freed memory brought episodes of slow fdatasync
 	// (the host taking the freed pages back, we think) that raised the add
 	// p99 while raising throughput. Not applied with NoSync (dirty pages
-	// cannot be dropped).
+	// cannot be dropped), nor while the journal writes with O_DIRECT.
 	CacheWindow int64
 	// OnGroup, if set, is called from the writer goroutine after each
 	// group is written (and synced): its size in bytes and how long the
