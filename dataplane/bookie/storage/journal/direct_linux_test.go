@@ -132,7 +132,8 @@ func testDirectIO(t *testing.T, directMin int) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if fi.Size()%directBlock != 0 {
+		// (a file rotated to at the very end holds only its header)
+		if fi.Size()%directBlock != 0 && fi.Size() != fileHeaderLen {
 			t.Errorf("%s: %d bytes, not whole blocks", e.Name(), fi.Size())
 		}
 	}

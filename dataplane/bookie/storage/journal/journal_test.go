@@ -16,7 +16,16 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// beforeTests, if set, runs first: a test binary started as a helper
+// process does its work there and exits (direct_kill_linux_test.go).
+var beforeTests func()
+
+func TestMain(m *testing.M) {
+	if beforeTests != nil {
+		beforeTests()
+	}
+	goleak.VerifyTestMain(m)
+}
 
 func TestAppendReplayRotateRelease(t *testing.T) {
 	fs := vfs.NewMem()
