@@ -33,6 +33,16 @@ func BenchmarkAddEntry(b *testing.B) {
 	}
 }
 
+// benchStorage opens a storage on a temporary directory of the real file
+// system, GC and disk checks off, closed when b ends.
+func benchStorage(b *testing.B, cfg storage.Config) *storage.DiskStorage {
+	cfg.Dir, cfg.FS = b.TempDir(), vfs.Default
+	cfg.GCInterval, cfg.DiskCheckInterval = -1, -1
+	s := mustOpen(b, cfg)
+	b.Cleanup(func() { s.Close() })
+	return s
+}
+
 func processCPU(b *testing.B) time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
@@ -42,18 +52,7 @@ func processCPU(b *testing.B) time.Duration {
 }
 
 func benchAddEntry(b *testing.B, size, inflight int, buffered bool) {
-	s, err := storage.Open(storage.Config{
-		Dir:                   b.TempDir(),
-		FS:                    vfs.Default,
-		JournalMaxGroupWait:   -1,
-		JournalBufferedWrites: buffered,
-		GCInterval:            -1,
-		DiskCheckInterval:     -1,
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	s := benchStorage(b, storage.Config{JournalMaxGroupWait: -1, JournalBufferedWrites: buffered})
 	data := make([]byte, size)
 	sem := make(chan struct{}, inflight)
 	var wg sync.WaitGroup

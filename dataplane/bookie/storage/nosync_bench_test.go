@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
-
 	"github.com/magnetar-dev/magnetar/dataplane/bookie/storage"
 )
 
@@ -29,18 +27,7 @@ func BenchmarkAddEntryOpenLoop(b *testing.B) {
 	for _, c := range []struct{ noSync, copy bool }{{false, false}, {false, true}, {true, false}, {true, true}} {
 		noSync := c.noSync
 		b.Run(fmt.Sprintf("nosync=%v/copy=%v", c.noSync, c.copy), func(b *testing.B) {
-			s, err := storage.Open(storage.Config{
-				Dir:               b.TempDir(),
-				FS:                vfs.Default,
-				JournalNoSync:     noSync,
-				CopyToEntryLogs:   c.copy,
-				GCInterval:        -1,
-				DiskCheckInterval: -1,
-			})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
+			s := benchStorage(b, storage.Config{JournalNoSync: noSync, CopyToEntryLogs: c.copy})
 			data := make([]byte, size)
 			lat := make([]time.Duration, b.N)
 			var wg sync.WaitGroup
