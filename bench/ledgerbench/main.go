@@ -44,7 +44,6 @@ type options struct {
 	markdown      bool
 	timeline      bool   // print each latency run's worst add per 100 ms next to the bookies' fsyncs and flushes
 	tracePath     string // execution trace of the first latency run, to this file
-	cacheWindow   int64  // the bookies' storage.Config.JournalCacheWindow
 	// bufferedJournal sets the bookies' storage.Config.JournalBufferedWrites.
 	bufferedJournal bool
 	command         string
@@ -79,7 +78,6 @@ func main() {
 	flag.BoolVar(&o.markdown, "markdown", false, "print a Markdown section (date, commit, command, load) instead of the text table")
 	flag.StringVar(&o.tracePath, "trace", "", "write an execution trace (go tool trace) of the first latency run to this file")
 	flag.BoolVar(&o.timeline, "timeline", false, "print each latency run's worst add latency per 100 ms of scheduled time, above the bookies' mean journal fdatasync and the write-cache flushes that ended in the same 100 ms")
-	flag.Int64Var(&o.cacheWindow, "journal-cache-window", 0, "the bookies' journal page-cache window in bytes (storage.Config.JournalCacheWindow: older synced pages are dropped; 0: never, the default)")
 	flag.BoolVar(&o.bufferedJournal, "journal-buffered", false, "the bookies write their journals through the page cache (storage.Config.JournalBufferedWrites; default: O_DIRECT)")
 	flag.BoolVar(&short, "short", false, "CI smoke run: one short round (~15 s)")
 	flag.StringVar(&cpuProf, "cpuprofile", "", "write a CPU profile to this file")

@@ -128,7 +128,7 @@ func (t target) status() string {
 }
 
 func (rep *report) writeText(w io.Writer, o options) {
-	fmt.Fprintf(w, "ledgerbench: metadata memstore (in-memory), bookies in-process on 127.0.0.1, journal fsync on%s, dir %s\n", o.cacheWindowNote(), o.dir)
+	fmt.Fprintf(w, "ledgerbench: metadata memstore (in-memory), bookies in-process on 127.0.0.1, journal fsync on%s, dir %s\n", o.journalNote(), o.dir)
 	fmt.Fprintf(w, "%d round(s), medians; max throughput: closed loop, %v after %v warm-up; latency: open loop at %.0f%% of that, %v; plain: %v each\n\n",
 		o.rounds, o.duration, o.warmup, 100*o.loadFraction, o.latDuration, o.plainDuration)
 	fmt.Fprintf(w, "Machine limit: fsync'd appends to a plain file in the same directory (grouped: %s per write+fdatasync)\n", sizeName(o.groupBytes))
@@ -147,7 +147,7 @@ func (rep *report) writeMarkdown(w io.Writer, o options, res *results) {
 	fmt.Fprintf(w, "- command: `%s`\n", o.command)
 	fmt.Fprintf(w, "- machine: %d CPUs (GOMAXPROCS %d), %s/%s, %s; shared with other work\n",
 		runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version())
-	fmt.Fprintf(w, "- setup: metadata in memstore (in-memory); bookies in-process on 127.0.0.1, each with its own directory under `-dir`; journal fsync on%s\n", o.cacheWindowNote())
+	fmt.Fprintf(w, "- setup: metadata in memstore (in-memory); bookies in-process on 127.0.0.1, each with its own directory under `-dir`; journal fsync on%s\n", o.journalNote())
 	fmt.Fprintf(w, "- method: %d interleaved round(s), medians; max throughput closed loop for %v after %v warm-up; latency open loop at %.0f%% of that round's max for %v, from scheduled send to ack; plain runs %v each\n",
 		o.rounds, o.duration, o.warmup, 100*o.loadFraction, o.latDuration, o.plainDuration)
 	fmt.Fprintf(w, "- load average before: %s; after: %s\n", res.before.LoadAvg, res.after.LoadAvg)
@@ -166,14 +166,11 @@ func (rep *report) writeMarkdown(w io.Writer, o options, res *results) {
 	}
 }
 
-// cacheWindowNote describes a journal page-cache window when one is set.
-func (o options) cacheWindowNote() string {
-	s := ", journal written with O_DIRECT"
+// journalNote says how the bookies write their journals.
+func (o options) journalNote() string {
+	s := ", journal groups of 512 KiB and more written with O_DIRECT"
 	if o.bufferedJournal {
 		s = ", journal written through the page cache"
-	}
-	if o.cacheWindow > 0 {
-		s += fmt.Sprintf(", journal cache window %d MiB (older pages dropped)", o.cacheWindow>>20)
 	}
 	return s
 }

@@ -91,7 +91,7 @@ func runRound(ctx context.Context, o options, round int, res *results, progress 
 	}()
 	for i, q := range o.configs {
 		dir := filepath.Join(o.dir, fmt.Sprintf("ledgerbench-round%d-config%d", round+1, i+1))
-		if clusters[i], err = startCluster(ctx, dir, q.bookies, storage.Config{CopyToEntryLogs: q.copyToEntryLogs, JournalCacheWindow: o.cacheWindow, JournalBufferedWrites: o.bufferedJournal}); err != nil {
+		if clusters[i], err = startCluster(ctx, dir, q.bookies, storage.Config{CopyToEntryLogs: q.copyToEntryLogs, JournalBufferedWrites: o.bufferedJournal}); err != nil {
 			return fmt.Errorf("start %d bookies: %w", q.bookies, err)
 		}
 	}

@@ -147,7 +147,7 @@ func main() {
 	flag.BoolVar(&short, "short", false, "smoke run: tiny rates and durations, one round")
 	flag.StringVar(&markdown, "markdown", "", "also write the Markdown section (date, commit, command, limits, tables, load) to this file")
 	flag.BoolVar(&o.gcDuringRuns, "gc-during-runs", false, "leave the load generator's garbage collector on during each run (default: collect between runs, not in them; its cycles put 20-30 ms spikes into every system's latency)")
-	magnetarFlags := flag.String("magnetar-flags", "", "extra flags for every Magnetar standalone started (space-separated, for example \"--journal-cache-window 67108864\")")
+	magnetarFlags := flag.String("magnetar-flags", "", "extra flags for every Magnetar standalone started (space-separated, for example \"--journal-buffered-writes\")")
 	selfPprof := flag.String("self-pprof", "", "serve the load generator's own /debug/pprof on this address (for example 127.0.0.1:6062)")
 	gogc := flag.Int("gogc", 400, "GOGC of the load generator itself (servers are separate processes and keep their own)")
 	flag.Parse()

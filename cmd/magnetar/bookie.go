@@ -36,7 +36,6 @@ func newBookieCommand() *cobra.Command {
 		journalSync bool
 		journalDir  string
 		copyToLogs  bool
-		cacheWindow int64
 		buffered    bool
 		httpAddr    string
 	)
@@ -47,7 +46,7 @@ func newBookieCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signalContext()
 			defer stop()
-			return runBookie(ctx, cfg, metadataURL, httpAddr, storage.Config{JournalNoSync: !journalSync, JournalDir: journalDir, CopyToEntryLogs: copyToLogs, JournalCacheWindow: cacheWindow, JournalBufferedWrites: buffered})
+			return runBookie(ctx, cfg, metadataURL, httpAddr, storage.Config{JournalNoSync: !journalSync, JournalDir: journalDir, CopyToEntryLogs: copyToLogs, JournalBufferedWrites: buffered})
 		},
 	}
 	f := cmd.Flags()
@@ -63,7 +62,6 @@ func newBookieCommand() *cobra.Command {
 	f.BoolVar(&copyToLogs, "copy-to-entry-logs", false, "copy every entry from the journal to the sorted entry logs at each flush (BookKeeper's layout; worth it only with --journal-dir on a device of its own: on one disk it writes every byte twice). Default: entries are read where the journal wrote them")
 	f.StringVar(&httpAddr, "http-addr", "", "serve Prometheus metrics on http://<addr>/metrics (e.g. 127.0.0.1:8000; default: off)")
 	f.StringVar(&journalDir, "journal-dir", "", "journal directory, ideally on a device of its own (default: <data-dir>/ledgers/journal)")
-	f.Int64Var(&cacheWindow, "journal-cache-window", 0, journalCacheWindowHelp)
 	f.BoolVar(&buffered, "journal-buffered-writes", false, journalBufferedHelp)
 	cmd.AddCommand(newBookieDecommissionCommand())
 	return cmd
@@ -193,7 +191,3 @@ func serveBookieMetrics(addr string, srv *bookie.Server, st *storage.DiskStorage
 // journalBufferedHelp documents --journal-buffered-writes (bookie and
 // standalone).
 const journalBufferedHelp = "write the journal through the page cache instead of with O_DIRECT (the default where the file system allows it: no copy of every byte into the page cache)"
-
-// journalCacheWindowHelp documents --journal-cache-window (bookie and
-// standalone).
-const journalCacheWindowHelp = "bytes of the newest synced journal data left in the OS page cache; older pages are dropped once acknowledged (posix_fadvise DONTNEED), so the page cache stays bounded and its freed memory is reused by the next writes (0: never drop, the default; see docs/benchmarks.md for when it pays)"

@@ -50,7 +50,6 @@ func newStandaloneCommand() *cobra.Command {
 	f.Int64Var(&cfg.BacklogReadRate, "backlog-read-rate", 0, "pace catch-up reads from the bookie at this many bytes/s for the whole broker, leaving CPU and disk to producers (0: unpaced, as Pulsar)")
 	f.BoolVar(&cfg.CopyToEntryLogs, "copy-to-entry-logs", false, "copy every entry from the bookie journal to the sorted entry logs at each flush (BookKeeper's layout; worth it only with --journal-dir on a device of its own). Default: entries are read where the journal wrote them")
 	f.StringVar(&cfg.JournalDir, "journal-dir", "", "bookie journal directory, ideally on a device of its own (default: <data-dir>/bookie/ledgers/journal)")
-	f.Int64Var(&cfg.JournalCacheWindow, "journal-cache-window", 0, journalCacheWindowHelp)
 	f.BoolVar(&cfg.JournalBufferedWrites, "journal-buffered-writes", false, journalBufferedHelp)
 	return cmd
 }

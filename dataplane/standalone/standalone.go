@@ -45,9 +45,6 @@ type Config struct {
 	JournalDir string
 	// CopyToEntryLogs: see storage.Config.CopyToEntryLogs. Default false.
 	CopyToEntryLogs bool
-	// JournalCacheWindow: see storage.Config.JournalCacheWindow. Default 0
-	// (never drop).
-	JournalCacheWindow int64
 	// JournalBufferedWrites: see storage.Config.JournalBufferedWrites.
 	// Default false (O_DIRECT where the file system allows it).
 	JournalBufferedWrites bool
@@ -96,7 +93,7 @@ func Start(ctx context.Context, cfg Config) (_ *Standalone, err error) {
 	if s.md, err = etcdstore.StartEmbedded(ctx, etcdstore.EmbeddedConfig{Dir: filepath.Join(cfg.DataDir, "metadata")}); err != nil {
 		return nil, fmt.Errorf("standalone: metadata store: %w", err)
 	}
-	if s.st, err = storage.Open(storage.Config{Dir: filepath.Join(cfg.DataDir, "bookie", "ledgers"), JournalDir: cfg.JournalDir, JournalNoSync: cfg.JournalNoSync, CopyToEntryLogs: cfg.CopyToEntryLogs, JournalCacheWindow: cfg.JournalCacheWindow, JournalBufferedWrites: cfg.JournalBufferedWrites, Logger: cfg.Logger}); err != nil {
+	if s.st, err = storage.Open(storage.Config{Dir: filepath.Join(cfg.DataDir, "bookie", "ledgers"), JournalDir: cfg.JournalDir, JournalNoSync: cfg.JournalNoSync, CopyToEntryLogs: cfg.CopyToEntryLogs, JournalBufferedWrites: cfg.JournalBufferedWrites, Logger: cfg.Logger}); err != nil {
 		return nil, fmt.Errorf("standalone: bookie storage: %w", err)
 	}
 	if s.bk, err = bookie.New(bookie.Config{ListenAddr: cfg.BookieAddr, DataDir: filepath.Join(cfg.DataDir, "bookie"), Logger: cfg.Logger}, s.st, s.md); err != nil {

@@ -59,13 +59,6 @@ type Config struct {
 	// O_DIRECT (journal.Options.DirectIO), where the file system allows
 	// it.
 	JournalBufferedWrites bool
-	// JournalCacheWindow, when positive, is how much of the newest synced
-	// journal data is left in the OS page cache; older pages are dropped
-	// after their group is acknowledged (journal.Options.CacheWindow: a
-	// bounded page cache whose freed memory the next writes reuse, instead
-	// of every write taking a page the cache did not hold). Default (zero):
-	// never drop.
-	JournalCacheWindow int64
 	// JournalNoSync acknowledges adds once the journal group is written to
 	// the OS, without fsync. Default false: SyncJournal on, fsync before any
 	// acknowledgement. (Spelled negatively so the zero Config is durable.)

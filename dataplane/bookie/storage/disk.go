@@ -192,7 +192,6 @@ func (s *DiskStorage) open() error {
 		MaxGroupBytes: s.cfg.JournalMaxGroupBytes,
 		MaxFileBytes:  s.cfg.JournalMaxFileBytes,
 		RecycleFiles:  s.cfg.JournalRecycleFiles,
-		CacheWindow:   s.cfg.JournalCacheWindow,
 		DirectIO:      !s.cfg.JournalBufferedWrites,
 		NoSync:        s.cfg.JournalNoSync,
 		OnGroup:       s.metrics.onJournalGroup,

@@ -70,20 +70,6 @@ func TestConformanceDir(t *testing.T) {
 	})
 }
 
-// TestConformanceJournalCacheWindow: the conformance suite with the
-// journal writing through the page cache and dropping its pages behind a
-// tiny window, so every read of a
-// flushed entry comes from the disk and every rotation hands the previous
-// file to the dropper to be dropped and closed.
-func TestConformanceJournalCacheWindow(t *testing.T) {
-	storagetest.Run(t, func(t *testing.T) storage.Storage {
-		cfg := testConfig(vfs.Default, t.TempDir())
-		cfg.JournalCacheWindow = 1
-		cfg.JournalBufferedWrites = true // drop-behind is for buffered writes
-		return mustOpen(t, cfg)
-	})
-}
-
 func TestConformanceCopyToEntryLogs(t *testing.T) {
 	storagetest.Run(t, func(t *testing.T) storage.Storage {
 		cfg := testConfig(vfs.Default, t.TempDir())

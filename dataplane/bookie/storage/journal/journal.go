@@ -136,28 +136,6 @@ type Options struct {
 	// read in place then come from the disk (or from the page cache of
 	// reads and of the small groups). Not used with NoSync.
 	DirectIO bool
-	// CacheWindow is how much of the newest synced journal data the writer
-	// leaves in the OS page cache: pages further behind the end of the
-	// journal are dropped (posix_fadvise DONTNEED, a few MiB at a time,
-	// after their group was acknowledged), so the journal's share of the
-	// page cache stays bounded and the memory it frees is what its next
-	// writes reuse. Without it every written byte takes a page the cache
-	// did not hold, and once memory is full each one must first be
-	// reclaimed from the LRU; on a virtual machine whose host takes free
-	// guest memory back (free page reporting), a page the guest has not
-	// used lately costs a host fault as well: there, writing to the page
-	// cache cost 1.9 ns per byte on fresh pages against 0.2 on reused ones,
-	// 0.4 of a core at 200 MB/s (docs/benchmarks.md, eleventh session).
-	// Reads of older entries, which are read in place from the journal
-	// files, then come from the disk, as in BookKeeper, whose journal drops
-	// its pages too; tailing readers are served by the write cache and the
-	// broker's entry cache. Zero or negative (the default): never drop; the
-	// OS evicts as it sees fit. Off by default because on the machine it
-	// was measured on, the freed memory brought episodes of slow fdatasync
-	// (the host taking the freed pages back, we think) that raised the add
-	// p99 while raising throughput. Not applied with NoSync (dirty pages
-	// cannot be dropped), nor while the journal writes with O_DIRECT.
-	CacheWindow int64
 	// OnGroup, if set, is called from the writer goroutine after each
 	// group is written (and synced): its size in bytes and how long the
 	// fdatasync took (zero with NoSync). For metrics; it must be quick.
@@ -235,16 +213,6 @@ type Journal struct {
 	fileID   uint64
 	fileSize int64
 	written  int64 // fileSize when writeback was last started (NoSync)
-	// Drop-behind (Options.CacheWindow), writer only: f's pages below
-	// dropped were handed to the dropper goroutine; prev is the file
-	// before f, kept open until its pages up to prevSize are dropped too
-	// (prevDropped so far), then closed by the dropper.
-	dropped     int64
-	prev        vfs.File
-	prevDropped int64
-	prevSize    int64
-	drops       chan dropReq // nil without drop-behind
-	dropDone    chan struct{}
 	// O_DIRECT (Options.DirectIO), writer only: dio is f opened again
 	// with O_DIRECT (nil: buffered writes through f); tail holds the
 	// bytes of f's last partial 4 KiB block, fileSize%directBlock of
@@ -295,10 +263,6 @@ func Open(opts Options, start uint64) (*Journal, error) {
 	}
 	if err := j.createFile(next, start); err != nil {
 		return nil, err
-	}
-	if j.dropsBehind() {
-		j.drops, j.dropDone = make(chan dropReq, 64), make(chan struct{})
-		go j.dropper()
 	}
 	go j.run()
 	return j, nil
@@ -414,19 +378,12 @@ func (j *Journal) createFile(id, start uint64) error {
 		return err
 	}
 	j.fileMu.Lock()
-	if old := j.f; old != nil {
-		if j.prev != nil { // rotated again before the previous file's pages were dropped
-			j.dropPrev(j.prevSize)
-		}
-		if j.drops != nil && old.Fd() != vfs.InvalidFd {
-			j.prev, j.prevDropped, j.prevSize = old, j.dropped, j.fileSize
-		} else {
-			old.Close()
-		}
+	if j.f != nil {
+		j.f.Close()
 	}
 	j.f = f
 	j.fileMu.Unlock()
-	j.fileID, j.fileSize, j.written, j.dropped = id, fileHeaderLen, fileHeaderLen, 0
+	j.fileID, j.fileSize, j.written = id, fileHeaderLen, fileHeaderLen
 	if j.dio != nil {
 		j.dio.Close()
 		j.dio = nil
@@ -694,83 +651,7 @@ func (j *Journal) writeOne(timer *time.Timer, stopping *bool) bool {
 		cbs[i] = nil
 	}
 	j.spare, j.spareCbs = buf[:0], cbs[:0]
-	if err == nil {
-		j.dropBehind()
-	}
 	return true
-}
-
-// dropChunk is the least drop-behind does at a time: one fadvise per few
-// MiB written.
-const dropChunk = 4 << 20
-
-func (j *Journal) dropsBehind() bool { return j.opts.CacheWindow > 0 && !j.opts.NoSync }
-
-// A dropReq asks the dropper to drop the cached pages of [off, off+n) of
-// f, then to close f if close is set.
-type dropReq struct {
-	f      vfs.File
-	off, n int64
-	close  bool
-}
-
-// dropper runs the drop requests. The drops are off the writer goroutine:
-// a DONTNEED can take milliseconds (the kernel drains every CPU's page
-// lists), which the next group must not wait for.
-func (j *Journal) dropper() {
-	defer close(j.dropDone)
-	for r := range j.drops {
-		if r.n > 0 {
-			dropPages(r.f.Fd(), r.off, r.n)
-		}
-		if r.close {
-			r.f.Close()
-		}
-	}
-}
-
-// requestDrop queues a drop without waiting; it reports false when the
-// dropper is that far behind (the range is then asked for again, with
-// more, after the next group).
-func (j *Journal) requestDrop(f vfs.File, off, n int64) bool {
-	select {
-	case j.drops <- dropReq{f: f, off: off, n: n}:
-		return true
-	default:
-		return false
-	}
-}
-
-// dropBehind has the synced pages more than CacheWindow behind the end of
-// the journal dropped, in the current file and the previous one (see
-// Options.CacheWindow). Advisory: a failed drop only leaves pages cached.
-func (j *Journal) dropBehind() {
-	if j.drops == nil || j.dio != nil { // O_DIRECT writes leave nothing cached
-		return
-	}
-	w := j.opts.CacheWindow
-	if j.prev != nil {
-		j.dropPrev(j.prevSize - max(w-j.fileSize, 0))
-	}
-	to := (j.fileSize - w) &^ (pageSize - 1)
-	if to-j.dropped >= dropChunk && j.requestDrop(j.f, j.dropped, to-j.dropped) {
-		j.dropped = to
-	}
-}
-
-// dropPrev has the previous file's pages below to dropped, and the file
-// closed (by the dropper, after its last drop) once they all are.
-func (j *Journal) dropPrev(to int64) {
-	if to >= j.prevSize {
-		// Waits if the dropper is behind: the file must be closed.
-		j.drops <- dropReq{f: j.prev, off: j.prevDropped, n: j.prevSize - j.prevDropped, close: true}
-		j.prev = nil
-		return
-	}
-	to &^= pageSize - 1
-	if to-j.prevDropped >= dropChunk && j.requestDrop(j.prev, j.prevDropped, to-j.prevDropped) {
-		j.prevDropped = to
-	}
 }
 
 func (j *Journal) writeGroup(buf []byte) error {
@@ -930,14 +811,6 @@ func (j *Journal) Close() error {
 	}
 	j.filesMu.Unlock()
 	err := j.Err()
-	if j.drops != nil {
-		close(j.drops)
-		<-j.dropDone
-	}
-	if j.prev != nil {
-		j.prev.Close()
-		j.prev = nil
-	}
 	if j.dio != nil {
 		j.dio.Close()
 		j.dio = nil
