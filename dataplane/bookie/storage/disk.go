@@ -200,8 +200,8 @@ func (s *DiskStorage) open() error {
 	if err != nil {
 		return err
 	}
-	if s.fs == vfs.Default && !s.cfg.JournalBufferedWrites && !s.cfg.JournalNoSync && !s.jnl.DirectIO() {
-		s.cfg.Logger.Info("bookie storage: the journal's file system refuses O_DIRECT; writing through the page cache", "dir", jdir)
+	if err := s.jnl.DirectIOError(); err != nil && s.fs == vfs.Default {
+		s.cfg.Logger.Info("bookie storage: journal written through the page cache, not with O_DIRECT", "dir", jdir, "err", err)
 	}
 	// Recovery checkpoint: makes the replayed records durable in the entry
 	// logs and index, which lets every older journal file (torn tails

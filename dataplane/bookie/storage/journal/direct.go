@@ -73,6 +73,13 @@ func (j *Journal) stageBuf(n int) []byte {
 	return j.stage[:n]
 }
 
-// DirectIO reports whether the current file is written with O_DIRECT
-// (Options.DirectIO, where the file system allows it).
-func (j *Journal) DirectIO() bool { return j.directIO.Load() }
+// DirectIOError returns why the current file is written through the page
+// cache although Options.DirectIO asked for O_DIRECT (the file system
+// refused it, or it is not the OS's); nil when it is written with O_DIRECT
+// or DirectIO was not asked for (or NoSync is set).
+func (j *Journal) DirectIOError() error {
+	if p := j.dioRefused.Load(); p != nil {
+		return *p
+	}
+	return nil
+}

@@ -30,7 +30,7 @@ func init() {
 // prints the entry id of each acknowledged record, until it is killed.
 func killWriter(dir string) {
 	j, err := Open(Options{FS: vfs.Default, Dir: dir, MaxFileBytes: 4 << 20, DirectIO: true}, 0)
-	if err != nil || !j.DirectIO() {
+	if err != nil || j.dio == nil {
 		fmt.Println("no-direct-io", err)
 		return
 	}

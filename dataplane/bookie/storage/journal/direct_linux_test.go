@@ -30,9 +30,10 @@ func testDirectIO(t *testing.T, directMin int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !j.DirectIO() {
+	if j.dio == nil {
+		err := j.DirectIOError()
 		j.Close()
-		t.Skip("the temp dir's file system refuses O_DIRECT")
+		t.Skipf("the temp dir's file system refuses O_DIRECT: %v", err)
 	}
 	j.directMin = directMin // before the first append: the writer reads it after
 	type rec struct {

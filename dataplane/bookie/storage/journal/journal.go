@@ -217,10 +217,12 @@ type Journal struct {
 	// with O_DIRECT (nil: buffered writes through f); tail holds the
 	// bytes of f's last partial 4 KiB block, fileSize%directBlock of
 	// them; stage is the aligned buffer a group is written from.
-	dio      *os.File
-	tail     []byte
-	stage    []byte
-	directIO atomic.Bool // the current file is written with O_DIRECT
+	dio   *os.File
+	tail  []byte
+	stage []byte
+	// dioRefused holds why the current file could not be opened for
+	// O_DIRECT, when Options.DirectIO asked for it (nil otherwise).
+	dioRefused atomic.Pointer[error]
 	// directMin is the smallest group written with O_DIRECT
 	// (directMinBytes; tests lower it).
 	directMin int
@@ -384,19 +386,21 @@ func (j *Journal) createFile(id, start uint64) error {
 	j.f = f
 	j.fileMu.Unlock()
 	j.fileID, j.fileSize, j.written = id, fileHeaderLen, fileHeaderLen
+	j.tail = append(j.tail[:0], fileHeader(id, start)...) // used with dio only
 	if j.dio != nil {
 		j.dio.Close()
 		j.dio = nil
 	}
+	j.dioRefused.Store(nil)
 	if j.opts.DirectIO && !j.opts.NoSync {
 		// Fall back to buffered writes where O_DIRECT is refused (a
 		// file system without it, such as an older tmpfs).
-		if d, err := openDirect(fs, name); err == nil {
-			j.dio = d
-			j.tail = append(j.tail[:0], fileHeader(id, start)...)
+		d, err := openDirect(fs, name)
+		if err != nil {
+			j.dioRefused.Store(&err)
 		}
+		j.dio = d
 	}
-	j.directIO.Store(j.dio != nil)
 	j.filesMu.Lock()
 	j.files = append(j.files, fileMeta{id: id, start: start, salt: recordSalt(id), valid: true})
 	j.filesMu.Unlock()
@@ -658,6 +662,9 @@ func (j *Journal) writeGroup(buf []byte) error {
 	n := len(buf)
 	saltRecords(buf, recordSalt(j.fileID))
 	if n > 0 {
+		// Without O_DIRECT, f's own position is the end: Write (the
+		// in-memory vfs's WriteAt panics on some of its files, so the
+		// tests' file systems need this path).
 		var err error
 		switch {
 		case j.dio == nil:

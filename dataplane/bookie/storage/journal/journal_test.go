@@ -486,3 +486,36 @@ func TestRecycledFileGone(t *testing.T) {
 		t.Fatalf("replayed %d records of ledger 2, want 20", n)
 	}
 }
+
+// TestDirectIORefused: a journal asked for O_DIRECT on a file system that
+// cannot give it (an in-memory one) says why, and writes and replays its
+// records through the page cache all the same.
+func TestDirectIORefused(t *testing.T) {
+	fs := vfs.NewMem()
+	if err := fs.MkdirAll("/j", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	j, err := Open(Options{FS: fs, Dir: "/j", MaxFileBytes: 8 << 10, DirectIO: true}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.DirectIOError() == nil {
+		t.Fatal("O_DIRECT on an in-memory file system: no error reported")
+	}
+	for i := range 50 {
+		appendWait(t, j, 3, int64(i), bytes.Repeat([]byte{byte(i)}, 700))
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	if _, st, err := Replay(fs, "/j", 0, func(_ uint64, r Record) error {
+		if r.Entry != int64(n) || !bytes.Equal(r.Data, bytes.Repeat([]byte{byte(n)}, 700)) {
+			return fmt.Errorf("record %d: entry %d", n, r.Entry)
+		}
+		n++
+		return nil
+	}); err != nil || st.Torn != 0 || n != 50 {
+		t.Fatalf("replay: %v, %+v, %d records", err, st, n)
+	}
+}
