@@ -1,6 +1,6 @@
 // Package procstatus reads the size fields of a Linux process's
-// /proc/PID/status (VmRSS, RssAnon, RssFile, ...), for the benchmarks and
-// tests that measure resident memory.
+// /proc/PID/status (VmRSS, RssAnon, RssFile, ...) and the process's CPU
+// time, for the benchmarks and tests that measure resident memory and CPU.
 package procstatus
 
 import (
@@ -8,6 +8,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // Self is the pid that reads the calling process.
@@ -58,4 +60,14 @@ func Field(pid int, field string) (int64, error) {
 		return 0, err
 	}
 	return v[0], nil
+}
+
+// CPUTime returns the user and system CPU time this process has used
+// (getrusage(2)), for benchmarks that report CPU per operation.
+func CPUTime() (time.Duration, error) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, fmt.Errorf("procstatus: getrusage: %w", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
 }

@@ -3,13 +3,13 @@ package storage_test
 import (
 	"fmt"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/magnetar-dev/magnetar/dataplane/bookie/storage"
+	"github.com/magnetar-dev/magnetar/internal/procstatus"
 )
 
 // BenchmarkAddEntry measures fsync'd add throughput on a real directory with
@@ -44,11 +44,11 @@ func benchStorage(b *testing.B, cfg storage.Config) *storage.DiskStorage {
 }
 
 func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+	d, err := procstatus.CPUTime()
+	if err != nil {
 		b.Fatal(err)
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return d
 }
 
 func benchAddEntry(b *testing.B, size, inflight int, buffered bool) {
