@@ -5,6 +5,7 @@ import (
 	"context"
 	"sync/atomic"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -65,8 +66,8 @@ type write struct {
 	key    string   // the etcd key then puts
 	guards []string // other etcd keys cmps compare
 	size   int      // bytes of key and value, for maxBatchBytes
-	cmps   []clientv3.Cmp
-	then   []clientv3.Op
+	cmps   []*pb.Compare
+	then   []*pb.RequestOp
 	done   chan struct{}
 
 	succeeded bool
@@ -76,9 +77,22 @@ type write struct {
 
 // newPut is the write putting value at etcd key k if cmps hold; guards
 // are the other keys cmps compare.
-func newPut(ctx context.Context, k string, value []byte, cmps []clientv3.Cmp, guards []string) *write {
+func newPut(ctx context.Context, k string, value []byte, cmps []*pb.Compare, guards []string) *write {
+	put := &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte(k), Value: value}}}
 	return &write{ctx: ctx, key: k, guards: guards, size: len(k) + len(value),
-		cmps: cmps, then: []clientv3.Op{clientv3.OpPut(k, string(value))}}
+		cmps: cmps, then: []*pb.RequestOp{put}}
+}
+
+// createRevIs0 compares etcd key k's create revision with 0: k is absent.
+func createRevIs0(k string) *pb.Compare {
+	return &pb.Compare{Key: []byte(k), Target: pb.Compare_CREATE, Result: pb.Compare_EQUAL,
+		TargetUnion: &pb.Compare_CreateRevision{}}
+}
+
+// modRevIs compares etcd key k's modification revision with rev.
+func modRevIs(k string, rev int64) *pb.Compare {
+	return &pb.Compare{Key: []byte(k), Target: pb.Compare_MOD, Result: pb.Compare_EQUAL,
+		TargetUnion: &pb.Compare_ModRevision{ModRevision: rev}}
 }
 
 // batching is the Store's queue of writes, guarded by Store.mu.
@@ -192,18 +206,22 @@ func (s *Store) commit(batch []*write) {
 	s.batch.commits.Add(1)
 	if len(batch) == 1 {
 		w := batch[0]
-		resp, err := s.cli.Txn(ctx).If(w.cmps...).Then(w.then...).Commit()
+		resp, err := s.txn(ctx, &pb.TxnRequest{Compare: w.cmps, Success: w.then})
 		if err == nil {
 			w.succeeded, w.rev = resp.Succeeded, resp.Header.Revision
 		}
 		w.finish(err)
 		return
 	}
-	ops := make([]clientv3.Op, len(batch))
+	ops := make([]*pb.RequestOp, len(batch))
+	txns := make([]pb.RequestOp_RequestTxn, len(batch))
+	reqs := make([]pb.TxnRequest, len(batch))
 	for i, w := range batch {
-		ops[i] = clientv3.OpTxn(w.cmps, w.then, nil)
+		reqs[i] = pb.TxnRequest{Compare: w.cmps, Success: w.then}
+		txns[i].RequestTxn = &reqs[i]
+		ops[i] = &pb.RequestOp{Request: &txns[i]}
 	}
-	resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
+	resp, err := s.txn(ctx, &pb.TxnRequest{Success: ops})
 	if err != nil && refusedForSize(err) {
 		// Too big for this server: commit the halves (down to single
 		// writes), and send smaller batches from now on when the number
@@ -224,6 +242,15 @@ func (s *Store) commit(batch []*write) {
 		}
 		w.finish(err)
 	}
+}
+
+// txn sends req through the store's KV client.
+func (s *Store) txn(ctx context.Context, req *pb.TxnRequest) (*pb.TxnResponse, error) {
+	resp, err := s.kvc.Txn(ctx, req)
+	if err != nil {
+		return nil, clientv3.ContextError(ctx, err)
+	}
+	return resp, nil
 }
 
 // refusedForSize reports whether etcd refused a transaction for its number

@@ -14,6 +14,8 @@ import (
 
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/v3rpc"
+	"go.etcd.io/etcd/server/v3/proxy/grpcproxy/adapter"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -416,7 +418,7 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 	srv.mu.Unlock()
 	// StartServer validated the prefix (EmbeddedConfig.Validate).
 	scfg := Config{Endpoints: srv.ClientURLs(), Prefix: srv.cfg.Prefix, Logger: srv.cfg.Logger}.withDefaults()
-	st, err := newStore(ctx, v3client.New(es), scfg)
+	st, err := newStore(ctx, v3client.New(es), adapter.KvServerToKvClient(v3rpc.NewQuotaKVServer(es)), scfg)
 	if err != nil {
 		return nil, errors.Join(err, srv.Close())
 	}

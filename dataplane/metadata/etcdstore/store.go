@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -26,6 +27,7 @@ const seqInfix = "\x00seq/"
 type Store struct {
 	cfg Config
 	cli *clientv3.Client
+	kvc pb.KVClient // cli's KV service, for transactions built by the store
 	pfx string
 	// alone, when set, reports whether the member this store calls is a
 	// cluster of its own (the embedded store): then reads are served
@@ -68,14 +70,14 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("etcdstore: connect %v: %w", cfg.Endpoints, err)
 	}
-	return newStore(ctx, cli, cfg)
+	return newStore(ctx, cli, clientv3.RetryKVClient(cli), cfg)
 }
 
 // newStore wraps cli, which it closes on failure and on Close. It probes
 // the cluster: clientv3.New does not wait for a connection, and a wrong
 // endpoint should fail here rather than at first use.
-func newStore(ctx context.Context, cli *clientv3.Client, cfg Config) (*Store, error) {
-	s := &Store{cfg: cfg, cli: cli, pfx: cfg.Prefix, sessions: make(map[*session]struct{})}
+func newStore(ctx context.Context, cli *clientv3.Client, kv pb.KVClient, cfg Config) (*Store, error) {
+	s := &Store{cfg: cfg, cli: cli, kvc: kv, pfx: cfg.Prefix, sessions: make(map[*session]struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	pctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
 	defer cancel()
@@ -194,13 +196,13 @@ func (s *Store) put(ctx context.Context, key string, value []byte, expected meta
 		return 0, err
 	}
 	k := s.pfx + key
-	var cmps []clientv3.Cmp
+	var cmps []*pb.Compare
 	switch expected {
 	case metadata.AnyVersion:
 	case metadata.NotExists:
-		cmps = []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k), "=", 0)}
+		cmps = []*pb.Compare{createRevIs0(k)}
 	default:
-		cmps = []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(k), "=", int64(expected))}
+		cmps = []*pb.Compare{modRevIs(k, int64(expected))}
 	}
 	var (
 		ok  bool
@@ -213,8 +215,8 @@ func (s *Store) put(ctx context.Context, key string, value []byte, expected meta
 		}
 		ok, rev = w.succeeded, w.rev
 	} else {
-		put := clientv3.OpPut(k, string(value), clientv3.WithLease(lease))
-		resp, err := s.cli.Txn(ctx).If(cmps...).Then(put).Commit()
+		put := &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte(k), Value: value, Lease: int64(lease)}}}
+		resp, err := s.txn(ctx, &pb.TxnRequest{Compare: cmps, Success: []*pb.RequestOp{put}})
 		if err != nil {
 			return 0, s.mapErr("put "+key, err)
 		}
@@ -242,14 +244,14 @@ func (s *Store) CreateUnless(ctx context.Context, key string, value []byte, abse
 	if err := metadata.ValidateKey(key); err != nil {
 		return 0, err
 	}
-	cmps := make([]clientv3.Cmp, 1, 1+len(absent))
-	cmps[0] = clientv3.Compare(clientv3.CreateRevision(s.pfx+key), "=", 0)
+	cmps := make([]*pb.Compare, 1, 1+len(absent))
+	cmps[0] = createRevIs0(s.pfx + key)
 	var guards []string
 	for _, k := range absent {
 		if err := metadata.ValidateKey(k); err != nil {
 			return 0, err
 		}
-		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(s.pfx+k), "=", 0))
+		cmps = append(cmps, createRevIs0(s.pfx+k))
 		guards = append(guards, s.pfx+k)
 	}
 	if err := s.check(); err != nil {
