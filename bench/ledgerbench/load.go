@@ -32,6 +32,12 @@ type result struct {
 	rate    float64            // open loop: the target rate (entries/s)
 }
 
+// meanOf is a and b, two runs of equal length, as one result: the mean of
+// their throughputs.
+func meanOf(a, b result) result {
+	return result{entries: a.entries + b.entries, bytes: a.bytes + b.bytes, elapsed: a.elapsed + b.elapsed}
+}
+
 func (r result) entriesPerSec() float64 {
 	if r.elapsed <= 0 {
 		return 0

@@ -20,7 +20,14 @@ type cellKey struct {
 
 // results holds every round's measurements.
 type results struct {
-	plainGrouped map[int][]result // by size
+	plainGrouped map[int][]result // by size, every grouped plain run
+	// plainBracket is, per configuration and size, each round's two
+	// grouped plain runs around the throughput run (the one before it and
+	// the one right after) as one result: their mean throughput. The disk
+	// slows down as a run writes (docs/benchmarks.md, eleventh session), so
+	// a plain run taken only before the ledger runs favoured the plain
+	// file.
+	plainBracket map[cellKey][]result
 	plainSingle  map[int][]result
 	tput         map[cellKey][]result
 	lat          map[cellKey][]result
@@ -56,6 +63,7 @@ func run(ctx context.Context, o options, out, progress io.Writer) error {
 	}()
 	res := &results{
 		plainGrouped: map[int][]result{},
+		plainBracket: map[cellKey][]result{},
 		plainSingle:  map[int][]result{},
 		tput:         map[cellKey][]result{},
 		lat:          map[cellKey][]result{},
@@ -120,6 +128,7 @@ func runRound(ctx context.Context, o options, round int, res *results, progress 
 		fmt.Fprintf(progress, "round %d  plain         %6s  grouped %8.1f MB/s %9.0f e/s | single %7.0f e/s p99 %v\n",
 			round+1, sizeName(size), g.mbPerSec(), g.entriesPerSec(), s.entriesPerSec(), s.hist.Quantile(0.99))
 
+		before := g
 		for i, q := range o.configs {
 			k := cellKey{i, size}
 			if err := quiesce(); err != nil {
@@ -130,6 +139,18 @@ func runRound(ctx context.Context, o options, round int, res *results, progress 
 				return fmt.Errorf("%s %s max throughput: %w", q.name, sizeName(size), err)
 			}
 			res.tput[k] = append(res.tput[k], t)
+			if err := quiesce(); err != nil {
+				return err
+			}
+			after, err := plainGrouped(o.plainDir, size, o.groupBytes, o.warmup, o.plainDuration)
+			if err != nil {
+				return fmt.Errorf("plain grouped: %w", err)
+			}
+			res.plainGrouped[size] = append(res.plainGrouped[size], after)
+			res.plainBracket[k] = append(res.plainBracket[k], meanOf(before, after))
+			fmt.Fprintf(progress, "round %d  plain after   %6s  grouped %8.1f MB/s (before %.1f)\n",
+				round+1, sizeName(size), after.mbPerSec(), before.mbPerSec())
+			before = after
 			rate := o.loadFraction * t.entriesPerSec()
 			if err := quiesce(); err != nil {
 				return err
