@@ -8,6 +8,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 
 	"github.com/magnetar-dev/magnetar/dataplane/metadata"
 )
@@ -244,9 +245,11 @@ func (s *Store) commit(batch []*write) {
 	}
 }
 
-// txn sends req through the store's KV client.
+// txn sends req through the store's KV client. Over gRPC it waits for a
+// connection that is down to come back, within ctx, as clientv3's own calls
+// do (its default call options), instead of failing at once.
 func (s *Store) txn(ctx context.Context, req *pb.TxnRequest) (*pb.TxnResponse, error) {
-	resp, err := s.kvc.Txn(ctx, req)
+	resp, err := s.kvc.Txn(ctx, req, grpc.WaitForReady(true))
 	if err != nil {
 		return nil, clientv3.ContextError(ctx, err)
 	}

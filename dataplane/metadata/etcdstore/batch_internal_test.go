@@ -198,3 +198,49 @@ func TestCloseWhileBatching(t *testing.T) {
 		t.Fatalf("after Close: committer running %v, %d writes queued", committing, queued)
 	}
 }
+
+// TestWriteWaitsForMember: a write through a networked store (New) while
+// its etcd member is down waits, within the write's context, for the
+// member to come back, as clientv3's own calls do, instead of failing at
+// once.
+func TestWriteWaitsForMember(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv, err := StartServer(ctx, EmbeddedConfig{Dir: t.TempDir(), UnsafeNoFsync: true, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	s, err := New(ctx, Config{Endpoints: srv.ClientURLs(), Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Create(ctx, "/before", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // the client sees the connection fail
+	done := make(chan error, 1)
+	go func() { // owned by the test: waited for below
+		_, err := s.Create(ctx, "/during", []byte("y"))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("write with the member down returned at once: %v", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if err := srv.start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("write across the member's restart: %v", err)
+	}
+	kv, err := s.Get(ctx, "/during")
+	if err != nil || string(kv.Value) != "y" {
+		t.Fatalf("Get /during = %q, %v", kv.Value, err)
+	}
+}
