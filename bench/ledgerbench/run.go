@@ -22,8 +22,8 @@ type cellKey struct {
 type results struct {
 	plainGrouped map[int][]result // by size, every grouped plain run
 	// plainBracket is, per configuration and size, each round's two
-	// grouped plain runs around the throughput run (the one before it and
-	// the one right after) as one result: their mean throughput. The disk
+	// grouped plain runs around the throughput run (the last one before it
+	// and the one right after it) as one result: their mean throughput. The disk
 	// slows down as a run writes (docs/benchmarks.md, eleventh session), so
 	// a plain run taken only before the ledger runs favoured the plain
 	// file.
@@ -111,15 +111,23 @@ func runRound(ctx context.Context, o options, round int, res *results, progress 
 		}
 		return nil
 	}
-	for _, size := range o.sizes {
+	// grouped runs the grouped plain baseline at size on a quiesced disk.
+	grouped := func(size int) (result, error) {
 		if err := quiesce(); err != nil {
-			return err
+			return result{}, err
 		}
 		g, err := plainGrouped(o.plainDir, size, o.groupBytes, o.warmup, o.plainDuration)
 		if err != nil {
-			return fmt.Errorf("plain grouped: %w", err)
+			return result{}, fmt.Errorf("plain grouped: %w", err)
 		}
 		res.plainGrouped[size] = append(res.plainGrouped[size], g)
+		return g, nil
+	}
+	for _, size := range o.sizes {
+		g, err := grouped(size)
+		if err != nil {
+			return err
+		}
 		s, err := plainSingle(o.plainDir, size, o.warmup, o.plainDuration)
 		if err != nil {
 			return fmt.Errorf("plain single: %w", err)
@@ -139,14 +147,10 @@ func runRound(ctx context.Context, o options, round int, res *results, progress 
 				return fmt.Errorf("%s %s max throughput: %w", q.name, sizeName(size), err)
 			}
 			res.tput[k] = append(res.tput[k], t)
-			if err := quiesce(); err != nil {
+			after, err := grouped(size)
+			if err != nil {
 				return err
 			}
-			after, err := plainGrouped(o.plainDir, size, o.groupBytes, o.warmup, o.plainDuration)
-			if err != nil {
-				return fmt.Errorf("plain grouped: %w", err)
-			}
-			res.plainGrouped[size] = append(res.plainGrouped[size], after)
 			res.plainBracket[k] = append(res.plainBracket[k], meanOf(before, after))
 			fmt.Fprintf(progress, "round %d  plain after   %6s  grouped %8.1f MB/s (before %.1f)\n",
 				round+1, sizeName(size), after.mbPerSec(), before.mbPerSec())

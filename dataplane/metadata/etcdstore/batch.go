@@ -79,9 +79,19 @@ type write struct {
 // newPut is the write putting value at etcd key k if cmps hold; guards
 // are the other keys cmps compare.
 func newPut(ctx context.Context, k string, value []byte, cmps []*pb.Compare, guards []string) *write {
-	put := &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte(k), Value: value}}}
 	return &write{ctx: ctx, key: k, guards: guards, size: len(k) + len(value),
-		cmps: cmps, then: []*pb.RequestOp{put}}
+		cmps: cmps, then: []*pb.RequestOp{putOp(k, value, 0)}}
+}
+
+// putOp is the operation putting value at etcd key k, bound to lease (0:
+// none). It holds copies of both: a write whose caller stopped waiting may
+// still be in a batch being sent, while the caller reuses value.
+func putOp(k string, value []byte, lease int64) *pb.RequestOp {
+	b := make([]byte, len(k)+len(value))
+	copy(b, k)
+	copy(b[len(k):], value)
+	return &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{
+		Key: b[:len(k):len(k)], Value: b[len(k):], Lease: lease}}}
 }
 
 // createRevIs0 compares etcd key k's create revision with 0: k is absent.

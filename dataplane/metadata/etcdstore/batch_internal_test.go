@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -243,4 +244,49 @@ func TestWriteWaitsForMember(t *testing.T) {
 	if err != nil || string(kv.Value) != "y" {
 		t.Fatalf("Get /during = %q, %v", kv.Value, err)
 	}
+}
+
+// TestWriteValueCopied: a write whose caller stopped waiting may still be
+// in a batch being sent, while the caller, whose call returned, reuses its
+// value buffer. What is stored is the value as it was passed (with -race,
+// a shared buffer is also reported as a race).
+func TestWriteValueCopied(t *testing.T) {
+	e := startBatchTestStore(t, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const n = 200
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			value := []byte(strings.Repeat("a", 64))
+			wctx, wcancel := context.WithTimeout(ctx, time.Duration(i%20)*50*time.Microsecond)
+			_, _ = e.Create(wctx, fmt.Sprintf("/copied/%d", i), value)
+			wcancel()
+			for j := range value {
+				value[j] = 'b'
+			}
+		}()
+	}
+	wg.Wait()
+	// Writes are committed in queue order: once this one is, every
+	// earlier one has been committed or dropped.
+	if _, err := e.Create(ctx, "/copied-last", nil); err != nil {
+		t.Fatal(err)
+	}
+	names, err := e.Children(ctx, "/copied")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		kv, err := e.Get(ctx, "/copied/"+name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(kv.Value) != strings.Repeat("a", 64) {
+			t.Fatalf("/copied/%s = %q, want the value as passed", name, kv.Value)
+		}
+	}
+	t.Logf("%d of %d writes stored after their callers stopped waiting or not", len(names), n)
 }

@@ -215,8 +215,7 @@ func (s *Store) put(ctx context.Context, key string, value []byte, expected meta
 		}
 		ok, rev = w.succeeded, w.rev
 	} else {
-		put := &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte(k), Value: value, Lease: int64(lease)}}}
-		resp, err := s.txn(ctx, &pb.TxnRequest{Compare: cmps, Success: []*pb.RequestOp{put}})
+		resp, err := s.txn(ctx, &pb.TxnRequest{Compare: cmps, Success: []*pb.RequestOp{putOp(k, value, int64(lease))}})
 		if err != nil {
 			return 0, s.mapErr("put "+key, err)
 		}
