@@ -362,12 +362,15 @@ func buildReport(o options, res *results) *report {
 		}
 		rep.sections = append(rep.sections, s)
 	}
-	ld := section{title: fmt.Sprintf("Load per round and system block (cores busy from /proc/stat; ours = harness + server CPU; NOISY when others used more than %.2f cores)", noisyOthers),
+	ld := section{title: fmt.Sprintf("Load per round and system block (cores busy from /proc/stat; ours = harness + server CPU; NOISY when others used more than %.2f cores, with the busiest other processes and their cores)", noisyOthers),
 		t: table.Table{Header: []string{"round", "system", "load avg before", "load avg after", "cpu some avg10 after", "io pressure after", "wall", "busy cores", "ours", "others", "flag"}}}
 	for _, b := range res.loads {
 		flag := ""
 		if b.noisy {
 			flag = "NOISY"
+			for _, p := range b.topOthers {
+				flag += ", " + p.String()
+			}
 		}
 		ld.t.Add(fmt.Sprint(b.round), b.system, b.before.LoadAvg, b.after.LoadAvg, fmtNum("%.1f%%")(b.cpuPressure10s),
 			firstPressure(b.after.IOPressure), b.after.At.Sub(b.before.At).Round(time.Second).String(), fmtNum("%.2f")(b.busy), fmt.Sprintf("%.2f", b.ours), fmt.Sprintf("%.2f", b.others), flag)

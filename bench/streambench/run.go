@@ -33,6 +33,7 @@ type blockLoad struct {
 	ours           float64 // cores used by the harness and the servers
 	others         float64 // busy - ours
 	noisy          bool
+	topOthers      []machine.ProcCores // when noisy: who else used the CPU
 	cpuPressure10s float64
 }
 
@@ -271,6 +272,9 @@ func runBlock(ctx context.Context, o options, s system, round int, tmp string, r
 	}
 	bl.cpuPressure10s = machine.CPUPressureAvg10()
 	bl.noisy = bl.busy >= 0 && bl.others > noisyOthers
+	if bl.noisy {
+		bl.topOthers = machine.TopOthers(bl.before, bl.after, os.Getpid(), 2)
+	}
 	res.loads = append(res.loads, bl)
 	return nil
 }

@@ -11,11 +11,12 @@ import (
 // Load is the machine's load at one moment.
 type Load struct {
 	At          time.Time
-	LoadAvg     string // the first three fields of /proc/loadavg
-	CPUPressure string // /proc/pressure/cpu without the totals
-	IOPressure  string // /proc/pressure/io without the totals
-	busy, total uint64 // /proc/stat jiffies, all CPUs
-	cpus        int    // cpuN lines in /proc/stat
+	LoadAvg     string           // the first three fields of /proc/loadavg
+	CPUPressure string           // /proc/pressure/cpu without the totals
+	IOPressure  string           // /proc/pressure/io without the totals
+	busy, total uint64           // /proc/stat jiffies, all CPUs
+	cpus        int              // cpuN lines in /proc/stat
+	procs       map[int]procStat // every process, for TopOthers
 }
 
 // Snapshot reads the machine's load now.
@@ -27,6 +28,7 @@ func Snapshot() Load {
 		IOPressure:  readPressure("/proc/pressure/io"),
 	}
 	l.busy, l.total, l.cpus = cpuJiffies()
+	l.procs = readAllStats()
 	return l
 }
 

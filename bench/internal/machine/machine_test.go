@@ -3,6 +3,7 @@ package machine
 import (
 	"context"
 	"os"
+	"os/exec"
 	"runtime"
 	"testing"
 	"time"
@@ -105,5 +106,37 @@ func BenchmarkGroupCommitAtRate(b *testing.B) {
 		b.ReportMetric(ms(0.5), "p50-ms")
 		b.ReportMetric(ms(0.99), "p99-ms")
 		b.ReportMetric(ms(0.999), "p99.9-ms")
+	}
+}
+
+// TestTopOthers: a busy process shows up among the others, unless it
+// descends from self.
+func TestTopOthers(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "while :; do :; done")
+	if err := cmd.Start(); err != nil {
+		t.Skip("no sh:", err)
+	}
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	pid := cmd.Process.Pid
+	a := Snapshot()
+	time.Sleep(500 * time.Millisecond)
+	b := Snapshot()
+	find := func(top []ProcCores) (ProcCores, bool) {
+		for _, p := range top {
+			if p.Pid == pid {
+				return p, true
+			}
+		}
+		return ProcCores{}, false
+	}
+	p, ok := find(TopOthers(a, b, -1, 5))
+	if !ok || p.Cores < 0.2 || p.Comm != "sh" {
+		t.Fatalf("busy child %d not among the top others of a foreign self: %v %v", pid, p, ok)
+	}
+	if p, ok := find(TopOthers(a, b, os.Getpid(), 5)); ok {
+		t.Fatalf("our own child counted among the others: %v", p)
 	}
 }
