@@ -6,7 +6,7 @@
 //	    [-systems magnetar,nats,redis] [-short] [-markdown FILE]
 //	    [-fanouts 1,4,16,64] [-fanout-rate 5000] [-backlog 32MiB] [-catchup-rate 5000]
 //	    [-catchup-limit 8s] [-catchup-paced 2.2] [-topics 10000] [-topics-rate 1000] [-gogc 400]
-//	    [-gc-during-runs] [-timeline] [-self-pprof ADDR]
+//	    [-gc-during-runs] [-timeline] [-self-pprof ADDR] [-timeout 1h]
 //
 // The load generator's own garbage collection added tens of milliseconds
 // to the tail it measures, for every system alike: it collects before each

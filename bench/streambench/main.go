@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -150,6 +151,7 @@ func main() {
 	flag.StringVar(&markdown, "markdown", "", "also write the Markdown section (date, commit, command, limits, tables, load) to this file")
 	flag.BoolVar(&o.gcDuringRuns, "gc-during-runs", false, "leave the load generator's garbage collector on during each run (default: collect between runs, not in them; its cycles put 20-30 ms spikes into every system's latency)")
 	magnetarFlags := flag.String("magnetar-flags", "", "extra flags for every Magnetar standalone started (space-separated, for example \"--journal-buffered-writes\")")
+	timeout := flag.Duration("timeout", time.Hour, "stop the whole run (servers included) with an error after this long (0: never); a run whose server hung or lost its data directory otherwise keeps going")
 	selfPprof := flag.String("self-pprof", "", "serve the load generator's own /debug/pprof on this address (for example 127.0.0.1:6062)")
 	gogc := flag.Int("gogc", 400, "GOGC of the load generator itself (servers are separate processes and keep their own)")
 	flag.Parse()
@@ -217,8 +219,16 @@ func main() {
 	o.command = commandLine(os.Args)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	if *timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, *timeout, fmt.Errorf("streambench: the run took longer than -timeout %v", *timeout))
+		defer cancel()
+	}
 	if err := runAndReport(ctx, o, os.Stdout, os.Stderr, markdown); err != nil {
 		fmt.Fprintln(os.Stderr, "streambench:", err)
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			fmt.Fprintln(os.Stderr, context.Cause(ctx))
+		}
 		stop()
 		os.Exit(1)
 	}
