@@ -85,6 +85,7 @@ type options struct {
 	root         string // module root, where `go build` runs
 	installRedis bool
 	command      string
+	timeout      time.Duration // the whole run's limit (0: none)
 }
 
 // defaults: every workload, 5 interleaved rounds of 3 systems, stays
@@ -107,7 +108,7 @@ func defaultOptions() options {
 		size: 1024, partitions: 16, window: defaultWindow, createInflight: defaultCreateInflight, installRedis: true,
 		fanoutRate: 5000, fanouts: []int{1, 4, 16, 64},
 		backlog: 32 << 20, catchupRate: 5000, catchupLimit: 8 * time.Second, catchupPaced: 2.2,
-		topics: 10000, topicsRate: 1000,
+		topics: 10000, topicsRate: 1000, timeout: time.Hour,
 	}
 }
 
@@ -151,7 +152,7 @@ func main() {
 	flag.StringVar(&markdown, "markdown", "", "also write the Markdown section (date, commit, command, limits, tables, load) to this file")
 	flag.BoolVar(&o.gcDuringRuns, "gc-during-runs", false, "leave the load generator's garbage collector on during each run (default: collect between runs, not in them; its cycles put 20-30 ms spikes into every system's latency)")
 	magnetarFlags := flag.String("magnetar-flags", "", "extra flags for every Magnetar standalone started (space-separated, for example \"--journal-buffered-writes\")")
-	timeout := flag.Duration("timeout", time.Hour, "stop the whole run (servers included) with an error after this long (0: never); a run whose server hung or lost its data directory otherwise keeps going")
+	flag.DurationVar(&o.timeout, "timeout", o.timeout, "stop the whole run (servers included) with an error after this long (0: never); a run whose server hung or lost its data directory otherwise keeps going")
 	selfPprof := flag.String("self-pprof", "", "serve the load generator's own /debug/pprof on this address (for example 127.0.0.1:6062)")
 	gogc := flag.Int("gogc", 400, "GOGC of the load generator itself (servers are separate processes and keep their own)")
 	flag.Parse()
@@ -219,16 +220,8 @@ func main() {
 	o.command = commandLine(os.Args)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if *timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, *timeout, fmt.Errorf("streambench: the run took longer than -timeout %v", *timeout))
-		defer cancel()
-	}
 	if err := runAndReport(ctx, o, os.Stdout, os.Stderr, markdown); err != nil {
 		fmt.Fprintln(os.Stderr, "streambench:", err)
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			fmt.Fprintln(os.Stderr, context.Cause(ctx))
-		}
 		stop()
 		os.Exit(1)
 	}
@@ -236,9 +229,18 @@ func main() {
 
 // runAndReport runs the harness, prints the tables to out and, when
 // markdownPath is set, writes the Markdown section there.
+// It stops everything after o.timeout (0: never).
 func runAndReport(ctx context.Context, o options, out, progress io.Writer, markdownPath string) error {
+	if o.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("the run took longer than -timeout %v", o.timeout))
+		defer cancel()
+	}
 	res, err := run(ctx, o, buildSystems(o), progress)
 	if err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return fmt.Errorf("%w (%w)", context.Cause(ctx), err)
+		}
 		return err
 	}
 	rep := buildReport(o, res)

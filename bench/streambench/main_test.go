@@ -122,7 +122,7 @@ func TestShortRun(t *testing.T) {
 			t.Errorf("report lacks %q:\n%s", want, text.String())
 		}
 	}
-	for _, want := range []string{"- commit: `", "- command: `test`", "| durability | system |"} {
+	for _, want := range []string{"- commit: `", "- command: `test`", "| durability | system |", "| io pressure after | wall |"} {
 		if !strings.Contains(string(mdText), want) {
 			t.Errorf("markdown lacks %q:\n%s", want, mdText)
 		}
@@ -197,5 +197,35 @@ func TestPlan(t *testing.T) {
 	}
 	if n := len(plan(o, "redis", durOS)); n != 0 {
 		t.Errorf("W4 plans %d runs in (b)", n)
+	}
+}
+
+// TestRunTimeout: a run longer than -timeout stops with an error naming it,
+// and leaves no server of its own running (the limit is long enough for the
+// build and the machine limits, so it ends a W1 run against a server).
+func TestRunTimeout(t *testing.T) {
+	o := defaultOptions()
+	o.shorten()
+	o.systems, o.workloads = []string{"magnetar"}, map[string]bool{"W1": true}
+	o.dir, o.command, o.installRedis = t.TempDir(), "test", false
+	o.timeout = 30 * time.Second
+	var err error
+	if o.root, err = moduleRoot(); err != nil {
+		t.Fatal(err)
+	}
+	o.duration = 2 * time.Minute // the run cannot end within o.timeout
+	var out, progress bytes.Buffer
+	err = runAndReport(context.Background(), o, &out, &progress, "")
+	if err == nil || !strings.Contains(err.Error(), "-timeout 30s") {
+		t.Fatalf("runAndReport = %v, want the timeout\nprogress:\n%s", err, progress.String())
+	}
+	if !strings.Contains(progress.String(), "limits:") {
+		t.Fatalf("the run stopped before its server started:\n%s", progress.String())
+	}
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, c := range cmdlines {
+		if b, err := os.ReadFile(c); err == nil && strings.Contains(string(b), o.dir) {
+			t.Errorf("a process of the run is still running: %s", strings.ReplaceAll(string(b), "\x00", " "))
+		}
 	}
 }
