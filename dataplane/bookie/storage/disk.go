@@ -156,6 +156,9 @@ func (s *DiskStorage) open() error {
 		return fmt.Errorf("storage: open index: %w", err)
 	}
 	s.db = db
+	if err := s.migrateEntryKeys(); err != nil {
+		return err
+	}
 	if err := s.loadMeta(); err != nil {
 		return err
 	}
@@ -349,7 +352,7 @@ func (s *DiskStorage) applyDelete(ledger int64) error {
 	s.rc.deleteLedger(ledger)
 	b := s.db.NewBatch()
 	defer b.Close()
-	lo, hi := ledgerEntryBounds(ledger)
+	lo, hi := ledgerBlockBounds(ledger)
 	if err := b.DeleteRange(lo, hi, nil); err != nil {
 		return err
 	}
@@ -450,6 +453,14 @@ func (s *DiskStorage) Flush() error {
 	return err
 }
 
+// dirtyMeta is a ledger's metadata changed since the previous flush: its
+// encoding at the snapshot, and the live record.
+type dirtyMeta struct {
+	ledger int64
+	val    []byte
+	m      *ledgerMeta
+}
+
 // flush: snapshot the write cache, append its entries sorted by (ledger,
 // entry) to the entry log, fsync, then commit index + metadata + log mark
 // in one Pebble batch, then release covered journal files.
@@ -471,16 +482,10 @@ func (s *DiskStorage) flush(force bool) error {
 	s.mu.Lock()
 	mark := s.jnl.Position()
 	snap := s.active
-	var metas []struct {
-		ledger int64
-		val    []byte
-	}
+	var metas []dirtyMeta
 	for l, m := range s.ledgers {
 		if m.dirty {
-			metas = append(metas, struct {
-				ledger int64
-				val    []byte
-			}{l, m.encode()})
+			metas = append(metas, dirtyMeta{l, m.encode(), m})
 			m.dirty = false
 		}
 	}
@@ -587,10 +592,7 @@ func flushPace(n int64, elapsed time.Duration) time.Duration {
 // index batch (see flush). With pace > 0 it pauses so that each
 // flushPaceChunk of entry data takes at least pace, unless adds are
 // waiting for the write cache (then it writes at full speed).
-func (s *DiskStorage) writeSnapshot(snap *writeCache, metas []struct {
-	ledger int64
-	val    []byte
-}, mark uint64, sync bool, pace time.Duration) error {
+func (s *DiskStorage) writeSnapshot(snap *writeCache, metas []dirtyMeta, mark uint64, sync bool, pace time.Duration) error {
 	keys := make([]entryID, 0, len(snap.entries))
 	for k := range snap.entries {
 		keys = append(keys, k)
@@ -607,7 +609,42 @@ func (s *DiskStorage) writeSnapshot(snap *writeCache, metas []struct {
 	})
 	b := s.db.NewBatch()
 	defer b.Close()
-	var kbuf, vbuf []byte
+	// The index takes each ledger's locations as one run (blockindex.go);
+	// metas, sorted too, are walked alongside for each ledger's metadata
+	// (every ledger in the snapshot has dirty metadata).
+	slices.SortFunc(metas, func(a, b dirtyMeta) int { return cmpI64(a.ledger, b.ledger) })
+	var (
+		kbuf, vbuf []byte
+		items      []indexed
+		runLedger  int64
+		mi         int
+	)
+	endRun := func() error {
+		if len(items) == 0 {
+			return nil
+		}
+		for mi < len(metas) && metas[mi].ledger < runLedger {
+			mi++
+		}
+		var m *ledgerMeta
+		if mi < len(metas) && metas[mi].ledger == runLedger {
+			m = metas[mi].m
+		}
+		var err error
+		kbuf, vbuf, err = s.indexLedger(b, runLedger, items, m, kbuf, vbuf)
+		items = items[:0]
+		return err
+	}
+	add := func(k entryID, loc entrylog.Location) error {
+		if len(items) > 0 && k.ledger != runLedger {
+			if err := endRun(); err != nil {
+				return err
+			}
+		}
+		runLedger = k.ledger
+		items = append(items, indexed{k.entry, loc})
+		return nil
+	}
 	if !s.cfg.CopyToEntryLogs { // entries in place
 		for _, k := range keys {
 			e := snap.entries[k]
@@ -615,11 +652,12 @@ func (s *DiskStorage) writeSnapshot(snap *writeCache, metas []struct {
 			if !ok {
 				return fmt.Errorf("journal record of entry (%d,%d) at %d not found", k.ledger, k.entry, e.end)
 			}
-			kbuf = entryKey(kbuf, k.ledger, k.entry)
-			vbuf = entrylog.Location{Log: journalBit | id, Offset: uint64(off), Length: uint32(len(e.data))}.AppendEncode(vbuf[:0])
-			if err := b.Set(kbuf, vbuf, nil); err != nil {
+			if err := add(k, entrylog.Location{Log: journalBit | id, Offset: uint64(off), Length: uint32(len(e.data))}); err != nil {
 				return err
 			}
+		}
+		if err := endRun(); err != nil {
+			return err
 		}
 		return s.commitSnapshot(b, keys, metas, mark, sync)
 	}
@@ -639,11 +677,12 @@ func (s *DiskStorage) writeSnapshot(snap *writeCache, metas []struct {
 		if err != nil {
 			return err
 		}
-		kbuf = entryKey(kbuf, k.ledger, k.entry)
-		vbuf = loc.AppendEncode(vbuf[:0])
-		if err := b.Set(kbuf, vbuf, nil); err != nil {
+		if err := add(k, loc); err != nil {
 			return err
 		}
+	}
+	if err := endRun(); err != nil {
+		return err
 	}
 	if err := s.logs.Sync(); err != nil {
 		return err
@@ -653,10 +692,7 @@ func (s *DiskStorage) writeSnapshot(snap *writeCache, metas []struct {
 
 // commitSnapshot adds the metadata and the checkpoint to the flush batch b,
 // which holds the locations of keys, and commits it.
-func (s *DiskStorage) commitSnapshot(b *pebble.Batch, keys []entryID, metas []struct {
-	ledger int64
-	val    []byte
-}, mark uint64, sync bool) error {
+func (s *DiskStorage) commitSnapshot(b *pebble.Batch, keys []entryID, metas []dirtyMeta, mark uint64, sync bool) error {
 	if s.journalLive && !s.journalLiveStored {
 		if err := b.Set(journalEntriesKey, nil, nil); err != nil {
 			return err
@@ -942,16 +978,20 @@ func (s *DiskStorage) readIndexed(ledgerID, entryID int64) ([]byte, error) {
 
 // lookup returns the index location of an entry.
 func (s *DiskStorage) lookup(ledgerID, entryID int64) (entrylog.Location, error) {
-	var kbuf [17]byte
-	v, closer, err := s.db.Get(entryKey(kbuf[:0], ledgerID, entryID))
-	if errors.Is(err, pebble.ErrNotFound) {
+	var loc entrylog.Location
+	found := false
+	err := s.scanIndex(ledgerID, entryID, func(x indexed) bool {
+		found = x.entry == entryID
+		loc = x.loc
+		return false
+	})
+	if err != nil {
+		return entrylog.Location{}, err
+	}
+	if !found {
 		return entrylog.Location{}, ErrNoSuchEntry
 	}
-	if err != nil {
-		return entrylog.Location{}, fmt.Errorf("storage: index: %w", err)
-	}
-	defer closer.Close()
-	return entrylog.DecodeLocation(v)
+	return loc, nil
 }
 
 // readAheadMaxGap is the most bytes of other ledgers' records a read-ahead
@@ -963,35 +1003,21 @@ const readAheadMaxGap = 64 << 10
 // (bounded by ReadAheadEntries / ReadAheadBytes) in as few contiguous log
 // reads as possible, caching the followers.
 func (s *DiskStorage) readAhead(ledgerID, entryID int64) ([]byte, error) {
-	lo := entryKey(nil, ledgerID, entryID)
-	_, hi := ledgerEntryBounds(ledgerID)
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
-	if err != nil {
-		return nil, err
-	}
 	type item struct {
 		entry int64
 		loc   entrylog.Location
 	}
 	var items []item
 	var total int64
-	for it.First(); it.Valid() && len(items) < s.cfg.ReadAheadEntries; it.Next() {
-		_, e, ok := decodeEntryKey(it.Key())
-		if !ok {
-			continue
+	err := s.scanIndex(ledgerID, entryID, func(x indexed) bool {
+		if len(items) >= s.cfg.ReadAheadEntries || len(items) > 0 && total+recordSize(x.loc) > s.cfg.ReadAheadBytes {
+			return false
 		}
-		loc, err := entrylog.DecodeLocation(it.Value())
-		if err != nil {
-			it.Close()
-			return nil, err
-		}
-		if len(items) > 0 && total+recordSize(loc) > s.cfg.ReadAheadBytes {
-			break
-		}
-		items = append(items, item{e, loc})
-		total += recordSize(loc)
-	}
-	if err := it.Close(); err != nil {
+		items = append(items, item{x.entry, x.loc})
+		total += recordSize(x.loc)
+		return true
+	})
+	if err != nil {
 		return nil, err
 	}
 	if len(items) == 0 || items[0].entry != entryID {

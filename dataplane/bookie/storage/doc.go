@@ -28,7 +28,10 @@
 // JournalNoSync; normally a group commit has already done it) and commits,
 // in one Pebble batch, the index locations of the snapshot's entries in the
 // journal files (file and offset of each record), the dirty ledger metadata
-// and M (the checkpoint). Every byte of an entry is written once.
+// and M (the checkpoint). Every byte of an entry is written once. The index
+// holds the locations in blocks, one key per run of up to 128 entries of a
+// ledger (blockindex.go), so a flush of a busy ledger puts a few hundred
+// keys into Pebble rather than one per entry.
 //
 // With CopyToEntryLogs (BookKeeper's layout, for a journal on a device of
 // its own) the flush instead appends the snapshot sorted by (ledger, entry)
@@ -166,9 +169,13 @@
 // Pebble keys (integers big-endian with the sign bit flipped, so keys sort
 // numerically):
 //
-//	'e' ledger entry  -> location: log id uint64 | record offset uint64 | data length uint32 (BE);
-//	                     a log id with bit 63 set names journal file (id &^ 1<<63), the offset
-//	                     that of the journal record (whose data follows its 33-byte header)
+//	'b' ledger entry  -> index block: the locations of up to 128 entries of the ledger from
+//	                     entry on, varint-coded (see blockindex.go); the blocks of a ledger
+//	                     cover disjoint entry ranges. A location names a file (id uint64; bit 63
+//	                     set: journal file id &^ 1<<63, else entry log) and the record's offset
+//	                     in it (of a journal record, whose data follows its 33-byte header)
+//	'e' ledger entry  -> location of one entry: log id uint64 | record offset uint64 | data
+//	                     length uint32 (BE); written before blocks, rewritten as blocks at Open
 //	'm' ledger        -> metadata: flags uint8 (bit 0 fenced) | last entry int64 | max LAC int64 (BE)
 //	'd' ledger        -> tombstone of a deleted ledger: deletion time, unix seconds uint64
 //	                     (empty in older indexes); later adds to it fail with ErrFenced, so a

@@ -1,9 +1,9 @@
 package storage
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -174,18 +174,23 @@ func (s *DiskStorage) expireTombstones(now time.Time) (int, error) {
 // liveBytes sums, per entry log, the on-disk size of the records the index
 // references.
 func (s *DiskStorage) liveBytes() (map[uint64]int64, error) {
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixEntry}, UpperBound: []byte{prefixEntry + 1}})
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixBlock}, UpperBound: []byte{prefixBlock + 1}})
 	if err != nil {
 		return nil, err
 	}
 	defer it.Close()
 	live := make(map[uint64]int64)
 	for it.First(); it.Valid(); it.Next() {
-		loc, err := entrylog.DecodeLocation(it.Value())
-		if err != nil {
-			return nil, err
+		ledger, first, ok := decodeBlockKey(it.Key())
+		if !ok {
+			return nil, errCorruptBlock
 		}
-		live[loc.Log] += recordSize(loc)
+		if err := decodeBlock(first, it.Value(), func(x indexed) bool {
+			live[x.loc.Log] += recordSize(x.loc)
+			return true
+		}); err != nil {
+			return nil, fmt.Errorf("%w: ledger %d block %d", err, ledger, first)
+		}
 	}
 	return live, it.Error()
 }
@@ -267,31 +272,26 @@ func (s *DiskStorage) compactLog(id uint64, want int64) (moved int, copied int64
 func (s *DiskStorage) compact(file string, want int64, scan func(fn func(ledger, entry int64, loc entrylog.Location, data []byte) error) error) (moved int, copied int64, err error) {
 	b := s.db.NewBatch()
 	defer b.Close()
-	var kbuf, vbuf []byte
+	blocks := newBlockCursor(s)
+	defer blocks.close()
 	err = scan(func(ledger, entry int64, loc entrylog.Location, data []byte) error {
-		kbuf = entryKey(kbuf, ledger, entry)
-		v, closer, err := s.db.Get(kbuf)
-		if errors.Is(err, pebble.ErrNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		vbuf = loc.AppendEncode(vbuf[:0])
-		isLive := bytes.Equal(v, vbuf)
-		closer.Close()
-		if !isLive {
-			return nil
+		x, blk, err := blocks.find(ledger, entry)
+		if err != nil || x == nil || x.loc != loc {
+			return err // not live: deleted, or indexed elsewhere
 		}
 		nl, err := s.logs.Append(ledger, entry, data)
 		if err != nil {
 			return err
 		}
-		vbuf = nl.AppendEncode(vbuf[:0])
+		x.loc = nl
+		blk.dirty = true
 		moved++
 		copied += recordSize(loc)
-		return b.Set(kbuf, vbuf, nil)
+		return nil
 	})
+	if err == nil {
+		err = blocks.write(b)
+	}
 	if err == nil {
 		err = s.logs.Sync()
 	}
@@ -309,4 +309,104 @@ func (s *DiskStorage) compact(file string, want int64, scan func(fn func(ledger,
 		return moved, -1, nil
 	}
 	return moved, copied, nil
+}
+
+// blockCursor finds entries in the index's blocks for compaction, which
+// visits a file's records in file order: mostly consecutive entries of a
+// ledger, in one block. Blocks it handed out entries of are kept, so that
+// write puts back the locations compaction changed. flushMu must be held
+// while it is in use (the index must not change under it).
+type blockCursor struct {
+	s    *DiskStorage
+	it   *pebble.Iterator
+	cur  *cursorBlock
+	seen map[entryID]*cursorBlock // by (ledger, first entry)
+}
+
+type cursorBlock struct {
+	ledger int64
+	items  []indexed
+	dirty  bool
+}
+
+func newBlockCursor(s *DiskStorage) *blockCursor {
+	return &blockCursor{s: s, seen: make(map[entryID]*cursorBlock)}
+}
+
+func (c *blockCursor) close() {
+	if c.it != nil {
+		c.it.Close()
+	}
+}
+
+// find returns the index's record of (ledger, entry) and its block, or nil
+// if the entry is not indexed. A caller that changes the record marks the
+// block dirty, and write stores it.
+func (c *blockCursor) find(ledger, entry int64) (*indexed, *cursorBlock, error) {
+	if b := c.cur; b == nil || b.ledger != ledger || entry < b.items[0].entry || entry > b.items[len(b.items)-1].entry {
+		if err := c.load(ledger, entry); err != nil {
+			return nil, nil, err
+		}
+	}
+	b := c.cur
+	if b == nil {
+		return nil, nil, nil
+	}
+	i, ok := slices.BinarySearchFunc(b.items, entry, func(x indexed, e int64) int { return cmpI64(x.entry, e) })
+	if !ok {
+		return nil, nil, nil
+	}
+	return &b.items[i], b, nil
+}
+
+// load makes the block of ledger whose range may hold entry current (nil
+// if there is none).
+func (c *blockCursor) load(ledger, entry int64) error {
+	if c.it == nil {
+		it, err := c.s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixBlock}, UpperBound: []byte{prefixBlock + 1}})
+		if err != nil {
+			return err
+		}
+		c.it = it
+	}
+	c.cur = nil
+	var kbuf [17]byte
+	if entry == math.MaxInt64 || !c.it.SeekLT(blockKey(kbuf[:0], ledger, entry+1)) {
+		return c.it.Error()
+	}
+	l, first, ok := decodeBlockKey(c.it.Key())
+	if !ok {
+		return errCorruptBlock
+	}
+	if l != ledger {
+		return nil
+	}
+	if b := c.seen[entryID{l, first}]; b != nil {
+		c.cur = b
+		return nil
+	}
+	items, err := decodeBlockItems(nil, first, c.it.Value())
+	if err != nil {
+		return fmt.Errorf("%w: ledger %d block %d", err, l, first)
+	}
+	b := &cursorBlock{ledger: l, items: items}
+	c.seen[entryID{l, first}] = b
+	c.cur = b
+	return nil
+}
+
+// write adds the blocks marked dirty to batch.
+func (c *blockCursor) write(batch *pebble.Batch) error {
+	var kbuf, vbuf []byte
+	for k, b := range c.seen {
+		if !b.dirty {
+			continue
+		}
+		kbuf = blockKey(kbuf, k.ledger, k.entry)
+		vbuf = appendBlock(vbuf[:0], b.items)
+		if err := batch.Set(kbuf, vbuf, nil); err != nil {
+			return err
+		}
+	}
+	return nil
 }

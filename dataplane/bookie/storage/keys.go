@@ -3,12 +3,13 @@ package storage
 import (
 	"encoding/binary"
 	"errors"
-	"math"
 )
 
 // Pebble key space (see doc.go):
 //
-//	'e' ledger(8) entry(8) -> entry location (entrylog.Location, 20 bytes)
+//	'b' ledger(8) entry(8) -> index block: locations of entries from entry on (blockindex.go)
+//	'e' ledger(8) entry(8) -> entry location (entrylog.Location, 20 bytes): indexes
+//	                          written before blocks; rewritten as blocks at Open
 //	'm' ledger(8)          -> ledger metadata (17 bytes)
 //	'd' ledger(8)          -> tombstone of a deleted ledger: deletion time, unix s uint64 (empty before)
 //	"c"                    -> checkpoint: journal log mark (8 bytes)
@@ -16,6 +17,7 @@ import (
 // Integers are big-endian with the sign bit flipped so that keys sort in
 // numeric order.
 const (
+	prefixBlock = 'b'
 	prefixEntry = 'e'
 	prefixMeta  = 'm'
 	prefixDead  = 'd'
@@ -31,15 +33,6 @@ func entryKey(dst []byte, ledger, entry int64) []byte {
 	dst = append(dst[:0], prefixEntry)
 	dst = binary.BigEndian.AppendUint64(dst, ord(ledger))
 	return binary.BigEndian.AppendUint64(dst, ord(entry))
-}
-
-// ledgerEntryBounds returns [lo, hi) covering every entry key of ledger.
-func ledgerEntryBounds(ledger int64) (lo, hi []byte) {
-	lo = entryKey(nil, ledger, math.MinInt64)
-	if ledger == math.MaxInt64 {
-		return lo, []byte{prefixEntry + 1}
-	}
-	return lo, entryKey(nil, ledger+1, math.MinInt64)
 }
 
 func decodeEntryKey(k []byte) (ledger, entry int64, ok bool) {
@@ -67,9 +60,14 @@ type ledgerMeta struct {
 	last   int64 // highest entry id stored, NoEntry if none
 	lac    int64 // highest LAC carried by an entry, NoEntry if none
 	dirty  bool  // changed since the last flush
+	// indexed is the highest entry in the index, NoEntry if none,
+	// indexUnknown until a flush looked it up; guarded by flushMu.
+	indexed int64
 }
 
-func newLedgerMeta() *ledgerMeta { return &ledgerMeta{last: NoEntry, lac: NoEntry} }
+func newLedgerMeta() *ledgerMeta {
+	return &ledgerMeta{last: NoEntry, lac: NoEntry, indexed: indexUnknown}
+}
 
 func (m *ledgerMeta) encode() []byte {
 	b := make([]byte, 1, metaLen)
@@ -85,9 +83,10 @@ func decodeLedgerMeta(b []byte) (*ledgerMeta, error) {
 		return nil, errors.New("storage: corrupt ledger metadata")
 	}
 	return &ledgerMeta{
-		fenced: b[0] == 1,
-		last:   int64(binary.BigEndian.Uint64(b[1:9])),
-		lac:    int64(binary.BigEndian.Uint64(b[9:17])),
+		fenced:  b[0] == 1,
+		last:    int64(binary.BigEndian.Uint64(b[1:9])),
+		lac:     int64(binary.BigEndian.Uint64(b[9:17])),
+		indexed: indexUnknown,
 	}, nil
 }
 
