@@ -320,3 +320,36 @@ func TestMigrateEntryKeys(t *testing.T) {
 		t.Fatalf("entry key %x left after migration", it.Key())
 	}
 }
+
+// BenchmarkLookup: the index lookup of a random flushed entry (no cache),
+// among 100,000 entries of each of 4 ledgers.
+func BenchmarkLookup(b *testing.B) {
+	s, err := Open(Config{Dir: b.TempDir(), FlushInterval: -1, GCInterval: -1, DiskCheckInterval: -1,
+		MinFreeDiskBytes: -1, JournalNoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	const n = 100_000
+	data := make([]byte, 100)
+	errc := make(chan error, 1)
+	for e := int64(0); e < n; e++ {
+		for l := int64(1); l <= 4; l++ {
+			s.AddEntry(l, e, e-1, data, false, func(err error) { errc <- err })
+			if err := <-errc; err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if err := s.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := s.lookup(1+r.Int64N(4), r.Int64N(n)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
