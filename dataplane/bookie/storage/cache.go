@@ -1,6 +1,9 @@
 package storage
 
-import "sync"
+import (
+	"bytes"
+	"sync"
+)
 
 type entryID struct{ ledger, entry int64 }
 
@@ -16,14 +19,24 @@ const (
 )
 
 // writeCache holds added entries until a flush writes them to an entry log.
-// Data is copied into append-only arena chunks that are never reused, so
-// slices handed to readers stay valid after the cache is dropped. Guarded by
-// DiskStorage.mu.
+// Data up to arenaMaxCopy bytes is copied into arena chunks, larger entries
+// into their own allocation. Guarded by DiskStorage.mu.
+//
+// The chunks are recycled (arenaPool) once the flush that wrote them has
+// dropped the cache: at ~1 KiB an entry they were most of what a bookie
+// allocates, and so most of what its collector ran for. That is safe
+// because nothing outside the cache keeps a slice of a chunk: ReadEntry
+// hands out copies of arena data (cachedCopy), taken under mu.
 type writeCache struct {
 	entries map[entryID]cachedEntry
 	bytes   int64
 	arena   []byte
+	chunks  []*[arenaChunk]byte
 }
+
+// arenaPool holds the chunks of flushed write caches. A sync.Pool, so that
+// the chunks of a burst are returned to the heap when the load stops.
+var arenaPool sync.Pool
 
 // newWriteCache returns an empty cache with room for hint entries: the
 // previous cache's count, so that a steady load does not grow the map
@@ -38,7 +51,12 @@ func (c *writeCache) put(ledger, entry, lac int64, data []byte, end uint64) {
 		cp = append([]byte(nil), data...)
 	} else {
 		if cap(c.arena)-len(c.arena) < len(data) {
-			c.arena = make([]byte, 0, arenaChunk)
+			chunk, _ := arenaPool.Get().(*[arenaChunk]byte)
+			if chunk == nil {
+				chunk = new([arenaChunk]byte)
+			}
+			c.chunks = append(c.chunks, chunk)
+			c.arena = chunk[:0]
 		}
 		n := len(c.arena)
 		c.arena = append(c.arena, data...)
@@ -46,6 +64,25 @@ func (c *writeCache) put(ledger, entry, lac int64, data []byte, end uint64) {
 	}
 	c.entries[entryID{ledger, entry}] = cachedEntry{data: cp, lac: lac, end: end}
 	c.bytes += int64(len(data))
+}
+
+// release recycles the cache's arena chunks; the cache must not be used
+// after it (nor any slice get returned).
+func (c *writeCache) release() {
+	for _, chunk := range c.chunks {
+		arenaPool.Put(chunk)
+	}
+	c.chunks, c.arena, c.entries = nil, nil, nil
+}
+
+// cachedCopy returns data got from a write cache in a form that outlives
+// the cache: a copy of arena data, larger entries (their own allocation,
+// never recycled) as they are.
+func cachedCopy(data []byte) []byte {
+	if len(data) > arenaMaxCopy {
+		return data
+	}
+	return bytes.Clone(data)
 }
 
 func (c *writeCache) get(ledger, entry int64) ([]byte, bool) {

@@ -525,6 +525,8 @@ func (s *DiskStorage) flush(force bool) error {
 	s.flushing = nil
 	s.space.Broadcast()
 	s.mu.Unlock()
+	// Readers reach the snapshot only under mu, and copy what they read.
+	snap.release()
 	s.lastMark = mark
 	s.indexUnsynced = !sync
 	if sync && !s.journalLive {
@@ -928,12 +930,15 @@ func (s *DiskStorage) ReadEntry(ledgerID, entryID int64) ([]byte, error) {
 		s.mu.Unlock()
 		return nil, ErrNoSuchLedger
 	}
+	// Copied under mu: the caches' arenas are recycled after their flush.
 	if d, ok := s.active.get(ledgerID, entryID); ok {
+		d = cachedCopy(d)
 		s.mu.Unlock()
 		return d, nil
 	}
 	if s.flushing != nil {
 		if d, ok := s.flushing.get(ledgerID, entryID); ok {
+			d = cachedCopy(d)
 			s.mu.Unlock()
 			return d, nil
 		}
