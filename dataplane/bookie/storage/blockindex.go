@@ -101,8 +101,10 @@ func appendBlock(dst []byte, items []indexed) []byte {
 // decodeBlock calls fn with each entry of the block with first entry first
 // and value v, in order, until fn returns false.
 func decodeBlock(first int64, v []byte, fn func(indexed) bool) error {
+	// Every entry takes at least two bytes (tag and length), which bounds
+	// the count without tying old blocks to today's blockMaxEntries.
 	n, k := binary.Uvarint(v)
-	if k <= 0 || n == 0 || n > blockMaxEntries {
+	if k <= 0 || n == 0 || n > uint64(len(v)) {
 		return errCorruptBlock
 	}
 	v = v[k:]
@@ -275,20 +277,17 @@ func (s *DiskStorage) indexLedger(b *pebble.Batch, ledger int64, items []indexed
 		}
 	}
 	newTop := max(top, items[len(items)-1].entry)
-	if items[0].entry > top {
-		var err error
-		kbuf, vbuf, err = setBlocks(b, ledger, items, kbuf, vbuf)
-		if err == nil && m != nil {
-			m.indexed = newTop
+	if items[0].entry <= top {
+		merged, err := s.mergeBlocks(b, ledger, items)
+		if err != nil {
+			return kbuf, vbuf, err
 		}
-		return kbuf, vbuf, err
+		items = merged
 	}
-	merged, err := s.mergeBlocks(b, ledger, items)
-	if err != nil {
-		return kbuf, vbuf, err
-	}
-	kbuf, vbuf, err = setBlocks(b, ledger, merged, kbuf, vbuf)
+	kbuf, vbuf, err := setBlocks(b, ledger, items, kbuf, vbuf)
 	if err == nil && m != nil {
+		// Advanced before the batch commits: a failed commit makes the
+		// storage read-only (setIOError), and nothing flushes again.
 		m.indexed = newTop
 	}
 	return kbuf, vbuf, err

@@ -245,13 +245,15 @@ func TestFlushMergesOverlappingBlocks(t *testing.T) {
 			t.Fatal(err)
 		}
 		s = openInternal(t, fs, copyMode)
-		// After the restart: in order above the top, then below it again.
-		for e := int64(500); e < 520; e++ {
+		// After the restart, whose first flush of the ledger must look its
+		// highest indexed entry up again: below it, then in order above.
+		for e := int64(1); e < 100; e += 10 {
 			addInternal(t, s, 1, e, data(e, 3))
 			want[e] = 3
 		}
 		flush()
-		for e := int64(1); e < 100; e += 10 {
+		check()
+		for e := int64(500); e < 520; e++ {
 			addInternal(t, s, 1, e, data(e, 4))
 			want[e] = 4
 		}

@@ -1008,17 +1008,13 @@ const readAheadMaxGap = 64 << 10
 // (bounded by ReadAheadEntries / ReadAheadBytes) in as few contiguous log
 // reads as possible, caching the followers.
 func (s *DiskStorage) readAhead(ledgerID, entryID int64) ([]byte, error) {
-	type item struct {
-		entry int64
-		loc   entrylog.Location
-	}
-	var items []item
+	var items []indexed
 	var total int64
 	err := s.scanIndex(ledgerID, entryID, func(x indexed) bool {
 		if len(items) >= s.cfg.ReadAheadEntries || len(items) > 0 && total+recordSize(x.loc) > s.cfg.ReadAheadBytes {
 			return false
 		}
-		items = append(items, item{x.entry, x.loc})
+		items = append(items, x)
 		total += recordSize(x.loc)
 		return true
 	})
