@@ -17,6 +17,7 @@ type metrics struct {
 	topicLoads       prometheus.Counter
 	inMessages       prometheus.Counter
 	inBytes          prometheus.Counter
+	publishSeconds   prometheus.Histogram
 	outMessages      prometheus.Counter
 	outBytes         prometheus.Counter
 	sessionLost      prometheus.Counter
@@ -43,6 +44,15 @@ func newMetrics(s *Service) *metrics {
 	m.inBytes = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "pulsar_in_bytes_total", Help: "Payload bytes persisted for producers.",
 	})
+	// From a SEND read off the connection to its receipt queued, the
+	// broker's share of the producer's latency (Pulsar reports it as
+	// pulsar_broker_publish_latency): a producer's own latency minus this
+	// is time in the client and the network.
+	m.publishSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "magnetar_broker_publish_seconds",
+		Help:    "Time from a SEND read by the broker to its entry stored (receipt or error queued).",
+		Buckets: prometheus.ExponentialBuckets(100e-6, 2, 16),
+	})
 	m.outMessages = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "pulsar_out_messages_total", Help: "Messages dispatched to consumers.",
 	})
@@ -58,7 +68,7 @@ func newMetrics(s *Service) *metrics {
 	topics := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "pulsar_topics_count", Help: "Topics open on this broker.",
 	}, func() float64 { return float64(len(s.openTopics())) })
-	m.reg.MustRegister(m.lookups, m.bundleAcquired, m.bundleReleased, m.topicLoads, m.inMessages, m.inBytes,
+	m.reg.MustRegister(m.lookups, m.bundleAcquired, m.bundleReleased, m.topicLoads, m.inMessages, m.inBytes, m.publishSeconds,
 		m.outMessages, m.outBytes, m.sessionLost, m.loadManagerMoves, topics,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -178,6 +178,7 @@ func (c *conn) handleSend(s *pb.CommandSend, data []byte) error {
 		return nil
 	}
 	n := int64(len(data))
+	start := time.Now() // before the waits for a send slot and the byte budget
 	if !c.acquireSendSlot() {
 		return errors.New("connection closed")
 	}
@@ -187,7 +188,7 @@ func (c *conn) handleSend(s *pb.CommandSend, data []byte) error {
 	}
 	op := publishOps.Get().(*publishOp)
 	*op = publishOp{c: c, p: p, dd: dd, prodID: prodID, seq: seq, highest: highest,
-		dedupSeq: dedupSeq, size: n, numMessages: s.GetNumMessages()}
+		dedupSeq: dedupSeq, size: n, numMessages: s.GetNumMessages(), start: start}
 	// data is the reader's fresh buffer: the topic keeps it without a copy.
 	p.topic.publish(data, op)
 	return nil
@@ -206,6 +207,7 @@ type publishOp struct {
 	dedupSeq    int64
 	size        int64
 	numMessages int32
+	start       time.Time // when the SEND was read (publishSeconds)
 }
 
 var publishOps = sync.Pool{New: func() any { return new(publishOp) }}
@@ -215,6 +217,7 @@ var publishOps = sync.Pool{New: func() any { return new(publishOp) }}
 func (op *publishOp) AddComplete(pos ledger.Position, err error) {
 	c, p, dd := op.c, op.p, op.dd
 	prodID, seq, highest, dedupSeq, n, num := op.prodID, op.seq, op.highest, op.dedupSeq, op.size, op.numMessages
+	c.s.metrics.publishSeconds.Observe(time.Since(op.start).Seconds())
 	*op = publishOp{}
 	publishOps.Put(op)
 
