@@ -193,67 +193,85 @@ func setBlocks(b *pebble.Batch, ledger int64, items []indexed, kbuf, vbuf []byte
 	return kbuf, vbuf, nil
 }
 
-// scanIndex calls fn with the indexed entries of ledger from entry from on,
-// in order, until fn returns false.
-func (s *DiskStorage) scanIndex(ledger, from int64, fn func(indexed) bool) error {
+// ledgerBlocks returns an iterator over the blocks of ledger.
+func (s *DiskStorage) ledgerBlocks(ledger int64) (*pebble.Iterator, error) {
 	lo, hi := ledgerBlockBounds(ledger)
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
-		return fmt.Errorf("storage: index: %w", err)
+		return nil, fmt.Errorf("storage: index: %w", err)
+	}
+	return it, nil
+}
+
+// closeIter closes it, keeping *err if set, else reporting its error.
+func closeIter(it *pebble.Iterator, err *error) {
+	if cerr := it.Close(); *err == nil && cerr != nil {
+		*err = fmt.Errorf("storage: index: %w", cerr)
+	}
+}
+
+// seekBlock positions it, an iterator over ledger's blocks, at the block
+// whose range may hold entry: the last one starting at or before it, else
+// the first.
+func seekBlock(it *pebble.Iterator, ledger, entry int64) bool {
+	if entry == math.MaxInt64 {
+		return it.Last()
 	}
 	var kbuf [17]byte
-	valid := from < math.MaxInt64 && it.SeekLT(blockKey(kbuf[:0], ledger, from+1))
-	if !valid {
-		valid = it.First()
+	return it.SeekLT(blockKey(kbuf[:0], ledger, entry+1)) || it.First()
+}
+
+// decodeCurrent calls fn with the entries of the block it is at, in order,
+// until fn returns false, and returns the block's first entry.
+func decodeCurrent(it *pebble.Iterator, fn func(indexed) bool) (first int64, err error) {
+	ledger, first, ok := decodeBlockKey(it.Key())
+	if !ok {
+		return 0, errCorruptBlock
 	}
+	if err := decodeBlock(first, it.Value(), fn); err != nil {
+		return first, fmt.Errorf("%w: ledger %d block %d", err, ledger, first)
+	}
+	return first, nil
+}
+
+// scanIndex calls fn with the indexed entries of ledger from entry from on,
+// in order, until fn returns false.
+func (s *DiskStorage) scanIndex(ledger, from int64, fn func(indexed) bool) (err error) {
+	it, err := s.ledgerBlocks(ledger)
+	if err != nil {
+		return err
+	}
+	defer closeIter(it, &err)
 	more := true
-	for ; valid && more; valid = it.Next() {
-		_, first, ok := decodeBlockKey(it.Key())
-		if !ok {
-			it.Close()
-			return errCorruptBlock
-		}
-		if err := decodeBlock(first, it.Value(), func(x indexed) bool {
+	for valid := seekBlock(it, ledger, from); valid && more; valid = it.Next() {
+		if _, err := decodeCurrent(it, func(x indexed) bool {
 			if x.entry < from {
 				return true
 			}
 			more = fn(x)
 			return more
 		}); err != nil {
-			it.Close()
-			return fmt.Errorf("%w: ledger %d block %d", err, ledger, first)
+			return err
 		}
-	}
-	if err := it.Close(); err != nil {
-		return fmt.Errorf("storage: index: %w", err)
 	}
 	return nil
 }
 
 // lastIndexed returns the highest indexed entry of ledger, NoEntry if none.
-func (s *DiskStorage) lastIndexed(ledger int64) (int64, error) {
-	lo, hi := ledgerBlockBounds(ledger)
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+func (s *DiskStorage) lastIndexed(ledger int64) (last int64, err error) {
+	it, err := s.ledgerBlocks(ledger)
 	if err != nil {
-		return 0, fmt.Errorf("storage: index: %w", err)
+		return 0, err
 	}
-	last := NoEntry
+	defer closeIter(it, &err)
+	last = NoEntry
 	if it.Last() {
-		_, first, ok := decodeBlockKey(it.Key())
-		if !ok {
-			it.Close()
-			return 0, errCorruptBlock
-		}
-		if err := decodeBlock(first, it.Value(), func(x indexed) bool {
+		if _, err := decodeCurrent(it, func(x indexed) bool {
 			last = x.entry
 			return true
 		}); err != nil {
-			it.Close()
-			return 0, fmt.Errorf("%w: ledger %d block %d", err, ledger, first)
+			return 0, err
 		}
-	}
-	if err := it.Close(); err != nil {
-		return 0, fmt.Errorf("storage: index: %w", err)
 	}
 	return last, nil
 }
@@ -296,36 +314,27 @@ func (s *DiskStorage) indexLedger(b *pebble.Batch, ledger int64, items []indexed
 // mergeBlocks deletes (in b) the blocks of ledger that items overlap and
 // returns their entries merged with items, an entry of items replacing an
 // indexed one of the same id.
-func (s *DiskStorage) mergeBlocks(b *pebble.Batch, ledger int64, items []indexed) ([]indexed, error) {
-	lo, hi := ledgerBlockBounds(ledger)
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+func (s *DiskStorage) mergeBlocks(b *pebble.Batch, ledger int64, items []indexed) (_ []indexed, err error) {
+	it, err := s.ledgerBlocks(ledger)
 	if err != nil {
-		return nil, fmt.Errorf("storage: index: %w", err)
+		return nil, err
 	}
-	defer it.Close()
+	defer closeIter(it, &err)
 	lastNew := items[len(items)-1].entry
 	var old []indexed
-	valid := it.SeekLT(blockKey(nil, ledger, items[0].entry+1))
-	if !valid {
-		valid = it.First()
-	}
-	for ; valid; valid = it.Next() {
-		_, first, ok := decodeBlockKey(it.Key())
-		if !ok {
-			return nil, errCorruptBlock
-		}
-		if first > lastNew {
+	for valid := seekBlock(it, ledger, items[0].entry); valid; valid = it.Next() {
+		if _, first, ok := decodeBlockKey(it.Key()); ok && first > lastNew {
 			break
 		}
-		if old, err = decodeBlockItems(old, first, it.Value()); err != nil {
-			return nil, fmt.Errorf("%w: ledger %d block %d", err, ledger, first)
+		if _, err := decodeCurrent(it, func(x indexed) bool {
+			old = append(old, x)
+			return true
+		}); err != nil {
+			return nil, err
 		}
 		if err := b.Delete(it.Key(), nil); err != nil {
 			return nil, err
 		}
-	}
-	if err := it.Error(); err != nil {
-		return nil, fmt.Errorf("storage: index: %w", err)
 	}
 	merged := make([]indexed, 0, len(old)+len(items))
 	i, j := 0, 0

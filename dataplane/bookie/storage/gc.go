@@ -181,15 +181,11 @@ func (s *DiskStorage) liveBytes() (map[uint64]int64, error) {
 	defer it.Close()
 	live := make(map[uint64]int64)
 	for it.First(); it.Valid(); it.Next() {
-		ledger, first, ok := decodeBlockKey(it.Key())
-		if !ok {
-			return nil, errCorruptBlock
-		}
-		if err := decodeBlock(first, it.Value(), func(x indexed) bool {
+		if _, err := decodeCurrent(it, func(x indexed) bool {
 			live[x.loc.Log] += recordSize(x.loc)
 			return true
 		}); err != nil {
-			return nil, fmt.Errorf("%w: ledger %d block %d", err, ledger, first)
+			return nil, err
 		}
 	}
 	return live, it.Error()
