@@ -5,8 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
-	"runtime"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -188,28 +186,27 @@ type loadSpec struct {
 	pauseGC   bool // collect before the run and not during it (pauseGC)
 }
 
-// pauseGC, when on, collects garbage now and turns the load generator's
-// collector off until the returned function is called (off: it does
-// nothing). The Pulsar Go client allocates
-// about 6 bytes for every byte it sends and receives (W1: ~300 MB/s, most
-// of it copies of batches it neither compresses nor decompresses); at GOGC
-// 400 its collector ran every ~0.5 s for 10-18 ms of marking on the two
-// cores the servers share, and each cycle put a 20-30 ms spike into the
-// latency of every system it measured, in every durability column
-// (`-timeline` showed one spike per cycle; with the server's collector
-// off the spikes stayed, with the generator's off they went). A run
-// allocates at most a few GB; generatorMemoryLimit stops the heap before
-// the machine's memory does. The servers keep their own collectors.
+// pauseGC, when on, collects garbage now and leaves the load generator's
+// collector off for the run; the returned function collects again and
+// leaves it off until the next run (off: it does nothing). The Pulsar Go
+// client allocates about 6 bytes for every byte it sends and receives
+// (W1: ~300 MB/s, most of it copies of batches it neither compresses nor
+// decompresses); at GOGC 400 its collector ran every ~0.5 s for 10-18 ms
+// of marking on the two cores the servers share, and each cycle put a
+// 20-30 ms spike into the latency of every system it measured, in every
+// durability column (`-timeline` showed one spike per cycle; with the
+// server's collector off the spikes stayed, with the generator's off they
+// went). The collector stays off between runs too, so that the pages a
+// run allocated are kept for the next (memory.go). A run allocates at
+// most a few GB; the memory limit stops the heap before the machine's
+// memory does. The servers keep their own collectors.
 func pauseGC(on bool) (resume func()) {
 	if !on {
 		return func() {}
 	}
-	runtime.GC()
-	prev := debug.SetGCPercent(-1)
-	return func() {
-		debug.SetGCPercent(prev)
-		runtime.GC()
-	}
+	limitHeap()
+	collectKeepingPages()
+	return collectKeepingPages
 }
 
 // runLoad sets up a, runs the load and tears a down.

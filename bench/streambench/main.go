@@ -20,7 +20,13 @@ import (
 )
 
 // generatorMemoryLimit bounds the load generator's heap (debug.SetMemoryLimit).
-const generatorMemoryLimit = 4 << 30
+const generatorMemoryLimit = 6 << 30
+
+// defaultPrefault is the heap the generator writes before the first round
+// (memory.go): the default runs peaked at 1.7 GiB of heap (2026-12-02;
+// W4 at 64 subscriptions, W2 closed loop), a run at 200k msg/s allocates
+// ~1.2 GiB a second, and writing a GiB takes ~2 s here.
+const defaultPrefault = 2 << 30
 
 // defaultWindow is W2's messages in flight. A closed loop measures the
 // system only when the window is not the limit: with 1,024 (the first
@@ -79,6 +85,9 @@ type options struct {
 	// gcDuringRuns leaves the load generator's collector on during runs
 	// (by default it is paused in each run and run between them: pauseGC).
 	gcDuringRuns bool
+	// prefault is how many bytes of heap the generator touches once before
+	// the first round (prefaultHeap; 0: none; not with gcDuringRuns).
+	prefault     int64
 	topics       int // W5 topics
 	topicsRate   int // W5 total msg/s spread over the topics
 	dir          string
@@ -108,7 +117,7 @@ func defaultOptions() options {
 		size: 1024, partitions: 16, window: defaultWindow, createInflight: defaultCreateInflight, installRedis: true,
 		fanoutRate: 5000, fanouts: []int{1, 4, 16, 64},
 		backlog: 32 << 20, catchupRate: 5000, catchupLimit: 8 * time.Second, catchupPaced: 2.2,
-		topics: 10000, topicsRate: 1000, timeout: time.Hour,
+		topics: 10000, topicsRate: 1000, timeout: time.Hour, prefault: defaultPrefault,
 	}
 }
 
@@ -121,11 +130,12 @@ func (o *options) shorten() {
 	o.fanoutRate, o.fanouts = 200, []int{1, 4}
 	o.backlog, o.catchupRate, o.catchupLimit, o.catchupPaced = 4<<20, 200, 30*time.Second, 10
 	o.topics, o.topicsRate = 50, 100
+	o.prefault = 0
 }
 
 func main() {
 	o := defaultOptions()
-	var workloads, systems, markdown, fanouts, backlog string
+	var workloads, systems, markdown, fanouts, backlog, prefault string
 	var short bool
 	flag.StringVar(&workloads, "workloads", "W1,W2,W3,W4,W5,W6,W7", "workloads to run")
 	flag.StringVar(&systems, "systems", strings.Join(o.systems, ","), "systems to run: magnetar first, then peers (nats, redis, magnetar-cluster: 3 bookies + 2 brokers, magnetar-copied: the standalone with --copy-to-entry-logs)")
@@ -139,6 +149,7 @@ func main() {
 	flag.IntVar(&o.fanoutRate, "fanout-rate", o.fanoutRate, "W4 msg/s published to the one topic")
 	flag.StringVar(&fanouts, "fanouts", joinInts(o.fanouts), "W4 subscription counts")
 	flag.StringVar(&backlog, "backlog", sizeName(int(o.backlog)), "W6 backlog to build and catch up on (the full run: 1GiB)")
+	flag.StringVar(&prefault, "prefault", sizeName(int(o.prefault)), "heap the load generator writes once before the first round, so runs do not take page faults on fresh memory (0: none; -short: none)")
 	flag.IntVar(&o.catchupRate, "catchup-rate", o.catchupRate, "W6 producer msg/s while the backlog is read")
 	flag.StringVar(&o.pprofAddr, "pprof-addr", "", "start Magnetar with --pprof-addr (for example 127.0.0.1:6061) to profile it while a workload runs")
 	flag.Int64Var(&o.backlogReadRate, "backlog-read-rate", 0, "start Magnetar with --backlog-read-rate (bytes/s; catch-up reads paced; 0: unpaced, the default)")
@@ -154,7 +165,7 @@ func main() {
 	magnetarFlags := flag.String("magnetar-flags", "", "extra flags for every Magnetar standalone started (space-separated, for example \"--journal-buffered-writes\")")
 	flag.DurationVar(&o.timeout, "timeout", o.timeout, "stop the whole run (servers included) with an error after this long (0: never); a run whose server hung or lost its data directory otherwise keeps going")
 	selfPprof := flag.String("self-pprof", "", "serve the load generator's own /debug/pprof on this address (for example 127.0.0.1:6062)")
-	gogc := flag.Int("gogc", 400, "GOGC of the load generator itself (servers are separate processes and keep their own)")
+	gogc := flag.Int("gogc", 400, "GOGC of the load generator itself until its first run, and with -gc-during-runs (servers are separate processes and keep their own)")
 	flag.Parse()
 	// The load generator allocates a payload per message and its clients
 	// more; at the default GOGC its collector ran every ~180 ms for ~40 ms
@@ -163,9 +174,9 @@ func main() {
 	// p99 22.8-27.9 ms at GOGC 100, 13.8-14.1 ms at 400: docs/benchmarks.md).
 	debug.SetGCPercent(*gogc)
 	o.magnetarFlags = strings.Fields(*magnetarFlags)
-	// With the collector paused in a run (pauseGC), the heap stops at this
-	// limit, where the runtime collects regardless: a 1 GiB W6 catch-up
-	// read allocates ~6 GiB in the client.
+	// With the collector paused (pauseGC), the heap stops at this limit,
+	// where the runtime collects regardless: a 1 GiB W6 catch-up read
+	// allocates ~6 GiB in the client.
 	debug.SetMemoryLimit(generatorMemoryLimit)
 	if *selfPprof != "" {
 		ln, err := net.Listen("tcp", *selfPprof)
@@ -204,6 +215,9 @@ func main() {
 	if err == nil && (!short || set["backlog"]) {
 		o.backlog, err = parseSize(backlog)
 	}
+	if err == nil && (!short || set["prefault"]) {
+		o.prefault, err = parseSizeOrZero(prefault)
+	}
 	if err == nil {
 		o.workloads, err = parseWorkloads(workloads)
 	}
@@ -218,6 +232,17 @@ func main() {
 		os.Exit(2)
 	}
 	o.command = commandLine(os.Args)
+	if !o.gcDuringRuns && o.prefault > 0 {
+		// First, while the heap is fresh from the kernel: the runtime
+		// zeroes reused pages itself, a fault per page (memory.go).
+		t0 := time.Now()
+		faults, err := prefaultHeap(o.prefault)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "streambench:", err)
+			os.Exit(1)
+		}
+		fmt.Fprintf(os.Stderr, "prefault: %s of heap written in %v (%d page faults)\n", sizeName(int(o.prefault)), time.Since(t0).Round(time.Millisecond), faults)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if err := runAndReport(ctx, o, os.Stdout, os.Stderr, markdown); err != nil {
@@ -328,6 +353,14 @@ func parseSize(s string) (int64, error) {
 		return 0, fmt.Errorf("bad size %q (e.g. 256MiB, 1GiB)", s)
 	}
 	return n * mult, nil
+}
+
+// parseSizeOrZero is parseSize that also takes "0".
+func parseSizeOrZero(s string) (int64, error) {
+	if strings.TrimSpace(s) == "0" {
+		return 0, nil
+	}
+	return parseSize(s)
 }
 
 func parseSystems(s string) ([]string, error) {

@@ -391,6 +391,8 @@ func firstPressure(s string) string {
 
 func sizeName(n int) string {
 	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%dGiB", n>>30)
 	case n >= 1<<20 && n%(1<<20) == 0:
 		return fmt.Sprintf("%dMiB", n>>20)
 	case n >= 1<<10 && n%(1<<10) == 0:

@@ -1,0 +1,118 @@
+//go:build !race
+
+// The race detector's shadow memory takes page faults of its own when
+// freed heap is written again, so these tests count faults only without
+// it (Makefile: the no-race line).
+
+package main
+
+import (
+	"os"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// minorFaults is the process's minor page faults so far.
+func minorFaults(t *testing.T) int64 {
+	t.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return ru.Minflt
+}
+
+// heapReleased is the heap memory the runtime has returned to the kernel.
+func heapReleased() int64 {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/released:bytes"}}
+	metrics.Read(s)
+	return int64(s[0].Value.Uint64())
+}
+
+// restoreCollector puts the collector and the memory limit back as they
+// were when the test ends: the functions under test leave them off.
+func restoreCollector(t *testing.T) {
+	gc, limit := debug.SetGCPercent(-1), debug.SetMemoryLimit(-1)
+	debug.SetGCPercent(gc)
+	t.Cleanup(func() {
+		debug.SetGCPercent(gc)
+		debug.SetMemoryLimit(limit)
+	})
+}
+
+// write writes one byte in every page of b.
+func write(b []byte) {
+	for i := 0; i < len(b); i += os.Getpagesize() {
+		b[i] = 1
+	}
+}
+
+var sink []byte
+
+// TestCollectKeepingPages: after collectKeepingPages the freed heap stays
+// mapped while the generator goes on allocating between runs, so the
+// next run's allocations of that size take no page faults. Collected at
+// the generator's old GOGC (400), the churn below runs a collection whose
+// heap goal is small, the scavenger returns the freed heap to the kernel,
+// and this test fails.
+func TestCollectKeepingPages(t *testing.T) {
+	restoreCollector(t)
+	debug.FreeOSMemory() // no free pages left mapped by earlier tests
+	const size = 128 << 20
+	garbage := make([]byte, size)
+	write(garbage)
+	garbage = nil
+	collectKeepingPages()
+	released0 := heapReleased()
+	// Between runs the harness starts servers and clients: allocation
+	// that, with the collector on, runs collections.
+	for range 64 {
+		sink = make([]byte, 1<<20)
+		write(sink)
+	}
+	sink = nil
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) && heapReleased()-released0 < size/4 {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if r := heapReleased() - released0; r >= size/4 {
+		t.Fatalf("the scavenger released %d MiB of the %d MiB freed", r>>20, size>>20)
+	}
+	f0 := minorFaults(t)
+	again := make([]byte, size/2)
+	write(again)
+	runtime.KeepAlive(again)
+	if f, pages := minorFaults(t)-f0, int64(size/2/os.Getpagesize()); f > pages/10 {
+		t.Errorf("%d page faults writing %d pages of reused heap, want under a tenth", f, pages)
+	}
+}
+
+// TestPrefaultHeap: the heap prefaultHeap wrote is allocated again without
+// page faults; without it the same allocation faults on nearly every page.
+func TestPrefaultHeap(t *testing.T) {
+	restoreCollector(t)
+	debug.FreeOSMemory() // no free pages left mapped by earlier tests
+	const size = 64 << 20
+	faults, err := prefaultHeap(size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages := int64(size / os.Getpagesize())
+	if faults < pages/2 {
+		t.Errorf("prefault took %d faults for %d pages: it did not map fresh pages", faults, pages)
+	}
+	f0 := minorFaults(t)
+	b := make([]byte, size/2)
+	write(b)
+	runtime.KeepAlive(b)
+	if f := minorFaults(t) - f0; f > pages/2/10 {
+		t.Errorf("%d page faults writing %d pages after the prefault, want under a tenth", f, pages/2)
+	}
+	if n, err := prefaultHeap(0); n != 0 || err != nil {
+		t.Errorf("prefaultHeap(0) = %d, %v", n, err)
+	}
+}
