@@ -73,9 +73,9 @@ func prefaultHeap(n int64) (faults int64, err error) {
 		return 0, nil
 	}
 	limitHeap()
-	var before, after syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &before); err != nil {
-		return 0, fmt.Errorf("streambench: getrusage: %w", err)
+	before, err := minorFaults()
+	if err != nil {
+		return 0, err
 	}
 	chunks := make([][]byte, 0, n/prefaultChunk+1)
 	for left := n; left > 0; left -= prefaultChunk {
@@ -103,8 +103,18 @@ func prefaultHeap(n int64) (faults int64, err error) {
 	wg.Wait()
 	chunks = nil
 	collectKeepingPages()
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &after); err != nil {
+	after, err := minorFaults()
+	if err != nil {
+		return 0, err
+	}
+	return after - before, nil
+}
+
+// minorFaults is the process's minor page faults so far.
+func minorFaults() (int64, error) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0, fmt.Errorf("streambench: getrusage: %w", err)
 	}
-	return after.Minflt - before.Minflt, nil
+	return ru.Minflt, nil
 }

@@ -11,19 +11,18 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
-	"syscall"
 	"testing"
 	"time"
 )
 
-// minorFaults is the process's minor page faults so far.
-func minorFaults(t *testing.T) int64 {
+// faults is minorFaults, failing t on an error.
+func faults(t *testing.T) int64 {
 	t.Helper()
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+	n, err := minorFaults()
+	if err != nil {
 		t.Fatal(err)
 	}
-	return ru.Minflt
+	return n
 }
 
 // heapReleased is the heap memory the runtime has returned to the kernel.
@@ -82,11 +81,11 @@ func TestCollectKeepingPages(t *testing.T) {
 	if r := heapReleased() - released0; r >= size/4 {
 		t.Fatalf("the scavenger released %d MiB of the %d MiB freed", r>>20, size>>20)
 	}
-	f0 := minorFaults(t)
+	f0 := faults(t)
 	again := make([]byte, size/2)
 	write(again)
 	runtime.KeepAlive(again)
-	if f, pages := minorFaults(t)-f0, int64(size/2/os.Getpagesize()); f > pages/10 {
+	if f, pages := faults(t)-f0, int64(size/2/os.Getpagesize()); f > pages/10 {
 		t.Errorf("%d page faults writing %d pages of reused heap, want under a tenth", f, pages)
 	}
 }
@@ -97,19 +96,19 @@ func TestPrefaultHeap(t *testing.T) {
 	restoreCollector(t)
 	debug.FreeOSMemory() // no free pages left mapped by earlier tests
 	const size = 64 << 20
-	faults, err := prefaultHeap(size)
+	took, err := prefaultHeap(size)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pages := int64(size / os.Getpagesize())
-	if faults < pages/2 {
-		t.Errorf("prefault took %d faults for %d pages: it did not map fresh pages", faults, pages)
+	if took < pages/2 {
+		t.Errorf("prefault took %d faults for %d pages: it did not map fresh pages", took, pages)
 	}
-	f0 := minorFaults(t)
+	f0 := faults(t)
 	b := make([]byte, size/2)
 	write(b)
 	runtime.KeepAlive(b)
-	if f := minorFaults(t) - f0; f > pages/2/10 {
+	if f := faults(t) - f0; f > pages/2/10 {
 		t.Errorf("%d page faults writing %d pages after the prefault, want under a tenth", f, pages/2)
 	}
 	if n, err := prefaultHeap(0); n != 0 || err != nil {
