@@ -13,7 +13,7 @@
 // after each run and not otherwise, keeping the pages it freed for the
 // next run, and writes 2 GiB of heap once before the first round
 // (-prefault; page faults cost 7-15 µs on this virtual machine and took
-// most of the generator's CPU; memory.go). Its memory limit is 6 GiB.
+// most of the generator's CPU; memory.go). Its memory limit is 1 GiB above that (3 GiB).
 // -gc-during-runs turns the collector back on, at GOGC 400 (-gogc).
 // -timeline prints each open-loop run's worst latency per 100 ms to show
 // where a tail comes from. The servers are separate processes with their

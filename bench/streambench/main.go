@@ -19,8 +19,10 @@ import (
 	"time"
 )
 
-// generatorMemoryLimit bounds the load generator's heap (debug.SetMemoryLimit).
-const generatorMemoryLimit = 6 << 30
+// generatorMemoryLimit bounds the load generator's heap
+// (debug.SetMemoryLimit) when nothing is prefaulted; with a prefault the
+// limit is memoryLimitFor(prefault).
+const generatorMemoryLimit = 3 << 30
 
 // defaultPrefault is the heap the generator writes before the first round
 // (memory.go): the default runs peaked at 1.7 GiB of heap (2026-12-02;
@@ -174,10 +176,6 @@ func main() {
 	// p99 22.8-27.9 ms at GOGC 100, 13.8-14.1 ms at 400: docs/benchmarks.md).
 	debug.SetGCPercent(*gogc)
 	o.magnetarFlags = strings.Fields(*magnetarFlags)
-	// With the collector paused (pauseGC), the heap stops at this limit,
-	// where the runtime collects regardless: a 1 GiB W6 catch-up read
-	// allocates ~6 GiB in the client.
-	debug.SetMemoryLimit(generatorMemoryLimit)
 	if *selfPprof != "" {
 		ln, err := net.Listen("tcp", *selfPprof)
 		if err != nil {
@@ -232,6 +230,13 @@ func main() {
 		os.Exit(2)
 	}
 	o.command = commandLine(os.Args)
+	// With the collector paused (pauseGC), the heap stops at this limit,
+	// where the runtime collects regardless (a 1 GiB W6 catch-up read
+	// allocates ~6 GiB in the client): a collection costs a spike of
+	// 10-30 ms, growing the heap past the prefaulted pages a fault per
+	// page (a 12 s W1 run with 1 GiB prefaulted and a 6 GiB limit
+	// collapsed to 4 s latencies once its heap passed 1 GiB).
+	debug.SetMemoryLimit(memoryLimitFor(o.prefault))
 	if !o.gcDuringRuns && o.prefault > 0 {
 		// First, while the heap is fresh from the kernel: the runtime
 		// zeroes reused pages itself, a fault per page (memory.go).

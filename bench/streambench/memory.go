@@ -35,8 +35,9 @@ import (
 // need once, before the first round, and from the first run on the
 // collector stays off between runs as well as in them, each run starting
 // and ending with a collection (collectKeepingPages) after which the
-// scavenger returns nothing. The memory limit (generatorMemoryLimit)
-// still bounds the heap.
+// scavenger returns nothing. The memory limit (memoryLimitFor) bounds the
+// heap a little above the written pages: a run that allocates more takes
+// a collection instead of a page fault per page.
 
 // collectKeepingPages runs a full collection and leaves the collector
 // off. The scavenger retains free pages in proportion to the heap goal
@@ -47,6 +48,13 @@ func collectKeepingPages() {
 	debug.SetGCPercent(1)
 	runtime.GC()
 	debug.SetGCPercent(-1)
+}
+
+// memoryLimitFor is the generator's memory limit with prefault bytes of
+// heap written: the heap grows past the written pages by at most a
+// gigabyte before the runtime collects and reuses them.
+func memoryLimitFor(prefault int64) int64 {
+	return max(generatorMemoryLimit, prefault+1<<30)
 }
 
 // limitHeap sets the generator's memory limit unless one is set (main
