@@ -24,11 +24,29 @@ import (
 // limit is memoryLimitFor(prefault).
 const generatorMemoryLimit = 3 << 30
 
-// defaultPrefault is the heap the generator writes before the first round
-// (memory.go): the default runs peaked at 1.7 GiB of heap (2026-12-02;
-// W4 at 64 subscriptions, W2 closed loop), a run at 200k msg/s allocates
-// ~1.2 GiB a second, and writing a GiB takes ~2 s here.
+// defaultPrefault is the least heap the generator writes before the first
+// round (memory.go, prefaultFor): the default runs peaked at 1.7 GiB of
+// heap (2026-12-02; W4 at 64 subscriptions, W2 closed loop), and writing
+// a GiB takes ~2 s here.
 const defaultPrefault = 2 << 30
+
+// prefaultMaxDefault caps the default prefault; -prefault sets any size.
+const prefaultMaxDefault = 8 << 30
+
+// w1AllocRate is what the generator allocates per second of a W1 run at
+// 50,000 msg/s of 1 KiB (~300 MB/s measured, 2026-12-02), with a margin.
+const w1AllocRate = 400 << 20
+
+// prefaultFor is the default prefault for runs of length run (warm-up,
+// measurement and drain): what a W1 run allocates in that time, between
+// defaultPrefault and prefaultMaxDefault, in whole GiB. Longer or faster
+// runs use the written pages up and are collected at the memory limit
+// (memoryLimitFor).
+func prefaultFor(run time.Duration) int64 {
+	n := int64(run.Seconds() * w1AllocRate)
+	n = (n + 1<<30 - 1) &^ (1<<30 - 1)
+	return min(max(n, defaultPrefault), prefaultMaxDefault)
+}
 
 // defaultWindow is W2's messages in flight. A closed loop measures the
 // system only when the window is not the limit: with 1,024 (the first
@@ -151,7 +169,7 @@ func main() {
 	flag.IntVar(&o.fanoutRate, "fanout-rate", o.fanoutRate, "W4 msg/s published to the one topic")
 	flag.StringVar(&fanouts, "fanouts", joinInts(o.fanouts), "W4 subscription counts")
 	flag.StringVar(&backlog, "backlog", sizeName(int(o.backlog)), "W6 backlog to build and catch up on (the full run: 1GiB)")
-	flag.StringVar(&prefault, "prefault", sizeName(int(o.prefault)), "heap the load generator writes once before the first round, so runs do not take page faults on fresh memory (0: none; -short: none)")
+	flag.StringVar(&prefault, "prefault", "", "heap the load generator writes once before the first round, so runs do not take page faults on fresh memory (default: what a W1 run of -warmup + -duration + -drain allocates, at least 2GiB; 0: none; -short: none)")
 	flag.IntVar(&o.catchupRate, "catchup-rate", o.catchupRate, "W6 producer msg/s while the backlog is read")
 	flag.StringVar(&o.pprofAddr, "pprof-addr", "", "start Magnetar with --pprof-addr (for example 127.0.0.1:6061) to profile it while a workload runs")
 	flag.Int64Var(&o.backlogReadRate, "backlog-read-rate", 0, "start Magnetar with --backlog-read-rate (bytes/s; catch-up reads paced; 0: unpaced, the default)")
@@ -213,8 +231,10 @@ func main() {
 	if err == nil && (!short || set["backlog"]) {
 		o.backlog, err = parseSize(backlog)
 	}
-	if err == nil && (!short || set["prefault"]) {
+	if err == nil && set["prefault"] {
 		o.prefault, err = parseSizeOrZero(prefault)
+	} else if !short {
+		o.prefault = prefaultFor(o.warmup + o.duration + o.drain)
 	}
 	if err == nil {
 		o.workloads, err = parseWorkloads(workloads)
@@ -234,8 +254,7 @@ func main() {
 	// where the runtime collects regardless (a 1 GiB W6 catch-up read
 	// allocates ~6 GiB in the client): a collection costs a spike of
 	// 10-30 ms, growing the heap past the prefaulted pages a fault per
-	// page (a 12 s W1 run with 1 GiB prefaulted and a 6 GiB limit
-	// collapsed to 4 s latencies once its heap passed 1 GiB).
+	// page (memoryLimitFor).
 	debug.SetMemoryLimit(memoryLimitFor(o.prefault))
 	if !o.gcDuringRuns && o.prefault > 0 {
 		// First, while the heap is fresh from the kernel: the runtime

@@ -51,10 +51,18 @@ func collectKeepingPages() {
 }
 
 // memoryLimitFor is the generator's memory limit with prefault bytes of
-// heap written: the heap grows past the written pages by at most a
-// gigabyte before the runtime collects and reuses them.
+// heap written: just above them (room for the runtime's own memory inside
+// the scavenger's 5% margin), so that a run that has used the written
+// pages up is collected and reuses them rather than growing the heap a
+// fault at a time. With the limit 1 GiB above 1 or 2 GiB prefaulted,
+// 12-second W1 runs collapsed to latencies of seconds once their heap
+// passed the written pages; 512 MiB above 2 GiB, one rose to 1.4 s and
+// recovered (2026-12-02); with 5 GiB written it held.
 func memoryLimitFor(prefault int64) int64 {
-	return max(generatorMemoryLimit, prefault+1<<30)
+	if prefault <= 0 {
+		return generatorMemoryLimit
+	}
+	return prefault + 256<<20
 }
 
 // limitHeap sets the generator's memory limit unless one is set (main
