@@ -56,6 +56,30 @@ func inFreshProcess(t *testing.T) bool {
 	return false
 }
 
+// freshHeap runs the calling test in a fresh process (inFreshProcess) and,
+// there, with the collector restored when it ends and no free pages left
+// mapped.
+func freshHeap(t *testing.T) bool {
+	t.Helper()
+	if !inFreshProcess(t) {
+		return false
+	}
+	restoreCollector(t)
+	debug.FreeOSMemory()
+	return true
+}
+
+// faultsWriting allocates n bytes, writes every page and returns the page
+// faults that took.
+func faultsWriting(t *testing.T, n int) int64 {
+	t.Helper()
+	f0 := faults(t)
+	b := make([]byte, n)
+	write(b)
+	runtime.KeepAlive(b)
+	return faults(t) - f0
+}
+
 // restoreCollector puts the collector and the memory limit back as they
 // were when the test ends: the functions under test leave them off.
 func restoreCollector(t *testing.T) {
@@ -83,11 +107,9 @@ var sink []byte
 // heap goal is small, the scavenger returns the freed heap to the kernel,
 // and this test fails.
 func TestCollectKeepingPages(t *testing.T) {
-	if !inFreshProcess(t) {
+	if !freshHeap(t) {
 		return
 	}
-	restoreCollector(t)
-	debug.FreeOSMemory() // no free pages left mapped by earlier tests
 	const size = 128 << 20
 	garbage := make([]byte, size)
 	write(garbage)
@@ -101,18 +123,16 @@ func TestCollectKeepingPages(t *testing.T) {
 		write(sink)
 	}
 	sink = nil
-	deadline := time.Now().Add(2 * time.Second)
-	for time.Now().Before(deadline) && heapReleased()-released0 < size/4 {
+	// Kept, nothing is released (0 in every run here); collected at
+	// GOGC 400, 38-50 MiB within two seconds.
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) && heapReleased()-released0 < size/16 {
 		time.Sleep(50 * time.Millisecond)
 	}
-	if r := heapReleased() - released0; r >= size/4 {
+	if r := heapReleased() - released0; r >= size/16 {
 		t.Fatalf("the scavenger released %d MiB of the %d MiB freed", r>>20, size>>20)
 	}
-	f0 := faults(t)
-	again := make([]byte, size/2)
-	write(again)
-	runtime.KeepAlive(again)
-	if f, pages := faults(t)-f0, int64(size/2/os.Getpagesize()); f > pages/10 {
+	if f, pages := faultsWriting(t, size/2), int64(size/2/os.Getpagesize()); f > pages/10 {
 		t.Errorf("%d page faults writing %d pages of reused heap, want under a tenth", f, pages)
 	}
 }
@@ -120,11 +140,9 @@ func TestCollectKeepingPages(t *testing.T) {
 // TestPrefaultHeap: the heap prefaultHeap wrote is allocated again without
 // page faults; without it the same allocation faults on nearly every page.
 func TestPrefaultHeap(t *testing.T) {
-	if !inFreshProcess(t) {
+	if !freshHeap(t) {
 		return
 	}
-	restoreCollector(t)
-	debug.FreeOSMemory() // no free pages left mapped by earlier tests
 	const size = 64 << 20
 	took, err := prefaultHeap(size)
 	if err != nil {
@@ -134,11 +152,7 @@ func TestPrefaultHeap(t *testing.T) {
 	if took < pages/2 {
 		t.Errorf("prefault took %d faults for %d pages: it did not map fresh pages", took, pages)
 	}
-	f0 := faults(t)
-	b := make([]byte, size/2)
-	write(b)
-	runtime.KeepAlive(b)
-	if f := faults(t) - f0; f > pages/2/10 {
+	if f := faultsWriting(t, size/2); f > pages/2/10 {
 		t.Errorf("%d page faults writing %d pages after the prefault, want under a tenth", f, pages/2)
 	}
 	if n, err := prefaultHeap(0); n != 0 || err != nil {
