@@ -106,7 +106,9 @@ type options struct {
 	// (by default it is paused in each run and run between them: pauseGC).
 	gcDuringRuns bool
 	// prefault is how many bytes of heap the generator touches once before
-	// the first round (prefaultHeap; 0: none; not with gcDuringRuns).
+	// the first round (prefaultHeap; 0: none; not with gcDuringRuns). main
+	// sizes it to the runs (prefaultFor) unless -prefault or -short is
+	// given; the harness's tests leave it 0.
 	prefault     int64
 	topics       int // W5 topics
 	topicsRate   int // W5 total msg/s spread over the topics
@@ -137,7 +139,7 @@ func defaultOptions() options {
 		size: 1024, partitions: 16, window: defaultWindow, createInflight: defaultCreateInflight, installRedis: true,
 		fanoutRate: 5000, fanouts: []int{1, 4, 16, 64},
 		backlog: 32 << 20, catchupRate: 5000, catchupLimit: 8 * time.Second, catchupPaced: 2.2,
-		topics: 10000, topicsRate: 1000, timeout: time.Hour, prefault: defaultPrefault,
+		topics: 10000, topicsRate: 1000, timeout: time.Hour,
 	}
 }
 
@@ -150,7 +152,6 @@ func (o *options) shorten() {
 	o.fanoutRate, o.fanouts = 200, []int{1, 4}
 	o.backlog, o.catchupRate, o.catchupLimit, o.catchupPaced = 4<<20, 200, 30*time.Second, 10
 	o.topics, o.topicsRate = 50, 100
-	o.prefault = 0
 }
 
 func main() {
