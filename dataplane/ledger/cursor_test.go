@@ -65,6 +65,18 @@ func TestEscapeName(t *testing.T) {
 	if escapeName("a/b") == escapeName("a%2Fb") {
 		t.Fatal("escaping is not injective")
 	}
+	// The keys of stores written before keep their spelling.
+	for _, k := range []struct{ got, want string }{
+		{escapeName("ü"), "%C3%BC"},
+		{escapeName(""), ""},
+		{infoKey("public/default/persistent/t x"), "/managed-ledgers/public%2Fdefault%2Fpersistent%2Ft%20x"},
+		{cursorsParent("p/d/persistent/t"), "/managed-ledger-cursors/p%2Fd%2Fpersistent%2Ft"},
+		{cursorKey("p/d/persistent/t", "sub:1"), "/managed-ledger-cursors/p%2Fd%2Fpersistent%2Ft/sub%3A1"},
+	} {
+		if got, want := k.got, k.want; got != want {
+			t.Errorf("key %q, want %q", got, want)
+		}
+	}
 }
 
 // ackFixture opens a managed ledger with 30 entries in 3 ledgers and a

@@ -14,17 +14,45 @@ const (
 // escapeName maps a name to one key segment: bytes in [A-Za-z0-9._-] are
 // kept, every other byte (including '/' and '%') becomes %XX with upper-case
 // hex. The mapping is injective, so distinct names never share a key.
-func escapeName(s string) string {
+func escapeName(s string) string { return escapedKey("", s) }
+
+// escapedKey returns prefix followed by escapeName(name), or by
+// "/"+escapeName(name) when prefix is not empty, built in one allocation:
+// every topic creation builds its managed ledger's key.
+func escapedKey(prefix, name string) string {
+	n := len(prefix)
+	if prefix != "" {
+		n++
+	}
+	for i := 0; i < len(name); i++ {
+		if keptInName(name[i]) {
+			n++
+		} else {
+			n += 3
+		}
+	}
 	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-' {
+	b.Grow(n)
+	if prefix != "" {
+		b.WriteString(prefix)
+		b.WriteByte('/')
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if keptInName(c) {
 			b.WriteByte(c)
 			continue
 		}
-		fmt.Fprintf(&b, "%%%02X", c)
+		const hex = "0123456789ABCDEF"
+		b.WriteByte('%')
+		b.WriteByte(hex[c>>4])
+		b.WriteByte(hex[c&0xf])
 	}
 	return b.String()
+}
+
+func keptInName(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
 }
 
 // unescapeName inverts escapeName.
@@ -63,9 +91,9 @@ func checkName(kind, name string) error {
 	return nil
 }
 
-func infoKey(name string) string        { return infoRoot + "/" + escapeName(name) }
-func cursorsParent(name string) string  { return cursorRoot + "/" + escapeName(name) }
-func cursorKey(name, cur string) string { return cursorsParent(name) + "/" + escapeName(cur) }
+func infoKey(name string) string        { return escapedKey(infoRoot, name) }
+func cursorsParent(name string) string  { return escapedKey(cursorRoot, name) }
+func cursorKey(name, cur string) string { return escapedKey(cursorsParent(name), cur) }
 
 // mlInfo is the JSON record of a managed ledger.
 type mlInfo struct {
