@@ -27,6 +27,7 @@ type manyTopicsResult struct {
 	create           time.Duration // creating every topic through the admin API
 	attach           time.Duration // one producer per topic
 	rssBase, rssIdle int64         // bytes, VmRSS before creation and with the topics created and idle
+	rssAfter         int64         // bytes, VmRSS as the last creation was answered
 	fdBase, fdIdle   int           // open files, likewise
 	rssLoaded        int64         // VmRSS with a producer attached to every topic (topics loaded)
 	fdLoaded         int
@@ -40,6 +41,9 @@ func (m manyTopicsResult) attachRate() float64 { return float64(m.topics) / m.at
 func (m manyTopicsResult) rssPerTopic() float64 {
 	return float64(m.rssIdle-m.rssBase) / float64(m.topics)
 }
+func (m manyTopicsResult) rssPerTopicAfter() float64 {
+	return float64(m.rssAfter-m.rssBase) / float64(m.topics)
+}
 func (m manyTopicsResult) fdPerTopic() float64 { return float64(m.fdIdle-m.fdBase) / float64(m.topics) }
 func (m manyTopicsResult) rssPerLoaded() float64 {
 	return float64(m.rssLoaded-m.rssBase) / float64(m.topics)
@@ -49,8 +53,8 @@ func (m manyTopicsResult) fdPerLoaded() float64 {
 }
 
 func (m manyTopicsResult) describe() string {
-	return fmt.Sprintf("%d topics created at %.0f/s, producers attached at %.0f/s; idle %.1f KiB RSS and %.2f files per topic, with producers %.1f KiB and %.2f; at %.0f msg/s: acked %d/%d pub p99 %v; restart %v (stop %v, ready %v)",
-		m.topics, m.createRate(), m.attachRate(), m.rssPerTopic()/1024, m.fdPerTopic(), m.rssPerLoaded()/1024, m.fdPerLoaded(), m.run.offered, m.run.acked, m.run.sent,
+	return fmt.Sprintf("%d topics created at %.0f/s, producers attached at %.0f/s; %.1f KiB RSS per topic as the creations ended, idle %.1f KiB and %.2f files per topic, with producers %.1f KiB and %.2f; at %.0f msg/s: acked %d/%d pub p99 %v; restart %v (stop %v, ready %v)",
+		m.topics, m.createRate(), m.attachRate(), m.rssPerTopicAfter()/1024, m.rssPerTopic()/1024, m.fdPerTopic(), m.rssPerLoaded()/1024, m.fdPerLoaded(), m.run.offered, m.run.acked, m.run.sent,
 		m.run.pub.Quantile(0.99), (m.stop + m.ready).Round(time.Millisecond), m.stop.Round(time.Millisecond), m.ready.Round(time.Millisecond))
 }
 
@@ -112,7 +116,12 @@ func runManyTopics(ctx context.Context, m *magnetarSystem, dir string, o options
 	if err != nil {
 		return res, 0, fmt.Errorf("streambench: W5 create topics: %w", err)
 	}
-	// Idle: no client is connected.
+	if res.rssAfter, _, err = procFootprint(srv.pid()); err != nil {
+		return res, 0, err
+	}
+	// Idle: no client is connected, and the server has had the time to
+	// settle (the servers return their collector's headroom once quiet:
+	// cmd/magnetar/trim.go).
 	if res.rssIdle, res.fdIdle, err = settledFootprint(ctx, srv.pid()); err != nil {
 		return res, 0, err
 	}
@@ -236,12 +245,20 @@ func httpPut(ctx context.Context, hc *http.Client, url string) error {
 // warmupTopics are created before W5's baseline is read.
 const warmupTopics = 256
 
-// settledFootprint waits for pid's resident size to settle (two readings
-// 200 ms apart within 1%, at most 5 s) and returns the last reading.
+// settledFootprint waits for pid's resident size to settle and returns the
+// last reading: readings every 200 ms, settled once those of the last
+// settleWindow are all within 1% of the latest (at most settleLimit). A
+// server returns what its collector left resident a second or two after it
+// goes quiet (cmd/magnetar/trim.go); a shorter window reads the headroom of
+// the creations just ended, which is why rssAfter is reported too.
 func settledFootprint(ctx context.Context, pid int) (rss int64, fds int, err error) {
-	prev, prevAt := int64(-1), time.Time{}
-	waitFor(ctx, 5*time.Second, func() bool {
-		if time.Since(prevAt) < 200*time.Millisecond {
+	type reading struct {
+		at  time.Time
+		rss int64
+	}
+	var window []reading
+	waitFor(ctx, settleLimit, func() bool {
+		if n := len(window); n > 0 && time.Since(window[n-1].at) < 200*time.Millisecond {
 			return false
 		}
 		r, f, ferr := procFootprint(pid)
@@ -249,12 +266,30 @@ func settledFootprint(ctx context.Context, pid int) (rss int64, fds int, err err
 			err = ferr
 			return true
 		}
-		settled := prev > 0 && abs(r-prev) <= prev/100
-		prev, prevAt, rss, fds = r, time.Now(), r, f
-		return settled
+		now := time.Now()
+		rss, fds = r, f
+		window = append(window, reading{now, r})
+		for len(window) > 0 && now.Sub(window[0].at) > settleWindow {
+			window = window[1:]
+		}
+		if now.Sub(window[0].at) < settleWindow-250*time.Millisecond {
+			return false // not a full window yet
+		}
+		for _, w := range window {
+			if abs(w.rss-r) > r/100 {
+				return false
+			}
+		}
+		return true
 	})
 	return rss, fds, err
 }
+
+// settleWindow and settleLimit bound settledFootprint.
+const (
+	settleWindow = 2 * time.Second
+	settleLimit  = 15 * time.Second
+)
 
 // procFootprint returns pid's resident set size (VmRSS of
 // /proc/<pid>/status) in bytes and its number of open files (entries of
