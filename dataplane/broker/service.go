@@ -227,14 +227,18 @@ func (s *Service) autoCreate(p Policies, t TopicName) (bool, int) {
 	return !s.cfg.DisableAutoTopicCreation, 0
 }
 
-// namespacePolicies reads t's namespace policies; a missing namespace is
-// TopicNotFound for the client.
+// namespacePolicies returns t's namespace policies for a lookup: the
+// snapshot the policy watch keeps current (policywatch.go), read from the
+// store only while the watch is not live or the namespace is not known yet.
+// A lookup used to read the record every time: 9% of the standalone's CPU
+// while W5 attached a producer to each of 100,000 topics. A missing
+// namespace is TopicNotFound for the client.
 func (s *Service) namespacePolicies(ctx context.Context, t TopicName) (Policies, error) {
-	p, _, err := s.res.GetNamespace(ctx, t.Tenant, t.Namespace)
-	if errors.Is(err, ErrNotFound) {
-		return p, protocol.ErrTopicNotFound.WithMessage("Namespace not found: " + t.NamespaceName())
+	snap, err := s.namespaceSnapshot(ctx, t)
+	if err != nil {
+		return Policies{}, err
 	}
-	return p, err
+	return snap.Policies, nil
 }
 
 // topicOpen says whether opening a topic may create it.
