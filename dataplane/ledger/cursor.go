@@ -278,7 +278,9 @@ func (ml *ManagedLedger) markDirty(c *Cursor) {
 // flushCursors stores every changed durable cursor.
 func (ml *ManagedLedger) flushCursors() error {
 	ml.mu.Lock()
-	if ml.state == stateFenced {
+	if ml.state == stateFenced || len(ml.dirty) == 0 {
+		// Nothing changed (a managed ledger's first pass after it is
+		// opened): no timeout context to build.
 		ml.mu.Unlock()
 		return nil
 	}
