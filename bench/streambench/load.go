@@ -209,6 +209,12 @@ func pauseGC(on bool) (resume func()) {
 	return collectKeepingPages
 }
 
+// teardownTimeout bounds an adapter's teardown after a run. A peer far
+// behind its offered load can take tens of seconds to drop what it holds
+// (NATS deleting a W4 stream at 64 consumers took more than 30 s); the
+// run's own -timeout still bounds a server that never answers.
+const teardownTimeout = 2 * time.Minute
+
 // runLoad sets up a, runs the load and tears a down.
 func runLoad(ctx context.Context, a adapter, spec topicSpec, ls loadSpec) (res runResult, err error) {
 	rec := newRecorder(time.Time{}, time.Time{})
@@ -217,7 +223,7 @@ func runLoad(ctx context.Context, a adapter, spec topicSpec, ls loadSpec) (res r
 		rec.window = make(chan struct{}, ls.window)
 	}
 	defer func() {
-		tctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		tctx, cancel := context.WithTimeout(context.Background(), teardownTimeout)
 		defer cancel()
 		if terr := a.teardown(tctx); err == nil && terr != nil {
 			err = terr

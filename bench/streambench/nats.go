@@ -171,20 +171,34 @@ func (a *natsAdapter) publish(ctx context.Context, payload []byte) error {
 	return nil
 }
 
+// natsStopWait bounds teardown's wait for the consumers to stop.
+const natsStopWait = 10 * time.Second
+
 func (a *natsAdapter) teardown(ctx context.Context) error {
 	for _, cc := range a.ccs {
 		cc.Stop()
 	}
+	// Stop is asynchronous; Closed reports the end of its goroutines. The
+	// wait is bounded on its own so that the stream's deletion keeps the
+	// rest of ctx: a NATS server far behind (W4 (a) at 64 consumers) once
+	// spent the whole teardown budget here and in the deletion, and the
+	// run dropped NATS from the later rounds.
+	stopped := time.After(natsStopWait)
+wait:
 	for _, cc := range a.ccs {
-		select { // Stop is asynchronous; Closed reports the end of its goroutines
+		select {
 		case <-cc.Closed():
+		case <-stopped:
+			break wait
 		case <-ctx.Done():
+			break wait
 		}
 	}
 	var err error
 	if a.stream != nil {
+		t0 := time.Now()
 		if derr := a.js.DeleteStream(ctx, a.stream.CachedInfo().Config.Name); derr != nil {
-			err = fmt.Errorf("streambench: delete stream: %w", derr)
+			err = fmt.Errorf("streambench: delete stream (after %v): %w", time.Since(t0).Round(time.Millisecond), derr)
 		}
 	}
 	if a.nc != nil {
