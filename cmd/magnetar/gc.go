@@ -8,16 +8,18 @@ import (
 // serverGCPercent is the Go collector's target for the processes that load
 // topics (broker, standalone) when GOGC is not set. Their heap is mostly
 // long-lived: every loaded topic's managed ledger, registry entries and
-// metadata-store index, ~1 KiB each, and each cycle marks all of it, so
-// the collector's share of a busy server's CPU falls as GOGC rises: W5
-// created 8,098 topics/s at 50 and 9,556/s at 200 (medians of three
-// alternating runs; 400 was no better; docs/benchmarks.md, fifteenth
-// session). Between cycles the heap may grow by GOGC percent of what is
-// live, and an idle process would keep that headroom resident (2.9 KiB
-// per idle topic at 100,000 topics at 200, 1.7 at 50): the idle trimmer
-// returns it once the load stops (trim.go). Pulsar ships tuned collector
-// settings for its brokers too (pulsar_env.sh); GOGC overrides.
-const serverGCPercent = 200
+// metadata-store index, ~1 KiB each. At the runtime's default (100) the
+// heap may grow to twice what is live before a collection, and a broker
+// under load keeps that headroom resident (3.1 KiB per topic with a
+// producer on each of 100,000 topics, 2.4 at 50). 50 costs next to nothing
+// in throughput: W2 at 50 and 100 alternating, 178,367 and 173,896 msg/s
+// against 183,440 and 168,450; W5's creation rate 9,433 median against
+// 9,605. 200 made fewer collections but cut W2 to 134,974-157,336 msg/s
+// against 161,299-217,804 at 50 (docs/benchmarks.md, fifteenth session).
+// What an idle process keeps of the headroom, the idle trimmer returns
+// (trim.go). Pulsar ships tuned collector settings for its brokers too
+// (pulsar_env.sh); GOGC overrides.
+const serverGCPercent = 50
 
 // applyServerGC sets serverGCPercent unless the environment (getenv)
 // chooses GOGC itself, and reports whether it did.

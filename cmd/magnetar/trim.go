@@ -11,25 +11,22 @@ import (
 // Between two cycles the collector lets the heap grow by GOGC percent of
 // what the last cycle found live, and the runtime keeps the pages that
 // garbage occupied resident: a server that has just created 100,000 topics
-// holds that headroom for as long as it stays idle. A low GOGC keeps the
-// headroom small but makes every busy second pay for more cycles (W5's
-// creation rate at GOGC 50 against 200: 8,098 against 9,556 created/s,
-// medians of three alternating runs, docs/benchmarks.md, fifteenth
-// session). So the servers collect at serverGCPercent under load, and an
-// idle trimmer returns the headroom once the load stops, as the JVM's G1
-// does with G1PeriodicGCInterval (JEP 346): every trimEvery it reads how
-// much the process allocated since its last look; when that was at most
-// trimQuiet (the process is quiet) and at least trimAfter was allocated
-// since its last trim (enough garbage to be worth a collection), it
-// collects and hands every free page back to the kernel
-// (debug.FreeOSMemory). Trims cost a collection of the live heap each; the
-// trimAfter floor bounds them to one per 32 MiB allocated, so a process
-// that allocates slowly but steadily trims now and then instead of every
+// holds the headroom of its last busy second for as long as it stays
+// idle, and the scavenger returns it only slowly. The idle trimmer returns
+// it once the load stops, as the JVM's G1 does with G1PeriodicGCInterval
+// (JEP 346): every trimEvery it reads how much the process allocated since
+// its last look; when that was at most trimQuiet (the process is quiet) and
+// at least trimAfter was allocated since its last trim (enough garbage to
+// be worth a collection), it collects and hands every free page back to
+// the kernel (debug.FreeOSMemory). At 100,000 idle topics W5 read 1.4
+// KiB resident per topic with it, 1.7 before it (with a shorter settle;
+// docs/benchmarks.md, fifteenth session). Trims cost a collection of the live heap each; the trimAfter
+// floor bounds them to one per 32 MiB allocated, so a process that
+// allocates slowly but steadily trims now and then instead of every half
 // second.
 //
 // The trim comes 0.5-1 s after the load stops (the first look that covers
-// none of it), plus the collection: at 100,000 topics ~0.3 s, from 3.1 to
-// 1.7-1.8 KiB resident per topic.
+// none of it), plus the collection: at 100,000 topics ~0.3 s.
 const (
 	trimEvery = 500 * time.Millisecond
 	trimQuiet = 512 << 10 // bytes allocated in trimEvery, at most, for a quiet process (1 MiB/s)
