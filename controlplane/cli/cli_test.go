@@ -348,6 +348,13 @@ func (cp *controlPlane) playAgent(t *testing.T, progress *syncBuffer, cluster st
 			}); err != nil {
 				return errors.New("cluster never appeared")
 			}
+			// The CLI shows the operation's first state before the agent
+			// moves it on (reporting at once, the agent could move it to
+			// RUNNING before the CLI's first look, and PENDING was never
+			// shown).
+			if err := poll(ctx, func() bool { return strings.Contains(progress.String(), "PENDING") }); err != nil {
+				return errors.New("the CLI never showed PENDING")
+			}
 			if _, err := cp.agent.ReportClusterStatus(ctx, &cpv1.ReportClusterStatusRequest{Name: cluster,
 				State: cpv1.ReportClusterStatusRequest_PROGRESSING, Message: "starting brokers"}); err != nil {
 				return err
