@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"regexp"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -70,9 +72,16 @@ func newMetrics(s *Service) *metrics {
 	}, func() float64 { return float64(len(s.openTopics())) })
 	m.reg.MustRegister(m.lookups, m.bundleAcquired, m.bundleReleased, m.topicLoads, m.inMessages, m.inBytes, m.publishSeconds,
 		m.outMessages, m.outBytes, m.sessionLost, m.loadManagerMoves, topics,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(forcedCycles)),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
+
+// forcedCycles adds the collections the process forced itself to the Go
+// collector's defaults (go_gc_cycles_forced_gc_cycles_total): the servers'
+// idle trimmer (cmd/magnetar trim.go) is what forces them, so the counter
+// says how often an idle broker handed its free heap back.
+var forcedCycles = collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/cycles/forced:gc-cycles$`)}
 
 // Metrics returns the broker's Prometheus registry (served on /metrics by the
 // admin HTTP server).
