@@ -11,9 +11,11 @@
 // The load generator's own garbage collection added tens of milliseconds
 // to the tail it measures, for every system alike: it collects before and
 // after each run and not otherwise, keeping the pages it freed for the
-// next run, and writes the heap a W1 run allocates (at least 2 GiB) once before the first round
-// (-prefault; page faults cost 7-15 µs on this virtual machine and took
-// most of the generator's CPU; memory.go). Its memory limit is 256 MiB above that: a longer run collects rather than fault.
+// next run, and writes the heap a W1 run allocates (at least 2 GiB) once
+// before the first round (-prefault; page faults cost 7-15 µs on this
+// virtual machine and took most of the generator's CPU; memory.go). Its
+// memory limit is 256 MiB above that: a longer run collects rather than
+// fault.
 // -gc-during-runs turns the collector back on, at GOGC 400 (-gogc).
 // -timeline prints each open-loop run's worst latency per 100 ms to show
 // where a tail comes from. The servers are separate processes with their
