@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"sync"
 	"time"
@@ -83,8 +82,8 @@ func runManyTopics(ctx context.Context, m *magnetarSystem, dir string, o options
 		}
 	}()
 	res.topics = o.topics
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: o.createInflight}}
-	defer hc.CloseIdleConnections()
+	pc := newPutClient(srv.http, o.createInflight)
+	defer pc.close()
 
 	// The baseline is a server that has created topics already: the
 	// per-topic figures are what one more topic costs, not the code and
@@ -96,7 +95,7 @@ func runManyTopics(ctx context.Context, m *magnetarSystem, dir string, o options
 		warm[i] = fmt.Sprintf("w5-warmup-%d", i)
 	}
 	if err := forEachParallel(ctx, o.createInflight, warm, func(ctx context.Context, name string) error {
-		return httpPut(ctx, hc, "http://"+srv.http+"/admin/v2/persistent/public/default/"+name)
+		return pc.put(ctx, "/admin/v2/persistent/public/default/"+name)
 	}); err != nil {
 		return res, 0, fmt.Errorf("streambench: W5 warm-up topics: %w", err)
 	}
@@ -110,7 +109,7 @@ func runManyTopics(ctx context.Context, m *magnetarSystem, dir string, o options
 	}
 	t0 := time.Now()
 	err = forEachParallel(ctx, o.createInflight, names, func(ctx context.Context, name string) error {
-		return httpPut(ctx, hc, "http://"+srv.http+"/admin/v2/persistent/public/default/"+name)
+		return pc.put(ctx, "/admin/v2/persistent/public/default/"+name)
 	})
 	res.create = time.Since(t0)
 	if err != nil {
@@ -224,22 +223,6 @@ feed:
 		first = ctx.Err()
 	}
 	return first
-}
-
-func httpPut(ctx context.Context, hc *http.Client, url string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("streambench: PUT %s: %s", url, resp.Status)
-	}
-	return nil
 }
 
 // warmupTopics are created before W5's baseline is read.
