@@ -154,57 +154,61 @@ func (o *options) shorten() {
 	o.topics, o.topicsRate = 50, 100
 }
 
-func main() {
+// cliExtras are the command-line settings that are not options: they act
+// on the load generator process itself.
+type cliExtras struct {
+	markdown  string // -markdown
+	selfPprof string // -self-pprof
+	gogc      int    // -gogc
+}
+
+// parseArgs parses the command line (without the program name) into the
+// options and the process settings. -short applies the smoke
+// configuration, under explicitly set flags.
+func parseArgs(args []string) (options, cliExtras, error) {
 	o := defaultOptions()
-	var workloads, systems, markdown, fanouts, backlog, prefault string
+	var x cliExtras
+	var workloads, systems, fanouts, backlog, prefault, magnetarFlags string
 	var short bool
-	flag.StringVar(&workloads, "workloads", "W1,W2,W3,W4,W5,W6,W7", "workloads to run")
-	flag.StringVar(&systems, "systems", strings.Join(o.systems, ","), "systems to run: magnetar first, then peers (nats, redis, magnetar-cluster: 3 bookies + 2 brokers, magnetar-copied: the standalone with --copy-to-entry-logs)")
-	flag.IntVar(&o.rounds, "rounds", o.rounds, "interleaved rounds per system")
-	flag.DurationVar(&o.duration, "duration", o.duration, "measured time of each run")
-	flag.DurationVar(&o.warmup, "warmup", o.warmup, "warm-up before each measurement (excluded)")
-	flag.IntVar(&o.rate, "rate", o.rate, "W1 rate in msg/s")
-	flag.IntVar(&o.size, "size", o.size, "message size in bytes")
-	flag.IntVar(&o.window, "window", o.window, "W2 messages in flight (closed loop), over all partitions")
-	flag.IntVar(&o.createInflight, "create-inflight", o.createInflight, "W5 topic creations (admin requests) in flight")
-	flag.IntVar(&o.fanoutRate, "fanout-rate", o.fanoutRate, "W4 msg/s published to the one topic")
-	flag.StringVar(&fanouts, "fanouts", joinInts(o.fanouts), "W4 subscription counts")
-	flag.StringVar(&backlog, "backlog", sizeName(int(o.backlog)), "W6 backlog to build and catch up on (the full run: 1GiB)")
-	flag.StringVar(&prefault, "prefault", "", "heap the load generator writes once before the first round, so runs do not take page faults on fresh memory (default: what a W1 run of -warmup + -duration + -drain allocates, at least 2GiB; 0: none; -short: none)")
-	flag.IntVar(&o.catchupRate, "catchup-rate", o.catchupRate, "W6 producer msg/s while the backlog is read")
-	flag.StringVar(&o.pprofAddr, "pprof-addr", "", "start Magnetar with --pprof-addr (for example 127.0.0.1:6061) to profile it while a workload runs")
-	flag.Int64Var(&o.backlogReadRate, "backlog-read-rate", 0, "start Magnetar with --backlog-read-rate (bytes/s; catch-up reads paced; 0: unpaced, the default)")
-	flag.Float64Var(&o.catchupPaced, "catchup-paced", o.catchupPaced, "W6 also on a Magnetar with --backlog-read-rate at this multiple of the producer's byte rate (row \"magnetar paced\"; 0: not run)")
-	flag.DurationVar(&o.catchupLimit, "catchup-limit", o.catchupLimit, "W6 longest catch-up (then reported as not caught up)")
-	flag.IntVar(&o.topics, "topics", o.topics, "W5 topics to create (the full run: 100000)")
-	flag.IntVar(&o.topicsRate, "topics-rate", o.topicsRate, "W5 total msg/s, round robin over the topics")
-	flag.StringVar(&o.dir, "dir", "", "directory for binaries and data (default: the system temp dir)")
-	flag.BoolVar(&o.timeline, "timeline", false, "after each open-loop run, print its worst publish latency (ms) per 100 ms of scheduled send time, warm-up included and marked with |")
-	flag.BoolVar(&short, "short", false, "smoke run: tiny rates and durations, one round")
-	flag.StringVar(&markdown, "markdown", "", "also write the Markdown section (date, commit, command, limits, tables, load) to this file")
-	flag.BoolVar(&o.gcDuringRuns, "gc-during-runs", false, "leave the load generator's garbage collector on during each run (default: collect between runs, not in them; its cycles put 20-30 ms spikes into every system's latency)")
-	magnetarFlags := flag.String("magnetar-flags", "", "extra flags for every Magnetar standalone started (space-separated, for example \"--journal-buffered-writes\")")
-	flag.DurationVar(&o.timeout, "timeout", o.timeout, "stop the whole run (servers included) with an error after this long (0: never); a run whose server hung or lost its data directory otherwise keeps going")
-	selfPprof := flag.String("self-pprof", "", "serve the load generator's own /debug/pprof on this address (for example 127.0.0.1:6062)")
-	gogc := flag.Int("gogc", 400, "GOGC of the load generator itself until its first run, and with -gc-during-runs (servers are separate processes and keep their own)")
-	flag.Parse()
-	// The load generator allocates a payload per message and its clients
-	// more; at the default GOGC its collector ran every ~180 ms for ~40 ms
-	// on the two cores the servers share, and its pauses and assists
-	// showed up in every system's latency (Magnetar's W1 memory-only e2e
-	// p99 22.8-27.9 ms at GOGC 100, 13.8-14.1 ms at 400: docs/benchmarks.md).
-	debug.SetGCPercent(*gogc)
-	o.magnetarFlags = strings.Fields(*magnetarFlags)
-	if *selfPprof != "" {
-		ln, err := net.Listen("tcp", *selfPprof)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "streambench:", err)
-			os.Exit(2)
-		}
-		go http.Serve(ln, nil) // net/http/pprof registers on the default mux
+	fs := flag.NewFlagSet("streambench", flag.ContinueOnError)
+	fs.StringVar(&workloads, "workloads", "W1,W2,W3,W4,W5,W6,W7", "workloads to run")
+	fs.StringVar(&systems, "systems", strings.Join(o.systems, ","), "systems to run: magnetar first, then peers (nats, redis, magnetar-cluster: 3 bookies + 2 brokers, magnetar-copied: the standalone with --copy-to-entry-logs)")
+	fs.IntVar(&o.rounds, "rounds", o.rounds, "interleaved rounds per system")
+	fs.DurationVar(&o.duration, "duration", o.duration, "measured time of each run")
+	fs.DurationVar(&o.warmup, "warmup", o.warmup, "warm-up before each measurement (excluded)")
+	fs.IntVar(&o.rate, "rate", o.rate, "W1 rate in msg/s")
+	fs.IntVar(&o.size, "size", o.size, "message size in bytes")
+	fs.IntVar(&o.window, "window", o.window, "W2 messages in flight (closed loop), over all partitions")
+	fs.IntVar(&o.createInflight, "create-inflight", o.createInflight, "W5 topic creations (admin requests) in flight")
+	fs.IntVar(&o.fanoutRate, "fanout-rate", o.fanoutRate, "W4 msg/s published to the one topic")
+	fs.StringVar(&fanouts, "fanouts", joinInts(o.fanouts), "W4 subscription counts")
+	fs.StringVar(&backlog, "backlog", sizeName(int(o.backlog)), "W6 backlog to build and catch up on (the full run: 1GiB)")
+	fs.StringVar(&prefault, "prefault", "", "heap the load generator writes once before the first round, so runs do not take page faults on fresh memory (default: what a W1 run of -warmup + -duration + -drain allocates, at least 2GiB; 0: none; -short: none)")
+	fs.IntVar(&o.catchupRate, "catchup-rate", o.catchupRate, "W6 producer msg/s while the backlog is read")
+	fs.StringVar(&o.pprofAddr, "pprof-addr", "", "start Magnetar with --pprof-addr (for example 127.0.0.1:6061) to profile it while a workload runs")
+	fs.Int64Var(&o.backlogReadRate, "backlog-read-rate", 0, "start Magnetar with --backlog-read-rate (bytes/s; catch-up reads paced; 0: unpaced, the default)")
+	fs.Float64Var(&o.catchupPaced, "catchup-paced", o.catchupPaced, "W6 also on a Magnetar with --backlog-read-rate at this multiple of the producer's byte rate (row \"magnetar paced\"; 0: not run)")
+	fs.DurationVar(&o.catchupLimit, "catchup-limit", o.catchupLimit, "W6 longest catch-up (then reported as not caught up)")
+	fs.IntVar(&o.topics, "topics", o.topics, "W5 topics to create (the full run: 100000)")
+	fs.IntVar(&o.topicsRate, "topics-rate", o.topicsRate, "W5 total msg/s, round robin over the topics")
+	fs.StringVar(&o.dir, "dir", "", "directory for binaries and data (default: the system temp dir)")
+	fs.BoolVar(&o.timeline, "timeline", false, "after each open-loop run, print its worst publish latency (ms) per 100 ms of scheduled send time, warm-up included and marked with |")
+	fs.BoolVar(&short, "short", false, "smoke run: tiny rates and durations, one round")
+	fs.StringVar(&x.markdown, "markdown", "", "also write the Markdown section (date, commit, command, limits, tables, load) to this file")
+	fs.BoolVar(&o.gcDuringRuns, "gc-during-runs", false, "leave the load generator's garbage collector on during each run (default: collect between runs, not in them; its cycles put 20-30 ms spikes into every system's latency)")
+	fs.StringVar(&magnetarFlags, "magnetar-flags", "", "extra flags for every Magnetar standalone started (space-separated, for example \"--journal-buffered-writes\")")
+	fs.DurationVar(&o.timeout, "timeout", o.timeout, "stop the whole run (servers included) with an error after this long (0: never); a run whose server hung or lost its data directory otherwise keeps going")
+	fs.StringVar(&x.selfPprof, "self-pprof", "", "serve the load generator's own /debug/pprof on this address (for example 127.0.0.1:6062)")
+	fs.IntVar(&x.gogc, "gogc", 400, "GOGC of the load generator itself until its first run, and with -gc-during-runs (servers are separate processes and keep their own)")
+	if err := fs.Parse(args); err != nil {
+		return o, x, err
 	}
+	if fs.NArg() > 0 {
+		return o, x, fmt.Errorf("streambench: unexpected arguments %q", fs.Args())
+	}
+	o.magnetarFlags = strings.Fields(magnetarFlags)
 	set := map[string]bool{}
-	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if short { // explicit flags win over -short
 		explicit := o
 		o.shorten()
@@ -227,21 +231,36 @@ func main() {
 	}
 	var err error
 	if !short || set["fanouts"] {
-		o.fanouts, err = parseInts(fanouts)
+		if o.fanouts, err = parseInts(fanouts); err != nil {
+			return o, x, err
+		}
 	}
-	if err == nil && (!short || set["backlog"]) {
-		o.backlog, err = parseSize(backlog)
+	if !short || set["backlog"] {
+		if o.backlog, err = parseSize(backlog); err != nil {
+			return o, x, err
+		}
 	}
-	if err == nil && set["prefault"] {
-		o.prefault, err = parseSizeOrZero(prefault)
-	} else if !short {
+	switch {
+	case set["prefault"]:
+		if o.prefault, err = parseSizeOrZero(prefault); err != nil {
+			return o, x, err
+		}
+	case !short:
 		o.prefault = prefaultFor(o.warmup + o.duration + o.drain)
 	}
-	if err == nil {
-		o.workloads, err = parseWorkloads(workloads)
+	if o.workloads, err = parseWorkloads(workloads); err != nil {
+		return o, x, err
 	}
-	if err == nil {
-		o.systems, err = parseSystems(systems)
+	if o.systems, err = parseSystems(systems); err != nil {
+		return o, x, err
+	}
+	return o, x, nil
+}
+
+func main() {
+	o, x, err := parseArgs(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
 	}
 	if err == nil {
 		o.root, err = moduleRoot()
@@ -249,6 +268,20 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "streambench:", err)
 		os.Exit(2)
+	}
+	// The load generator allocates a payload per message and its clients
+	// more; at the default GOGC its collector ran every ~180 ms for ~40 ms
+	// on the two cores the servers share, and its pauses and assists
+	// showed up in every system's latency (Magnetar's W1 memory-only e2e
+	// p99 22.8-27.9 ms at GOGC 100, 13.8-14.1 ms at 400: docs/benchmarks.md).
+	debug.SetGCPercent(x.gogc)
+	if x.selfPprof != "" {
+		ln, err := net.Listen("tcp", x.selfPprof)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "streambench:", err)
+			os.Exit(2)
+		}
+		go http.Serve(ln, nil) // net/http/pprof registers on the default mux
 	}
 	o.command = commandLine(os.Args)
 	// With the collector paused (pauseGC), the heap stops at this limit,
@@ -270,7 +303,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := runAndReport(ctx, o, os.Stdout, os.Stderr, markdown); err != nil {
+	if err := runAndReport(ctx, o, os.Stdout, os.Stderr, x.markdown); err != nil {
 		fmt.Fprintln(os.Stderr, "streambench:", err)
 		stop()
 		os.Exit(1)
