@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -9,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestPutClientReusesConnectionsAndReadsAnswers runs the W5 client against
@@ -33,6 +35,8 @@ func TestPutClientReusesConnectionsAndReadsAnswers(t *testing.T) {
 		case strings.HasSuffix(r.URL.Path, "/chunked"):
 			w.WriteHeader(http.StatusOK)
 			w.Write([]byte(strings.Repeat("x", 10000))) // over the server's buffer: chunked
+		case strings.HasSuffix(r.URL.Path, "/hang"):
+			<-r.Context().Done() // until the client goes away
 		case strings.HasSuffix(r.URL.Path, "/close"):
 			w.Header().Set("Connection", "close")
 			w.WriteHeader(http.StatusNoContent)
@@ -87,9 +91,16 @@ func TestPutClientReusesConnectionsAndReadsAnswers(t *testing.T) {
 	if r := pc.redials.Load(); r != 1 {
 		t.Fatalf("%d redials after the server dropped the idle connection, want 1", r)
 	}
+	// A server that does not answer: the put ends with its context.
+	hctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	t0 := time.Now()
+	if err := pc.put(hctx, "/i/hang"); !errors.Is(err, context.DeadlineExceeded) || time.Since(t0) > 10*time.Second {
+		t.Fatalf("put to a server that does not answer: %v after %v, want the context's deadline", err, time.Since(t0))
+	}
 	mu.Lock()
 	defer mu.Unlock()
-	want := "PUT /a,PUT /b/chunked,PUT /c,PUT /d/conflict,PUT /e,PUT /f/close,PUT /g,PUT /h"
+	want := "PUT /a,PUT /b/chunked,PUT /c,PUT /d/conflict,PUT /e,PUT /f/close,PUT /g,PUT /h,PUT /i/hang"
 	if got := strings.Join(paths, ","); got != want {
 		t.Fatalf("server saw %s, want %s", got, want)
 	}
