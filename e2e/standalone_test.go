@@ -252,17 +252,8 @@ func TestStandaloneGCPercent(t *testing.T) {
 	for _, tc := range []struct{ env, want string }{{"", "50"}, {"80", "80"}} {
 		t.Setenv("GOGC", tc.env)
 		sp := startStandaloneProc(t, filepath.Join(t.TempDir(), "data"))
-		resp, err := http.Get("http://" + sp.httpAddr + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := "\ngo_gc_gogc_percent " + tc.want + "\n"; !strings.Contains(string(body), want) {
-			t.Errorf("GOGC=%q: /metrics lacks %q", tc.env, strings.TrimSpace(want))
+		if got := scrapeMetrics(t, sp.httpAddr, "go_gc_gogc_percent")["go_gc_gogc_percent"]; strconv.FormatFloat(got, 'g', -1, 64) != tc.want {
+			t.Errorf("GOGC=%q: go_gc_gogc_percent %v, want %s", tc.env, got, tc.want)
 		}
 		sp.Terminate()
 	}
