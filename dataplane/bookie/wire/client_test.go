@@ -313,7 +313,9 @@ func TestClientAddsRecycledCalls(t *testing.T) {
 		}
 		return &Response{Op: OpAdd, LedgerID: r.LedgerID, EntryID: r.EntryID}
 	})
-	c := dialTest(t, fb.addr(), ClientConfig{RequestTimeout: 200 * time.Millisecond})
+	// Answered adds must not time out: under -race on a loaded machine,
+	// 200 ms was once too short for one of the 2,000.
+	c := dialTest(t, fb.addr(), ClientConfig{RequestTimeout: time.Second})
 	errs := make([]error, n)
 	var done sync.WaitGroup
 	done.Add(n)

@@ -1,6 +1,7 @@
 package process_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -95,13 +96,21 @@ func produceConsume(t *testing.T, serviceURL, topic, payload string) {
 	}
 }
 
+// processGone reports whether pid has exited: reaped here if it is our
+// child, gone from /proc, or a zombie.
 func processGone(pid int) bool {
 	var ws syscall.WaitStatus
 	if wpid, _ := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil); wpid == pid {
 		return true
 	}
 	raw, err := os.ReadFile("/proc/" + itoa(pid) + "/stat")
-	return err != nil || len(raw) == 0
+	if err != nil || len(raw) == 0 {
+		return true
+	}
+	// "pid (comm) S ...": a zombie (Z) has exited; its parent, maybe another
+	// goroutine's Wait, has not reaped it yet.
+	i := bytes.LastIndexByte(raw, ')')
+	return i >= 0 && i+2 < len(raw) && raw[i+2] == 'Z'
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
