@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/magnetar-dev/magnetar/bench/internal/machine"
 )
 
 // TestShortRun runs the harness in its smoke configuration against a real
@@ -126,6 +128,9 @@ func TestShortRun(t *testing.T) {
 		if !strings.Contains(string(mdText), want) {
 			t.Errorf("markdown lacks %q:\n%s", want, mdText)
 		}
+	}
+	if d := machine.DAMON(machine.DAMONRoot); d != "" && !strings.Contains(string(mdText), "| kernel DAMON monitors | "+d+" |") {
+		t.Errorf("markdown lacks the kernel's DAMON monitors (%s):\n%s", d, mdText)
 	}
 	if strings.Contains(text.String(), "failed") {
 		t.Errorf("report has failed cells:\n%s", text.String())

@@ -199,6 +199,11 @@ func buildReport(o options, res *results) *report {
 			lim.t.Add(fmt.Sprintf("group commit at %d msg/s of %s, p%v", o.rate, sizeName(o.size), q*100), fmtDur(float64(h.Quantile(q))))
 		}
 	}
+	if res.limits.damon != "" {
+		// Its sampling stalls every process at once on the machine these
+		// benchmarks were written on (machine.DAMON).
+		lim.t.Add("kernel DAMON monitors", res.limits.damon)
+	}
 	rep.sections = append(rep.sections, lim)
 	peers := o.systems[1:]
 	w := o.workloads

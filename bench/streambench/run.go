@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -45,6 +46,7 @@ type limits struct {
 	// rate and message size (machine.GroupCommitAtRate): the latency floor
 	// of durability column (a) on this disk.
 	groupCommit *latency.Histogram
+	damon       string // the kernel's running DAMON monitors (machine.DAMON)
 }
 
 // results holds every measurement of a harness run.
@@ -109,10 +111,11 @@ func run(ctx context.Context, o options, systems []system, progress io.Writer) (
 	if res.limits.groupCommit, _, err = machine.GroupCommitAtRate(tmp, o.size, float64(o.rate), time.Second, max(o.limitDuration, 2*time.Second)); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(progress, "limits: fsync'd appends 4KiB %.1f MB/s, 64KiB %.1f MB/s, 1MiB %.1f MB/s; loopback RTT p50 %v p99 %v; group commit at %d msg/s p50 %v p99 %v\n",
+	res.limits.damon = machine.DAMON(machine.DAMONRoot)
+	fmt.Fprintf(progress, "limits: fsync'd appends 4KiB %.1f MB/s, 64KiB %.1f MB/s, 1MiB %.1f MB/s; loopback RTT p50 %v p99 %v; group commit at %d msg/s p50 %v p99 %v; kernel DAMON %s\n",
 		res.limits.fsyncBps[4<<10]/1e6, res.limits.fsyncBps[64<<10]/1e6, res.limits.fsyncBps[1<<20]/1e6,
 		res.limits.rtt.Quantile(0.5), res.limits.rtt.Quantile(0.99),
-		o.rate, res.limits.groupCommit.Quantile(0.5), res.limits.groupCommit.Quantile(0.99))
+		o.rate, res.limits.groupCommit.Quantile(0.5), res.limits.groupCommit.Quantile(0.99), cmp.Or(res.limits.damon, "not present"))
 
 	for round := 1; round <= o.rounds; round++ {
 		for _, s := range systems {

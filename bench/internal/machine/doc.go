@@ -3,7 +3,8 @@
 // everything else), the CPU time and disk writes of one process
 // (/proc/<pid>/stat and /proc/<pid>/io), the commit being measured, and two
 // limits every result is read against: fsync'd sequential appends to a
-// plain file and the loopback TCP round trip.
+// plain file and the loopback TCP round trip; and the kernel's DAMON
+// monitors, whose sampling stalls every process at once on some machines.
 //
 // Callers: the commands under bench/ (ledgerbench, streambench).
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"testing"
 	"time"
@@ -138,5 +139,40 @@ func TestTopOthers(t *testing.T) {
 	}
 	if p, ok := find(TopOthers(a, b, os.Getpid(), 5)); ok {
 		t.Fatalf("our own child counted among the others: %v", p)
+	}
+}
+
+// TestDAMON reads a sysfs tree laid out as the kernel's: only kdamonds that
+// are on are described, with their intervals and scheme actions.
+func TestDAMON(t *testing.T) {
+	root := t.TempDir()
+	write := func(rel, v string) {
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(v+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("nr_kdamonds", "2")
+	write("0/state", "on")
+	write("0/contexts/nr_contexts", "1")
+	write("0/contexts/0/operations", "paddr")
+	write("0/contexts/0/monitoring_attrs/intervals/sample_us", "500000")
+	write("0/contexts/0/monitoring_attrs/intervals/aggr_us", "5000000")
+	write("0/contexts/0/schemes/nr_schemes", "1")
+	write("0/contexts/0/schemes/0/action", "pageout")
+	write("1/state", "off")
+	write("1/contexts/0/operations", "vaddr")
+	if got, want := DAMON(root), "kdamond 0: paddr, sampling every 500ms, aggregating every 5s, pageout"; got != want {
+		t.Errorf("DAMON = %q, want %q", got, want)
+	}
+	write("0/state", "off")
+	if got := DAMON(root); got != "none" {
+		t.Errorf("with every kdamond off: %q, want none", got)
+	}
+	if got := DAMON(filepath.Join(root, "absent")); got != "" {
+		t.Errorf("without DAMON sysfs: %q, want empty", got)
 	}
 }
