@@ -18,12 +18,12 @@ import (
 // its last look; when that was at most trimQuiet (the process is quiet) and
 // at least trimAfter was allocated since its last trim (enough garbage to
 // be worth a collection), it collects and hands every free page back to
-// the kernel (debug.FreeOSMemory). At 100,000 idle topics W5 read 1.4
-// KiB resident per topic with it, 1.7 before it (with a shorter settle;
-// docs/benchmarks.md, fifteenth session). Trims cost a collection of the live heap each; the trimAfter
-// floor bounds them to one per 32 MiB allocated, so a process that
-// allocates slowly but steadily trims now and then instead of every half
-// second.
+// the kernel (debug.FreeOSMemory). At 100,000 idle topics W5 read 1.4 KiB
+// resident per topic with it, 1.7 before it (with a shorter settle;
+// docs/benchmarks.md, fifteenth session). Trims cost a collection of the
+// live heap each; the trimAfter floor bounds them to one per 32 MiB
+// allocated, so a process that allocates slowly but steadily trims now and
+// then instead of every half second.
 //
 // The trim comes 0.5-1 s after the load stops (the first look that covers
 // none of it), plus the collection: at 100,000 topics ~0.3 s.

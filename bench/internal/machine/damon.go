@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -32,7 +31,7 @@ func DAMON(root string) string {
 		return ""
 	}
 	var out []string
-	for _, e := range ents {
+	for _, e := range ents { // ReadDir and Glob both return names sorted
 		if _, err := strconv.Atoi(e.Name()); err != nil || !e.IsDir() {
 			continue // nr_kdamonds
 		}
@@ -41,7 +40,6 @@ func DAMON(root string) string {
 			continue
 		}
 		ctxs, _ := filepath.Glob(filepath.Join(kd, "contexts", "[0-9]*"))
-		slices.Sort(ctxs)
 		for _, c := range ctxs {
 			parts := []string{cmp.Or(readTrim(filepath.Join(c, "operations")), "?")}
 			iv := filepath.Join(c, "monitoring_attrs", "intervals")
@@ -52,7 +50,6 @@ func DAMON(root string) string {
 				parts = append(parts, "aggregating every "+d.String())
 			}
 			schemes, _ := filepath.Glob(filepath.Join(c, "schemes", "[0-9]*"))
-			slices.Sort(schemes)
 			for _, s := range schemes {
 				if a := readTrim(filepath.Join(s, "action")); a != "" {
 					parts = append(parts, a)
