@@ -60,15 +60,18 @@ func (j *Journal) writeBuffered(buf []byte) error {
 }
 
 // stageBuf returns j.stage with room for n bytes, allocating a larger one
-// aligned to directBlock when it is too small.
+// aligned to directBlock when it is too small: at least twice the old, so
+// that groups growing under load do not each allocate, and touch, a new
+// stage (see reserveLocked).
 func (j *Journal) stageBuf(n int) []byte {
 	if cap(j.stage) < n {
-		b := make([]byte, n+directBlock)
+		c := max(n, 2*cap(j.stage))
+		b := make([]byte, c+directBlock)
 		off := 0
 		if r := int(uintptr(unsafe.Pointer(&b[0])) & (directBlock - 1)); r != 0 {
 			off = directBlock - r
 		}
-		j.stage = b[off : off+n : off+n]
+		j.stage = b[off : off+c : off+c]
 	}
 	return j.stage[:n]
 }

@@ -451,7 +451,7 @@ func (j *Journal) AppendChecksummed(ledger, entry, lac int64, data []byte, crc u
 		j.mu.Unlock()
 		return 0, err
 	}
-	j.buf = appendEntryRecord(j.buf, ledger, entry, lac, data, crc)
+	j.buf = appendEntryRecord(j.reserveLocked(EncodedLen(len(data))), ledger, entry, lac, data, crc)
 	return j.queuedLocked(EncodedLen(len(data)), done), nil
 }
 
@@ -472,7 +472,7 @@ func (j *Journal) appendLedger(t RecordType, ledger int64, done func(error)) uin
 		done(err)
 		return 0
 	}
-	j.buf = appendLedgerRecord(j.buf, t, ledger)
+	j.buf = appendLedgerRecord(j.reserveLocked(recordHeaderLen+ledgerPayloadLen), t, ledger)
 	return j.queuedLocked(recordHeaderLen+ledgerPayloadLen, done)
 }
 
@@ -549,6 +549,34 @@ func (j *Journal) waitSpaceLocked() error {
 		return ErrClosed
 	}
 	return nil
+}
+
+// firstPendingCap is the capacity of a pending buffer (j.buf, j.spare) when
+// it is first needed.
+const firstPendingCap = 256 << 10
+
+// reserveLocked returns j.buf with room for n more bytes. A buffer too
+// small doubles, up to what pending can reach (MaxPendingBytes and the
+// record that crosses it), rather than growing in append's steps of a
+// quarter: each step copies the pending group, under j.mu, into memory the
+// process has not touched before, and touching memory for the first time
+// is what a burst on a fresh bookie pays most for (a page fault per 4 KiB,
+// 15 µs each on the machine measured). With append's steps a journal whose
+// pending grew to a few MiB in the first second of W1 (a) spent 14% of the
+// process's CPU in those copies, holding every appender meanwhile
+// (docs/benchmarks.md, seventeenth session). Doubling copies at most as
+// much as the buffer finally holds, in a handful of steps, and the
+// capacity follows the pending bytes the load reached.
+func (j *Journal) reserveLocked(n int) []byte {
+	b := j.buf
+	if cap(b)-len(b) >= n {
+		return b
+	}
+	c := max(firstPendingCap, 2*cap(b))
+	c = min(c, j.opts.MaxPendingBytes+n)
+	nb := make([]byte, len(b), max(c, len(b)+n))
+	copy(nb, b)
+	return nb
 }
 
 // queuedLocked finishes an append of n bytes; it releases j.mu.
