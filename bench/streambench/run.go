@@ -180,8 +180,7 @@ func plan(o options, system string, d durability) []plannedRun {
 // runBlock runs one system's share of one round: a fresh server per
 // durability, every planned run against it.
 func runBlock(ctx context.Context, o options, s system, round int, tmp string, res *results, progress io.Writer) error {
-	bl := blockLoad{round: round, system: s.name(), before: machine.Snapshot()}
-	self0, _ := machine.ReadProc(os.Getpid())
+	bl, self0 := startLoad(round, s.name())
 	var serverCPU float64
 	for _, d := range allDurabilities {
 		runs := plan(o, s.name(), d)
@@ -266,6 +265,24 @@ func runBlock(ctx context.Context, o options, s system, round int, tmp string, r
 		res.manyTopics[s.name()] = append(res.manyTopics[s.name()], mr)
 		fmt.Fprintf(progress, "round %d %-8s W5 %s\n", round, s.name(), mr.describe())
 	}
+	bl.finish(self0, serverCPU)
+	res.loads = append(res.loads, bl)
+	return nil
+}
+
+// startLoad starts the load record of a block: the machine's and the
+// harness's own usage before it.
+func startLoad(round int, system string) (blockLoad, machine.ProcUsage) {
+	bl := blockLoad{round: round, system: system, before: machine.Snapshot()}
+	self0, _ := machine.ReadProc(os.Getpid())
+	return bl, self0
+}
+
+// finish completes bl as its block ends: self0 is the harness's usage at
+// startLoad, serverCPU the CPU seconds its servers used meanwhile. A block
+// whose other processes used more than noisyOthers cores is noisy, and
+// names the two busiest of them.
+func (bl *blockLoad) finish(self0 machine.ProcUsage, serverCPU float64) {
 	bl.after = machine.Snapshot()
 	self1, _ := machine.ReadProc(os.Getpid())
 	if secs := bl.after.At.Sub(bl.before.At).Seconds(); secs > 0 {
@@ -278,8 +295,6 @@ func runBlock(ctx context.Context, o options, s system, round int, tmp string, r
 	if bl.noisy {
 		bl.topOthers = machine.TopOthers(bl.before, bl.after, os.Getpid(), 2)
 	}
-	res.loads = append(res.loads, bl)
-	return nil
 }
 
 // timeline formats worst (one bucket per timelineStep) in milliseconds,
