@@ -142,6 +142,28 @@ func TestTopOthers(t *testing.T) {
 	}
 }
 
+// TestTopOthersOrder: over two made-up snapshots, the busiest others come
+// first, at most n of them, leaving out self and its descendants and the
+// processes not running at both.
+func TestTopOthersOrder(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	a := Load{At: t0, procs: map[int]procStat{
+		1: {comm: "init", ticks: 0}, 10: {comm: "self", ppid: 1, ticks: 0}, 11: {comm: "server", ppid: 10, ticks: 0},
+		20: {comm: "light", ppid: 1, ticks: 0}, 21: {comm: "heavy", ppid: 1, ticks: 0}, 22: {comm: "middle", ppid: 1, ticks: 0},
+		23: {comm: "gone", ppid: 1, ticks: 0},
+	}}
+	b := Load{At: t0.Add(2 * time.Second), procs: map[int]procStat{
+		1: {comm: "init", ticks: 0}, 10: {comm: "self", ppid: 1, ticks: 190}, 11: {comm: "server", ppid: 10, ticks: 180},
+		20: {comm: "light", ppid: 1, ticks: 10}, 21: {comm: "heavy", ppid: 1, ticks: 150}, 22: {comm: "middle", ppid: 1, ticks: 60},
+		24: {comm: "new", ppid: 1, ticks: 170},
+	}}
+	got := TopOthers(a, b, 10, 2)
+	want := []ProcCores{{"heavy", 21, 150.0 / clockTicks / 2}, {"middle", 22, 60.0 / clockTicks / 2}}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("TopOthers = %v, want %v", got, want)
+	}
+}
+
 // TestDAMON reads a sysfs tree laid out as the kernel's: only kdamonds that
 // are on are described, with their intervals and scheme actions.
 func TestDAMON(t *testing.T) {
