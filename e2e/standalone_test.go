@@ -282,15 +282,16 @@ func TestStandaloneReleasesStartupPages(t *testing.T) {
 	t.Logf("RssFile %d MiB of a %d MiB binary", file>>20, fi.Size()>>20)
 }
 
-// TestStandaloneReturnsIdleMemory: once a standalone goes quiet after
-// work, its idle trimmer (cmd/magnetar trim.go) forces a collection and
-// hands every free page back to the kernel: the forced collections
+// TestStandaloneReturnsIdleMemory: once a standalone has been idle for
+// --idle-release-after (1 s here; 30 s by default) after work, its idle
+// trimmer (cmd/magnetar trim.go) forces a collection and hands every free
+// page back to the kernel: the forced collections
 // (go_gc_cycles_forced_gc_cycles_total, which nothing else in the server
 // forces) rise after the work, and the free heap is then released
 // (go_memstats_heap_idle_bytes minus go_memstats_heap_released_bytes
 // under 2 MiB).
 func TestStandaloneReturnsIdleMemory(t *testing.T) {
-	sp := startStandaloneProc(t, filepath.Join(t.TempDir(), "data"))
+	sp := startStandaloneProc(t, filepath.Join(t.TempDir(), "data"), "--idle-release-after", "1s")
 	// 5,000 topic creations allocate ~45 MiB in the server: more than
 	// the trimmer's 32 MiB before a trim is worth it.
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}

@@ -16,6 +16,7 @@ func init() { subcommands = append(subcommands, newBrokerCommand) }
 
 func newBrokerCommand() *cobra.Command {
 	var cfg brokernode.Config
+	var idleRelease time.Duration
 	var endpoints string
 	cmd := &cobra.Command{
 		Use:   "broker",
@@ -24,7 +25,7 @@ func newBrokerCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signalContext()
 			defer stop()
-			serverGC()
+			serverGC(idleRelease)
 			cfg.MetadataEndpoints = strings.Split(endpoints, ",")
 			start := time.Now()
 			n, err := brokernode.Start(ctx, cfg)
@@ -41,6 +42,7 @@ func newBrokerCommand() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
+	idleReleaseFlag(f, &idleRelease)
 	f.StringVar(&endpoints, "metadata", "", "comma-separated etcd client URLs of the metadata store (required)")
 	_ = cmd.MarkFlagRequired("metadata")
 	f.StringVar(&cfg.Broker.BinaryAddr, "broker-addr", "127.0.0.1:6650", "Pulsar binary protocol address")

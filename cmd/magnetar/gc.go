@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"runtime/debug"
+	"time"
 )
 
 // serverGCPercent is the Go collector's target for the processes that load
@@ -32,8 +33,8 @@ func applyServerGC(getenv func(string) string) bool {
 }
 
 // serverGC is applyServerGC on the process's environment, and the idle
-// trimmer.
-func serverGC() {
+// trimmer (--idle-release-after idle).
+func serverGC(idle time.Duration) {
 	applyServerGC(os.Getenv)
-	trimWhenIdle()
+	trimWhenIdle(idle)
 }

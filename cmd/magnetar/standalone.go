@@ -15,6 +15,7 @@ func init() { subcommands = append(subcommands, newStandaloneCommand) }
 
 func newStandaloneCommand() *cobra.Command {
 	var cfg standalone.Config
+	var idleRelease time.Duration
 	var journalSync bool
 	cmd := &cobra.Command{
 		Use:   "standalone",
@@ -23,7 +24,7 @@ func newStandaloneCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signalContext()
 			defer stop()
-			serverGC()
+			serverGC(idleRelease)
 			cfg.JournalNoSync = !journalSync
 			start := time.Now()
 			s, err := standalone.Start(ctx, cfg)
@@ -40,6 +41,7 @@ func newStandaloneCommand() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
+	idleReleaseFlag(f, &idleRelease)
 	f.StringVar(&cfg.DataDir, "data-dir", "./data/standalone", "directory holding the metadata store and the bookie")
 	f.StringVar(&cfg.BrokerAddr, "broker-addr", "127.0.0.1:6650", "Pulsar binary protocol address")
 	f.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:8080", "admin REST API and HTTP lookup address")

@@ -5,12 +5,13 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"testing"
+	"time"
 )
 
 func TestTrimmerTrimsOnlyWhenQuietAfterAllocating(t *testing.T) {
 	var allocated uint64
 	trims := 0
-	tr := &trimmer{quiet: 1 << 20, after: 32 << 20,
+	tr := &trimmer{quiet: 1 << 20, after: 32 << 20, idleLooks: 1,
 		allocated: func() uint64 { return allocated }, trim: func() { trims++ }}
 	step := func(alloc uint64, want bool) {
 		t.Helper()
@@ -34,7 +35,7 @@ func TestTrimmerTrimsOnlyWhenQuietAfterAllocating(t *testing.T) {
 
 func TestTrimmerDoesNotCountItsOwnCollection(t *testing.T) {
 	var allocated uint64
-	tr := &trimmer{quiet: 1 << 20, after: 32 << 20, allocated: func() uint64 { return allocated },
+	tr := &trimmer{quiet: 1 << 20, after: 32 << 20, idleLooks: 1, allocated: func() uint64 { return allocated },
 		trim: func() { allocated += 2 << 20 }} // the collection allocates (more than quiet)
 	allocated = 64 << 20
 	tr.look() // busy
@@ -50,6 +51,42 @@ func TestTrimmerDoesNotCountItsOwnCollection(t *testing.T) {
 	}
 }
 
+// TestTrimmerWaitsForIdleLooks: a trim needs idleLooks quiet looks in a
+// row; a busy look starts the count again (a load that pauses for less
+// than trimIdle keeps its memory: its pages would be faulted back in).
+func TestTrimmerWaitsForIdleLooks(t *testing.T) {
+	var allocated uint64
+	trims := 0
+	tr := &trimmer{quiet: 1 << 20, after: 32 << 20, idleLooks: 3,
+		allocated: func() uint64 { return allocated }, trim: func() { trims++ }}
+	for i, s := range []struct {
+		alloc uint64
+		want  bool
+	}{
+		{64 << 20, false}, // busy
+		{0, false},        // quiet 1
+		{0, false},        // quiet 2
+		{8 << 20, false},  // busy again: the pause was too short
+		{0, false},        // quiet 1
+		{512 << 10, false},
+		{0, true}, // quiet 3
+		{0, false},
+	} {
+		allocated += s.alloc
+		if got := tr.look(); got != s.want {
+			t.Fatalf("look %d: trimmed %v, want %v", i, got, s.want)
+		}
+	}
+	if trims != 1 {
+		t.Fatalf("trimmed %d times, want 1", trims)
+	}
+	for idle, want := range map[time.Duration]int{trimIdle: 60, time.Second: 2, 1200 * time.Millisecond: 3, time.Millisecond: 1} {
+		if got := newTrimmer(idle).idleLooks; got != want {
+			t.Fatalf("newTrimmer(%v) waits %d looks of %v, want %d", idle, got, trimEvery, want)
+		}
+	}
+}
+
 // TestIdleTrimReturnsGarbage runs the trimmer against the runtime: garbage
 // the collector has not collected yet (here it is off; in a server, the
 // headroom GOGC allows) stays resident until the trimmer, seeing the
@@ -57,7 +94,7 @@ func TestTrimmerDoesNotCountItsOwnCollection(t *testing.T) {
 func TestIdleTrimReturnsGarbage(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(-1)) // the garbage stays until the trim
 	runtime.GC()
-	tr := newTrimmer()
+	tr := newTrimmer(trimIdle)
 	var keep [][]byte
 	for range 64 << 10 { // 64 MiB in 1 KiB objects, a few kept
 		b := make([]byte, 1024)
@@ -71,6 +108,11 @@ func TestIdleTrimReturnsGarbage(t *testing.T) {
 	}
 	if tr.look() {
 		t.Fatal("trimmed while the program was allocating")
+	}
+	for i := 1; i < tr.idleLooks; i++ {
+		if tr.look() {
+			t.Fatalf("trimmed after %d quiet looks of %d", i, tr.idleLooks)
+		}
 	}
 	if !tr.look() {
 		t.Fatal("not trimmed once the program was quiet")
