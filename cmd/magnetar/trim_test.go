@@ -6,6 +6,8 @@ import (
 	"runtime/metrics"
 	"testing"
 	"time"
+
+	"github.com/spf13/cobra"
 )
 
 func TestTrimmerTrimsOnlyWhenQuietAfterAllocating(t *testing.T) {
@@ -83,6 +85,17 @@ func TestTrimmerWaitsForIdleLooks(t *testing.T) {
 	for idle, want := range map[time.Duration]int{trimIdle: 60, time.Second: 2, 1200 * time.Millisecond: 3, time.Millisecond: 1} {
 		if got := newTrimmer(idle).idleLooks; got != want {
 			t.Fatalf("newTrimmer(%v) waits %d looks of %v, want %d", idle, got, trimEvery, want)
+		}
+	}
+}
+
+// TestIdleReleaseFlag: the server commands trim after trimIdle unless
+// --idle-release-after says otherwise.
+func TestIdleReleaseFlag(t *testing.T) {
+	for _, cmd := range []*cobra.Command{newBrokerCommand(), newStandaloneCommand()} {
+		f := cmd.Flags().Lookup("idle-release-after")
+		if f == nil || f.DefValue != trimIdle.String() {
+			t.Fatalf("%s --idle-release-after: %+v, want the default %v", cmd.Name(), f, trimIdle)
 		}
 	}
 }

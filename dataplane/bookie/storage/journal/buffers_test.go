@@ -5,11 +5,11 @@ import (
 	"testing"
 )
 
-// TestPendingBufferDoubles: the pending group grows by doubling from
-// firstPendingCap, never past what pending can reach, and keeps its
-// records intact; the O_DIRECT stage doubles too. Growing in append's
-// quarter steps would allocate (and first touch) a new buffer some twenty
-// times on the way to a few MiB.
+// TestPendingBufferDoubles: appended to with no writer draining it, the
+// pending group grows by doubling from firstPendingCap, never past what
+// pending can reach, and keeps its records intact; the O_DIRECT stage
+// doubles too. Growing in append's quarter steps would allocate (and first
+// touch) a new buffer some twenty times on the way to a few MiB.
 func TestPendingBufferDoubles(t *testing.T) {
 	const maxPending = 4 << 20
 	j := &Journal{opts: Options{MaxPendingBytes: maxPending}}
@@ -17,7 +17,9 @@ func TestPendingBufferDoubles(t *testing.T) {
 	var caps []int
 	var n int64
 	for len(j.buf) < maxPending {
-		j.buf = appendEntryRecord(j.reserveLocked(EncodedLen(len(data))), 1, n, n-1, data, entryCRC(1, n, n-1, data))
+		if _, err := j.AppendChecksummed(1, n, n-1, data, EntryChecksum(1, n, n-1, data), func(error) {}); err != nil {
+			t.Fatal(err)
+		}
 		n++
 		if c := cap(j.buf); len(caps) == 0 || caps[len(caps)-1] != c {
 			caps = append(caps, c)
