@@ -32,6 +32,11 @@ type runResult struct {
 	pub, e2e *latency.Histogram
 	usage    machine.ProcUsage // the server's CPU and disk writes during the window
 	hasUsage bool
+	// disk is the machine's fsync'd 1 MiB append rate (bytes/s) measured
+	// just before and just after the run (bracketDisk; zero when not
+	// measured): what "W2 at 80% of the fsync'd bandwidth" compares with,
+	// since that bandwidth swings 2-3x within minutes on a shared disk.
+	disk [2]float64
 	// worst is the worst publish latency of the messages scheduled in each
 	// timelineStep from the start of the run, warm-up included (open loop):
 	// it shows whether a tail comes from one stall and when.
@@ -54,6 +59,15 @@ func (r runResult) deliveredPerSec() float64 {
 		return 0
 	}
 	return float64(r.received) / r.elapsed.Seconds()
+}
+
+// ofDisk is the run's acknowledged bytes per second over the mean of its
+// bracketing fsync'd appends, or -1 when they were not measured.
+func (r runResult) ofDisk() float64 {
+	if r.disk[0] <= 0 || r.disk[1] <= 0 {
+		return -1
+	}
+	return r.mbPerSec() * 1e6 / ((r.disk[0] + r.disk[1]) / 2)
 }
 
 func (r runResult) mbPerSec() float64 {

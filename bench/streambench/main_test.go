@@ -67,6 +67,10 @@ func TestShortRun(t *testing.T) {
 			// bytes written), so either figure shows the accounting works.
 			t.Errorf("%s W2: no server CPU or disk writes accounted: %+v", sys, u)
 		}
+		// Magnetar's W2 runs are bracketed by fsync'd appends; peers' not.
+		if len(w2) == 1 && (w2[0].disk[0] > 0 && w2[0].disk[1] > 0) != (sys == "magnetar") {
+			t.Errorf("%s W2: fsync'd appends around the run %v", sys, w2[0].disk)
+		}
 	}
 	for _, sys := range o.systems {
 		for _, f := range o.fanouts {
@@ -232,5 +236,30 @@ func TestRunTimeout(t *testing.T) {
 		if b, err := os.ReadFile(c); err == nil && strings.Contains(string(b), o.dir) {
 			t.Errorf("a process of the run is still running: %s", strings.ReplaceAll(string(b), "\x00", " "))
 		}
+	}
+}
+
+// TestOfDiskCell checks W2's share of the bracketing fsync'd appends on
+// made-up rounds: each round against the mean of its own two brackets, the
+// median and range over the rounds that have them.
+func TestOfDiskCell(t *testing.T) {
+	round := func(mbps, before, after float64) runResult {
+		return runResult{ackBytes: uint64(mbps * 1e6), elapsed: time.Second, disk: [2]float64{before * 1e6, after * 1e6}}
+	}
+	k := cellKey{"W2", durFsync, 0, "magnetar", 0}
+	res := &results{cells: map[cellKey][]runResult{k: {
+		round(200, 200, 300), // 80%
+		round(240, 200, 200), // 120%
+		round(100, 400, 600), // 20%
+		round(500, 0, 0),     // not bracketed: left out
+	}}}
+	if got, want := res.spreadCell(k, ofDiskPct, "%.0f"), "80 [20–120]"; got != want {
+		t.Errorf("spreadCell = %q, want %q", got, want)
+	}
+	if f := round(500, 0, 600).ofDisk(); f != -1 {
+		t.Errorf("ofDisk with one bracket missing = %v, want -1", f)
+	}
+	if got := describe(round(240, 200, 200)); !strings.Contains(got, "= 120% of fsync'd 1MiB appends just before and after it (200.0, 200.0 MB/s)") {
+		t.Errorf("describe = %q", got)
 	}
 }

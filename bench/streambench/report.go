@@ -55,6 +55,14 @@ func recvPct(r runResult) float64 {
 	return 100 * float64(r.received) / float64(r.sent*uint64(max(1, r.subs)))
 }
 
+// ofDiskPct is runResult.ofDisk in percent (-1: not measured).
+func ofDiskPct(r runResult) float64 {
+	if f := r.ofDisk(); f >= 0 {
+		return 100 * f
+	}
+	return -1
+}
+
 // cpuPerGB is the server's CPU seconds per GB acknowledged.
 func cpuPerGB(r runResult) float64 {
 	if !r.hasUsage || r.ackBytes == 0 {
@@ -159,6 +167,25 @@ func (res *results) medianCell(k cellKey, m metric, f func(float64) string) stri
 	return f(median(xs))
 }
 
+// spreadCell formats the median [min-max] over rounds of m, with f, over
+// the rounds where m is measured (not negative).
+func (res *results) spreadCell(k cellKey, m metric, f string) string {
+	rs, why := res.cellFor(k)
+	if rs == nil {
+		return why
+	}
+	var xs []float64
+	for _, r := range rs {
+		if x := m(r); x >= 0 {
+			xs = append(xs, x)
+		}
+	}
+	if len(xs) == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf(f+" ["+f+"–"+f+"]", median(xs), slices.Min(xs), slices.Max(xs))
+}
+
 // ratioCell formats the median [min-max] of the per-round ratios
 // m(Magnetar) / m(peer).
 func (res *results) ratioCell(ours, peer cellKey, m metric) string {
@@ -253,16 +280,16 @@ func buildReport(o options, res *results) *report {
 		rep.sections = append(rep.sections, s)
 	}
 	if w["W2"] {
-		s := section{title: fmt.Sprintf("W2: maximum sustained publish throughput, closed loop with %d messages in flight, batching on, %s, durability %v; server CPU and disk writes from /proc/<pid>/{stat,io} (Magnetar: the standalone process, broker + bookie + etcd)", o.window, sizeName(o.size), durFsync),
-			t: table.Table{Header: []string{"system", "msg/s", "MB/s", "server CPU s/GB", "disk bytes written / byte produced", "msg/s ratio Magnetar / peer"}}}
+		s := section{title: fmt.Sprintf("W2: maximum sustained publish throughput, closed loop with %d messages in flight, batching on, %s, durability %v; server CPU and disk writes from /proc/<pid>/{stat,io} (Magnetar: the standalone process, broker + bookie + etcd); Magnetar's MB/s against the fsync'd 1MiB appends measured for %v in its data directory just before and just after each of its runs (the machine-limits figure, taken once after the disk was idle, can read a burst the disk does not sustain)", o.window, sizeName(o.size), durFsync, o.limitDuration),
+			t: table.Table{Header: []string{"system", "msg/s", "MB/s", "of fsync'd 1MiB appends before and after each run, % [min–max]", "server CPU s/GB", "disk bytes written / byte produced", "msg/s ratio Magnetar / peer"}}}
 		ours := cellKey{"W2", durFsync, 0, "magnetar", 0}
 		for _, sys := range o.systems {
 			k := cellKey{"W2", durFsync, 0, sys, 0}
-			ratio := ""
+			ratio, disk := "", res.spreadCell(ours, ofDiskPct, "%.0f")
 			if sys != "magnetar" {
-				ratio = res.ratioCell(ours, k, ackedRate)
+				ratio, disk = res.ratioCell(ours, k, ackedRate), ""
 			}
-			s.t.Add(sys, res.medianCell(k, ackedRate, fmtNum("%.0f")), res.medianCell(k, mbRate, fmtNum("%.1f")),
+			s.t.Add(sys, res.medianCell(k, ackedRate, fmtNum("%.0f")), res.medianCell(k, mbRate, fmtNum("%.1f")), disk,
 				res.medianCell(k, cpuPerGB, fmtNum("%.1f")), res.medianCell(k, writeAmp, fmtNum("%.2f")), ratio)
 		}
 		rep.sections = append(rep.sections, s)
