@@ -3,7 +3,7 @@
 // run, one load generator for all, through each system's ordinary client.
 //
 //	go run ./bench/streambench [-workloads W1,W2,W3,W4,W5,W6,W7] [-rounds 5] [-duration 2s] [-warmup 1s]
-//	    [-systems magnetar,nats,redis] [-short] [-markdown FILE]
+//	    [-later-warmup 500ms] [-systems magnetar,nats,redis] [-short] [-markdown FILE]
 //	    [-fanouts 1,4,16,64] [-fanout-rate 5000] [-backlog 32MiB] [-catchup-rate 5000]
 //	    [-catchup-limit 8s] [-catchup-paced 2.2] [-topics 10000] [-topics-rate 1000] [-gogc 400]
 //	    [-gc-during-runs] [-prefault SIZE] [-timeline] [-self-pprof ADDR] [-timeout 1h]
@@ -69,7 +69,9 @@
 //
 // By default every workload runs, 5 rounds, and the whole run stays under
 // 15 minutes on a 2-core machine (`make bench`): runs measure 2 s after 1 s
-// of warm-up and wait at most 1 s for late acks, W6's backlog is 32 MiB
+// of warm-up (0.5 s for each run after the first on the same server: that
+// server has already taken the faults and stalls of its first load) and
+// wait at most 1 s for late acks, W6's backlog is 32 MiB
 // (building it stops at 8 s too: the table shows the MB built) and a
 // catch-up is cut at 8 s (NATS with sync always builds 32 MiB at ~4.5 MB/s
 // and reads it back slower than its producer writes). The full sizes of the benchmarks issue are flags:

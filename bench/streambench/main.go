@@ -73,6 +73,7 @@ type options struct {
 	rounds         int
 	duration       time.Duration // measured part of each run
 	warmup         time.Duration // excluded start of each run
+	laterWarmup    time.Duration // warm-up of the runs after the first on a server (plan)
 	drain          time.Duration // longest wait for the last acks and deliveries
 	limitDuration  time.Duration // each machine-limit measurement
 	rate           int           // W1 msg/s
@@ -122,19 +123,20 @@ type options struct {
 // defaults: every workload, 5 interleaved rounds of 3 systems, stays
 // under 15 minutes on a 2-core machine (the benchmarks issue's bound for
 // `make bench`): runs measure 2 s after 1 s of warm-up (100,000 samples
-// at W1's rate, enough for a p99.9) and wait at most 1 s for late acks;
-// W6's backlog is 32 MiB (NATS with sync always builds it at ~4.5 MB/s)
-// and a catch-up is cut at 8 s (Magnetar and Redis read it in under half a
-// second, Magnetar paced at 2.2x the producer in ~4 s; NATS reads it back
-// at 2-3 MB/s and is cut either way). With a 2 s drain, 48 MiB and a 10 s
-// cut, runs took 12 minutes on a quiet machine and 16-17 minutes when the
-// disk was slow (2026-12-02), over the bound. The full-size runs (4 s, W6
-// 1 GiB, W5 100k topics) are flags.
+// at W1's rate, enough for a p99.9; 0.5 s for the runs after the first on
+// a server: 13m2s against 14m6s with 1 s, 2026-12-03) and wait at most
+// 1 s for late acks; W6's backlog is 32 MiB (NATS with sync always builds
+// it at ~4.5 MB/s) and a catch-up is cut at 8 s (Magnetar and Redis read
+// it in under half a second, Magnetar paced at 2.2x the producer in ~4 s;
+// NATS reads it back at 2-3 MB/s and is cut either way). With a 2 s
+// drain, 48 MiB and a 10 s cut, runs took 12 minutes on a quiet machine
+// and 16-17 minutes when the disk was slow (2026-12-02), over the bound.
+// The full-size runs (4 s, W6 1 GiB, W5 100k topics) are flags.
 func defaultOptions() options {
 	return options{
 		workloads: map[string]bool{"W1": true, "W2": true, "W3": true, "W4": true, "W5": true, "W6": true, "W7": true},
 		systems:   []string{"magnetar", "nats", "redis"},
-		rounds:    5, duration: 2 * time.Second, warmup: time.Second, drain: time.Second,
+		rounds:    5, duration: 2 * time.Second, warmup: time.Second, laterWarmup: 500 * time.Millisecond, drain: time.Second,
 		limitDuration: time.Second, rate: 50000, w3Rates: []int{1000, 5000, 20000, 50000},
 		size: 1024, partitions: 16, window: defaultWindow, createInflight: defaultCreateInflight, installRedis: true,
 		fanoutRate: 5000, fanouts: []int{1, 4, 16, 64},
@@ -147,7 +149,7 @@ func defaultOptions() options {
 // one round.
 func (o *options) shorten() {
 	o.rounds = 1
-	o.duration, o.warmup, o.drain, o.limitDuration = 500*time.Millisecond, 200*time.Millisecond, 2*time.Second, 100*time.Millisecond
+	o.duration, o.warmup, o.laterWarmup, o.drain, o.limitDuration = 500*time.Millisecond, 200*time.Millisecond, 200*time.Millisecond, 2*time.Second, 100*time.Millisecond
 	o.rate, o.w3Rates, o.window = 1000, []int{200, 1000}, 256
 	o.fanoutRate, o.fanouts = 200, []int{1, 4}
 	o.backlog, o.catchupRate, o.catchupLimit, o.catchupPaced = 4<<20, 200, 30*time.Second, 10
@@ -176,6 +178,7 @@ func parseArgs(args []string) (options, cliExtras, error) {
 	fs.IntVar(&o.rounds, "rounds", o.rounds, "interleaved rounds per system")
 	fs.DurationVar(&o.duration, "duration", o.duration, "measured time of each run")
 	fs.DurationVar(&o.warmup, "warmup", o.warmup, "warm-up before each measurement (excluded)")
+	fs.DurationVar(&o.laterWarmup, "later-warmup", o.laterWarmup, "warm-up of each run after the first on the same server (default: 500ms, or -warmup when that is set)")
 	fs.IntVar(&o.rate, "rate", o.rate, "W1 rate in msg/s")
 	fs.IntVar(&o.size, "size", o.size, "message size in bytes")
 	fs.IntVar(&o.window, "window", o.window, "W2 messages in flight (closed loop), over all partitions")
@@ -209,6 +212,9 @@ func parseArgs(args []string) (options, cliExtras, error) {
 	o.magnetarFlags = strings.Fields(magnetarFlags)
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["warmup"] && !set["later-warmup"] {
+		o.laterWarmup = o.warmup
+	}
 	if short { // explicit flags win over -short
 		explicit := o
 		o.shorten()

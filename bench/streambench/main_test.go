@@ -143,6 +143,21 @@ func TestShortRun(t *testing.T) {
 }
 
 func TestParseFlags(t *testing.T) {
+	// -warmup alone sets the later runs' warm-up too; -later-warmup wins.
+	for _, c := range []struct {
+		args          []string
+		warmup, later time.Duration
+	}{
+		{nil, time.Second, 500 * time.Millisecond},
+		{[]string{"-warmup", "3s"}, 3 * time.Second, 3 * time.Second},
+		{[]string{"-warmup", "3s", "-later-warmup", "1s"}, 3 * time.Second, time.Second},
+		{[]string{"-later-warmup", "0s"}, time.Second, 0},
+	} {
+		o, _, err := parseArgs(c.args)
+		if err != nil || o.warmup != c.warmup || o.laterWarmup != c.later {
+			t.Errorf("parseArgs(%q): warm-up %v, later %v, %v; want %v, %v", c.args, o.warmup, o.laterWarmup, err, c.warmup, c.later)
+		}
+	}
 	if _, err := parseWorkloads("W1,W8"); err == nil {
 		t.Error("W8 accepted")
 	}
@@ -188,6 +203,17 @@ func TestPlan(t *testing.T) {
 	// (W5 and W6 are not planned runs); (b): W1; (c): W1.
 	if count[durFsync] != 9 || count[durOS] != 1 || count[durMemory] != 1 {
 		t.Errorf("runs per durability: %v", count)
+	}
+	// The first run on a server warms up for -warmup, the later ones for
+	// -later-warmup.
+	for i, r := range plan(o, "magnetar", durFsync) {
+		want := o.laterWarmup
+		if i == 0 {
+			want = o.warmup
+		}
+		if r.load.warmup != want || r.load.duration != o.duration {
+			t.Errorf("(a) run %d (%s): warm-up %v, measured %v; want %v, %v", i, r.key.workload, r.load.warmup, r.load.duration, want, o.duration)
+		}
 	}
 	o.workloads = map[string]bool{"W7": true}
 	if n := len(plan(o, "nats", durMemory)); n != 0 {

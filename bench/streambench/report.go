@@ -451,8 +451,8 @@ func (rep *report) writeMarkdown(w io.Writer, o options, res *results) {
 	fmt.Fprintf(w, "- command: `%s`\n", o.command)
 	fmt.Fprintf(w, "- machine: %d CPUs (GOMAXPROCS %d), %s/%s, %s; shared with other work\n",
 		runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version())
-	fmt.Fprintf(w, "- method: %d interleaved round(s) (%v); each run %v measured after %v warm-up; open loop paced by a 1 ms ticker with catch-up, latency from the scheduled send time; servers on loopback, fresh data directory per durability and round\n",
-		o.rounds, o.systems, o.duration, o.warmup)
+	fmt.Fprintf(w, "- method: %d interleaved round(s) (%v); each run %v measured after %v warm-up (%v for the runs after the first on a server); open loop paced by a 1 ms ticker with catch-up, latency from the scheduled send time; servers on loopback, fresh data directory per durability and round\n",
+		o.rounds, o.systems, o.duration, o.warmup, o.laterWarmup)
 	for name, err := range res.failed {
 		fmt.Fprintf(w, "- %s not measured: %v\n", name, err)
 	}

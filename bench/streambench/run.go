@@ -174,6 +174,13 @@ func plan(o options, system string, d durability) []plannedRun {
 			runs = append(runs, r)
 		}
 	}
+	// The runs after the first on a server warm up for less: the first
+	// (W1 in (a), on a fresh server) takes the faults of memory touched for
+	// the first time and the stall they cause (docs/benchmarks.md,
+	// "Seventeenth session"); the later ones start on a warm server.
+	for i := 1; i < len(runs); i++ {
+		runs[i].load.warmup = o.laterWarmup
+	}
 	return runs
 }
 
