@@ -178,7 +178,7 @@ func parseArgs(args []string) (options, cliExtras, error) {
 	fs.IntVar(&o.rounds, "rounds", o.rounds, "interleaved rounds per system")
 	fs.DurationVar(&o.duration, "duration", o.duration, "measured time of each run")
 	fs.DurationVar(&o.warmup, "warmup", o.warmup, "warm-up before each measurement (excluded)")
-	fs.DurationVar(&o.laterWarmup, "later-warmup", o.laterWarmup, "warm-up of each run after the first on the same server (default: 500ms, or -warmup when that is set)")
+	fs.DurationVar(&o.laterWarmup, "later-warmup", o.laterWarmup, "warm-up of each run after the first on the same server (-warmup alone sets it too)")
 	fs.IntVar(&o.rate, "rate", o.rate, "W1 rate in msg/s")
 	fs.IntVar(&o.size, "size", o.size, "message size in bytes")
 	fs.IntVar(&o.window, "window", o.window, "W2 messages in flight (closed loop), over all partitions")
