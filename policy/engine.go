@@ -60,6 +60,8 @@ type Engine struct {
 	reasons rego.PreparedEvalQuery
 	deny    rego.PreparedEvalQuery
 	actions []string
+	// The data-plane policy (pulsar.go).
+	pulsarAllow, pulsarReasons rego.PreparedEvalQuery
 }
 
 type config struct {
@@ -166,6 +168,12 @@ func New(opts ...Option) (*Engine, error) {
 		return nil, err
 	}
 	if e.deny, err = prepare(queryDeny); err != nil {
+		return nil, err
+	}
+	if e.pulsarAllow, err = prepare(queryPulsarAllow); err != nil {
+		return nil, err
+	}
+	if e.pulsarReasons, err = prepare(queryPulsarReasons); err != nil {
 		return nil, err
 	}
 	known, err := prepare(queryActions)

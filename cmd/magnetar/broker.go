@@ -18,6 +18,7 @@ func newBrokerCommand() *cobra.Command {
 	var cfg brokernode.Config
 	var idleRelease time.Duration
 	var endpoints string
+	var sec securityFlags
 	cmd := &cobra.Command{
 		Use:   "broker",
 		Short: "Run a cluster broker: Pulsar protocol and admin API over shared bookies and an etcd metadata store",
@@ -27,6 +28,10 @@ func newBrokerCommand() *cobra.Command {
 			defer stop()
 			serverGC(idleRelease)
 			cfg.MetadataEndpoints = strings.Split(endpoints, ",")
+			if err := sec.apply(&cfg.Broker); err != nil {
+				return err
+			}
+			cfg.HTTPSAddr = sec.httpsAddr
 			start := time.Now()
 			n, err := brokernode.Start(ctx, cfg)
 			if err != nil {
@@ -45,6 +50,7 @@ func newBrokerCommand() *cobra.Command {
 	idleReleaseFlag(f, &idleRelease)
 	f.StringVar(&endpoints, "metadata", "", "comma-separated etcd client URLs of the metadata store (required)")
 	_ = cmd.MarkFlagRequired("metadata")
+	sec.register(f)
 	f.StringVar(&cfg.Broker.BinaryAddr, "broker-addr", "127.0.0.1:6650", "Pulsar binary protocol address")
 	f.StringVar(&cfg.Broker.AdvertisedAddr, "advertised-address", "", "host:port clients are sent to; the broker's id (default: the bound broker address)")
 	f.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:8080", "admin REST API and HTTP lookup address")

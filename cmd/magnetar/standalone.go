@@ -17,6 +17,7 @@ func newStandaloneCommand() *cobra.Command {
 	var cfg standalone.Config
 	var idleRelease time.Duration
 	var journalSync bool
+	var sec securityFlags
 	cmd := &cobra.Command{
 		Use:   "standalone",
 		Short: "Run a whole data plane in one process: broker, bookie and embedded metadata store",
@@ -26,6 +27,10 @@ func newStandaloneCommand() *cobra.Command {
 			defer stop()
 			serverGC(idleRelease)
 			cfg.JournalNoSync = !journalSync
+			if err := sec.apply(&cfg.Broker); err != nil {
+				return err
+			}
+			cfg.HTTPSAddr = sec.httpsAddr
 			start := time.Now()
 			s, err := standalone.Start(ctx, cfg)
 			if err != nil {
@@ -53,5 +58,7 @@ func newStandaloneCommand() *cobra.Command {
 	f.BoolVar(&cfg.CopyToEntryLogs, "copy-to-entry-logs", false, "copy every entry from the bookie journal to the sorted entry logs at each flush (BookKeeper's layout; worth it only with --journal-dir on a device of its own). Default: entries are read where the journal wrote them")
 	f.StringVar(&cfg.JournalDir, "journal-dir", "", "bookie journal directory, ideally on a device of its own (default: <data-dir>/bookie/ledgers/journal)")
 	f.BoolVar(&cfg.JournalBufferedWrites, "journal-buffered-writes", false, journalBufferedHelp)
+	f.StringVar(&cfg.Broker.ClusterName, "cluster", "standalone", "name of this cluster")
+	sec.register(f)
 	return cmd
 }

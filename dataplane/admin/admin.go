@@ -105,6 +105,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "malformed path")
 		return
 	}
+	if !h.check(w, r, seg) {
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.RequestTimeout)
 	defer cancel()
 	q := &request{w: w, r: r, ctx: ctx}

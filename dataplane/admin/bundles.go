@@ -46,9 +46,9 @@ func (h *Handler) lookup(q *request) error {
 	}
 	return ok(q, map[string]string{
 		"brokerUrl":    res.BrokerURL,
-		"brokerUrlTls": "",
+		"brokerUrlTls": res.BrokerURLTLS,
 		"httpUrl":      res.HTTPURL,
-		"httpUrlTls":   "",
+		"httpUrlTls":   res.HTTPURLTLS,
 		"nativeUrl":    res.BrokerURL,
 	})
 }

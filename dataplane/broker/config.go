@@ -1,12 +1,14 @@
 package broker
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"time"
 
+	"github.com/magnetar-dev/magnetar/dataplane/auth"
 	"github.com/magnetar-dev/magnetar/dataplane/protocol"
 )
 
@@ -23,6 +25,22 @@ type Config struct {
 	AdvertisedAddr string
 	// WebServiceURL is the admin/HTTP URL returned by HTTP lookups.
 	WebServiceURL string
+	// TLSAddr, when set, serves the binary protocol over TLS (Pulsar's
+	// 6651) with TLSConfig, beside BinaryAddr. BinaryAddr "off" serves TLS
+	// only.
+	TLSAddr   string
+	TLSConfig *tls.Config
+	// AdvertisedTLSAddr is the host:port of pulsar+ssl:// URLs in lookups.
+	// Default: AdvertisedAddr's host with TLSAddr's bound port.
+	AdvertisedTLSAddr string
+	// WebServiceURLTLS is the https:// admin URL returned by lookups.
+	WebServiceURLTLS string
+	// Authenticator, when set, requires clients to authenticate (package
+	// auth; Pulsar's authenticationEnabled).
+	Authenticator *auth.Authenticator
+	// Authorizer, when set with Authenticator, authorizes every lookup,
+	// producer, subscription and admin call (authorizationEnabled).
+	Authorizer *auth.Authorizer
 	// MaxMessageSize is the largest message (headers and payload) accepted
 	// and announced in CONNECTED. Default 5 MiB.
 	MaxMessageSize int
@@ -126,7 +144,14 @@ func (cfg Config) WithDefaults() Config {
 
 // Validate checks the configuration.
 func (cfg Config) Validate() error {
-	if _, _, err := net.SplitHostPort(cfg.BinaryAddr); err != nil {
+	if cfg.TLSAddr != "" && cfg.TLSConfig == nil {
+		return errors.New("broker: TLSAddr needs a TLSConfig")
+	}
+	if cfg.BinaryAddr == "off" {
+		if cfg.TLSAddr == "" {
+			return errors.New("broker: BinaryAddr off needs a TLSAddr")
+		}
+	} else if _, _, err := net.SplitHostPort(cfg.BinaryAddr); err != nil {
 		return fmt.Errorf("broker: BinaryAddr %q: %w", cfg.BinaryAddr, err)
 	}
 	if cfg.AdvertisedAddr != "" {

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
 	pb "github.com/magnetar-dev/magnetar/api/pulsarwire"
+	"github.com/magnetar-dev/magnetar/dataplane/auth"
 	"github.com/magnetar-dev/magnetar/dataplane/protocol"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -31,6 +33,8 @@ type conn struct {
 	// Set once by CONNECT, read-only afterwards.
 	clientVersion string
 	connectedAt   time.Time
+	// authCache holds authorization decisions (authz.go); reader-owned.
+	authCache map[authKey]authDecision
 
 	// Owned by the reader goroutine.
 	connected bool
@@ -47,8 +51,12 @@ type conn struct {
 	// (backpressure.go); its capacity is MaxPendingPublishPerConnection.
 	sendSlots chan struct{}
 	lastIn    time.Time // guarded by mu, for keep-alive
-	wg        sync.WaitGroup
-	log       interface{ Warn(string, ...any) }
+	// ident is who authenticated (authz.go); challenged is when an
+	// AUTH_CHALLENGE went unanswered so far. Guarded by mu.
+	ident      auth.Identity
+	challenged time.Time
+	wg         sync.WaitGroup
+	log        interface{ Warn(string, ...any) }
 }
 
 type outFrame struct {
@@ -299,7 +307,7 @@ func (c *conn) handle(f protocol.Frame) error {
 	case pb.BaseCommand_GET_OR_CREATE_SCHEMA:
 		c.handleGetOrCreateSchema(cmd.GetGetOrCreateSchema())
 	case pb.BaseCommand_AUTH_RESPONSE:
-		// Authentication is not enabled; nothing to refresh.
+		return c.handleAuthResponse(cmd.GetAuthResponse())
 	case pb.BaseCommand_TC_CLIENT_CONNECT_REQUEST:
 		r := cmd.GetTcClientConnectRequest()
 		c.send(&pb.BaseCommand{Type: pb.BaseCommand_TC_CLIENT_CONNECT_RESPONSE.Enum(),
@@ -339,6 +347,18 @@ func (c *conn) handleConnect(cc *pb.CommandConnect) error {
 	if c.connected {
 		return errors.New("second CONNECT")
 	}
+	if err := c.authenticate(cc); err != nil {
+		c.s.metrics.authFailures.Inc()
+		c.log.Warn("broker refused connection: authentication failed", "method", cc.GetAuthMethodName(), "err", err)
+		code, msg := pb.ServerError_AuthenticationError, err.Error()
+		var ae *auth.Error
+		if !errors.As(err, &ae) {
+			code, msg = pb.ServerError_AuthenticationError, "authentication failed"
+		}
+		c.send(protocol.NewError(0, code, msg))
+		c.flushAndClose()
+		return err
+	}
 	c.connected = true
 	c.clientVersion, c.connectedAt = cc.GetClientVersion(), time.Now()
 	ver := min(cc.GetProtocolVersion(), maxProtocolVersion)
@@ -361,7 +381,13 @@ func (c *conn) handleLookup(l *pb.CommandLookupTopic) {
 	resp := &pb.CommandLookupTopicResponse{RequestId: proto.Uint64(reqID)}
 	ctx, cancel := c.ctx()
 	defer cancel()
-	res, err := c.s.Lookup(ctx, l.GetTopic(), l.GetAuthoritative())
+	var res LookupResult
+	tn, err := ParseTopicName(l.GetTopic())
+	if err != nil {
+		err = protocol.ErrInvalidTopicName.WithMessage(err.Error())
+	} else if err = c.authorize(ctx, auth.ActionLookup, tn, ""); err == nil {
+		res, err = c.s.Lookup(ctx, l.GetTopic(), l.GetAuthoritative())
+	}
 	switch {
 	case err != nil:
 		code, msg := protocol.ServerErrorOf(err)
@@ -373,10 +399,12 @@ func (c *conn) handleLookup(l *pb.CommandLookupTopic) {
 		// broker then takes the bundle.
 		resp.Response = pb.CommandLookupTopicResponse_Redirect.Enum()
 		resp.BrokerServiceUrl = proto.String(res.BrokerURL)
+		resp.BrokerServiceUrlTls = proto.String(res.BrokerURLTLS)
 		resp.Authoritative = proto.Bool(true)
 	default:
 		resp.Response = pb.CommandLookupTopicResponse_Connect.Enum()
 		resp.BrokerServiceUrl = proto.String(res.BrokerURL)
+		resp.BrokerServiceUrlTls = proto.String(res.BrokerURLTLS)
 		resp.Authoritative = proto.Bool(true)
 	}
 	c.send(&pb.BaseCommand{Type: pb.BaseCommand_LOOKUP_RESPONSE.Enum(), LookupTopicResponse: resp})
@@ -387,6 +415,15 @@ func (c *conn) handlePartitionedMetadata(m *pb.CommandPartitionedTopicMetadata) 
 	resp := &pb.CommandPartitionedTopicMetadataResponse{RequestId: proto.Uint64(reqID)}
 	ctx, cancel := c.ctx()
 	defer cancel()
+	if tn, perr := ParseTopicName(m.GetTopic()); perr == nil {
+		if err := c.authorize(ctx, auth.ActionLookup, tn, ""); err != nil {
+			code, msg := protocol.ServerErrorOf(err)
+			resp.Response = pb.CommandPartitionedTopicMetadataResponse_Failed.Enum()
+			resp.Error, resp.Message = code.Enum(), proto.String(msg)
+			c.send(&pb.BaseCommand{Type: pb.BaseCommand_PARTITIONED_METADATA_RESPONSE.Enum(), PartitionMetadataResponse: resp})
+			return
+		}
+	}
 	n, err := c.s.partitionsForClient(ctx, m.GetTopic())
 	if err == errTransactionsDisabled { // identity: other NotAllowed errors fail the response as usual
 		// A command error (not a failed metadata response) carries the
@@ -409,6 +446,12 @@ func (c *conn) handleGetTopicsOfNamespace(g *pb.CommandGetTopicsOfNamespace) {
 	reqID := g.GetRequestId()
 	ctx, cancel := c.ctx()
 	defer cancel()
+	if tenant, ns, ok := strings.Cut(g.GetNamespace(), "/"); ok {
+		if err := c.authorize(ctx, auth.ActionConsume, TopicName{Domain: Persistent, Tenant: tenant, Namespace: ns}, ""); err != nil {
+			c.sendError(reqID, err)
+			return
+		}
+	}
 	topics, err := c.s.topicsOfNamespace(ctx, g.GetNamespace(), g.GetMode())
 	if err != nil {
 		c.sendError(reqID, err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	pb "github.com/magnetar-dev/magnetar/api/pulsarwire"
+	"github.com/magnetar-dev/magnetar/dataplane/auth"
 	"github.com/magnetar-dev/magnetar/dataplane/ledger"
 	"github.com/magnetar-dev/magnetar/dataplane/protocol"
 	"google.golang.org/protobuf/proto"
@@ -48,6 +49,10 @@ func (c *conn) handleSubscribe(cs *pb.CommandSubscribe) {
 	}
 	ctx, cancel := c.ctx()
 	defer cancel()
+	if err := c.authorize(ctx, auth.ActionConsume, tn, cs.GetSubscription()); err != nil {
+		c.sendError(reqID, err)
+		return
+	}
 	t, err := c.s.GetTopic(ctx, tn, cs.GetForceTopicCreation())
 	if err != nil {
 		c.sendError(reqID, err)

@@ -24,6 +24,8 @@ type metrics struct {
 	outBytes         prometheus.Counter
 	sessionLost      prometheus.Counter
 	loadManagerMoves *prometheus.CounterVec // by action: unload, split
+	authFailures     prometheus.Counter
+	authRefreshes    prometheus.Counter
 }
 
 func newMetrics(s *Service) *metrics {
@@ -67,11 +69,17 @@ func newMetrics(s *Service) *metrics {
 	m.loadManagerMoves = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "magnetar_load_manager_actions_total", Help: "Bundle unloads and splits ordered by the load manager (on the leader).",
 	}, []string{"action"})
+	m.authFailures = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "pulsar_authentication_failures_total", Help: "Connections refused because their credentials failed authentication.",
+	})
+	m.authRefreshes = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "magnetar_broker_auth_refreshes_total", Help: "Credentials refreshed on live connections (AUTH_RESPONSE).",
+	})
 	topics := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "pulsar_topics_count", Help: "Topics open on this broker.",
 	}, func() float64 { return float64(len(s.openTopics())) })
 	m.reg.MustRegister(m.lookups, m.bundleAcquired, m.bundleReleased, m.topicLoads, m.inMessages, m.inBytes, m.publishSeconds,
-		m.outMessages, m.outBytes, m.sessionLost, m.loadManagerMoves, topics,
+		m.outMessages, m.outBytes, m.sessionLost, m.loadManagerMoves, m.authFailures, m.authRefreshes, topics,
 		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(forcedCycles)),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -38,13 +38,16 @@ const (
 
 // BrokerInfo is a broker's registration.
 type BrokerInfo struct {
-	BrokerID      string     `json:"brokerId"`
-	ServiceURL    string     `json:"pulsarServiceUrl"`
-	WebServiceURL string     `json:"webServiceUrl"`
-	Cluster       string     `json:"cluster"`
-	Instance      string     `json:"instance"`
-	StartTime     int64      `json:"startTimestamp"`
-	Load          LoadReport `json:"load"`
+	BrokerID      string `json:"brokerId"`
+	ServiceURL    string `json:"pulsarServiceUrl"`
+	WebServiceURL string `json:"webServiceUrl"`
+	// ServiceURLTLS and WebServiceURLTLS are empty without TLS.
+	ServiceURLTLS    string     `json:"pulsarServiceUrlTls,omitempty"`
+	WebServiceURLTLS string     `json:"webServiceUrlTls,omitempty"`
+	Cluster          string     `json:"cluster"`
+	Instance         string     `json:"instance"`
+	StartTime        int64      `json:"startTimestamp"`
+	Load             LoadReport `json:"load"`
 }
 
 // LoadReport is what the load manager balances on.
@@ -68,11 +71,14 @@ type LoadReport struct {
 
 // OwnerInfo is the value of a bundle's ownership key.
 type OwnerInfo struct {
-	BrokerID   string `json:"brokerId"`
-	NativeURL  string `json:"nativeUrl"`
-	HTTPURL    string `json:"httpUrl"`
-	Instance   string `json:"instance"`
-	AcquiredAt int64  `json:"acquiredAt"`
+	BrokerID  string `json:"brokerId"`
+	NativeURL string `json:"nativeUrl"`
+	HTTPURL   string `json:"httpUrl"`
+	// NativeURLTLS and HTTPURLTLS are empty when the broker serves no TLS.
+	NativeURLTLS string `json:"nativeUrlTls,omitempty"`
+	HTTPURLTLS   string `json:"httpUrlTls,omitempty"`
+	Instance     string `json:"instance"`
+	AcquiredAt   int64  `json:"acquiredAt"`
 	// HandoverTo is set while the owner unloads the bundle to another
 	// broker (its pulsar:// URL): that broker waits for the release instead
 	// of refusing the clients sent to it.
@@ -82,9 +88,11 @@ type OwnerInfo struct {
 // LookupResult says where a topic is served. With Redirect the client must
 // ask BrokerURL again (authoritatively); otherwise BrokerURL serves it.
 type LookupResult struct {
-	BrokerURL string
-	HTTPURL   string
-	Redirect  bool
+	BrokerURL    string
+	HTTPURL      string
+	BrokerURLTLS string // "" when the broker serves no TLS
+	HTTPURLTLS   string
+	Redirect     bool
 }
 
 func ownerKey(tenant, ns string, r bundle.Range) string {
@@ -129,6 +137,7 @@ func newOwnership(s *Service) *ownership {
 func (o *ownership) self() OwnerInfo {
 	return OwnerInfo{
 		BrokerID: o.s.cfg.AdvertisedAddr, NativeURL: o.s.ServiceURL(), HTTPURL: o.s.cfg.WebServiceURL,
+		NativeURLTLS: o.s.ServiceURLTLS(), HTTPURLTLS: o.s.cfg.WebServiceURLTLS,
 		Instance: o.instance,
 	}
 }
@@ -139,6 +148,7 @@ func (o *ownership) self() OwnerInfo {
 func (o *ownership) start(ctx context.Context) error {
 	o.info = BrokerInfo{
 		BrokerID: o.s.cfg.AdvertisedAddr, ServiceURL: o.s.ServiceURL(), WebServiceURL: o.s.cfg.WebServiceURL,
+		ServiceURLTLS: o.s.ServiceURLTLS(), WebServiceURLTLS: o.s.cfg.WebServiceURLTLS,
 		Cluster: o.s.cfg.ClusterName, Instance: o.instance, StartTime: time.Now().UnixMilli(),
 	}
 	if err := o.register(ctx); err != nil {
@@ -535,7 +545,8 @@ func (s *Service) Lookup(ctx context.Context, topic string, authoritative bool) 
 		}
 		if !ok && !authoritative {
 			if c, cerr := s.own.leastLoaded(ctx); cerr == nil && c.BrokerID != s.cfg.AdvertisedAddr {
-				return LookupResult{BrokerURL: c.ServiceURL, HTTPURL: c.WebServiceURL, Redirect: true}, nil
+				return LookupResult{BrokerURL: c.ServiceURL, HTTPURL: c.WebServiceURL,
+					BrokerURLTLS: c.ServiceURLTLS, HTTPURLTLS: c.WebServiceURLTLS, Redirect: true}, nil
 			}
 		}
 		if !ok {
@@ -544,7 +555,7 @@ func (s *Service) Lookup(ctx context.Context, topic string, authoritative bool) 
 			}
 		}
 	}
-	return LookupResult{BrokerURL: oi.NativeURL, HTTPURL: oi.HTTPURL}, nil
+	return LookupResult{BrokerURL: oi.NativeURL, HTTPURL: oi.HTTPURL, BrokerURLTLS: oi.NativeURLTLS, HTTPURLTLS: oi.HTTPURLTLS}, nil
 }
 
 // Brokers lists the registered brokers, sorted by id.

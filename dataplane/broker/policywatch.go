@@ -136,6 +136,8 @@ type policyWatch struct {
 	// read could predate the new watch's start and miss a change).
 	live bool
 	gen  uint64
+	// authGen is the Service's authorization generation (authz.go).
+	authGen *atomic.Uint64
 }
 
 // recordLocked keeps snap as the newest of namespace name unless one at
@@ -154,6 +156,7 @@ func (pw *policyWatch) recordLocked(name string, snap *policySnapshot) *policySn
 // started records that a new watch runs: what was learnt before it may
 // have missed changes and is dropped.
 func (pw *policyWatch) started() {
+	pw.authGen.Add(1)
 	pw.mu.Lock()
 	pw.gen++
 	pw.latest = nil
@@ -199,6 +202,7 @@ func (s *Service) namespaceSnapshot(ctx context.Context, t TopicName) (*policySn
 // deleted it at revision v), so its next topic opens see the write before
 // the watch delivers it.
 func (s *Service) namespaceWritten(name string, p *Policies, v metadata.Version) {
+	s.bumpAuthGen()
 	if p == nil {
 		s.recordNamespaceDeleted(name, int64(v))
 		return
@@ -273,6 +277,7 @@ func (s *Service) policyWatchLoop(ctx context.Context, cancel context.CancelFunc
 // onPolicyEvent applies one change under /admin/policies; tenant records
 // (one segment) are not namespace policies and are skipped.
 func (s *Service) onPolicyEvent(ev metadata.Event) {
+	s.bumpAuthGen()
 	rest, ok := strings.CutPrefix(ev.Key, policiesPath+"/")
 	if !ok {
 		return

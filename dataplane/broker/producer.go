@@ -9,6 +9,7 @@ import (
 	"time"
 
 	pb "github.com/magnetar-dev/magnetar/api/pulsarwire"
+	"github.com/magnetar-dev/magnetar/dataplane/auth"
 	"github.com/magnetar-dev/magnetar/dataplane/ledger"
 	"github.com/magnetar-dev/magnetar/dataplane/protocol"
 )
@@ -64,6 +65,10 @@ func (c *conn) handleProducer(cp *pb.CommandProducer) {
 	}
 	ctx, cancel := c.ctx()
 	defer cancel()
+	if err := c.authorize(ctx, auth.ActionProduce, tn, ""); err != nil {
+		c.sendError(reqID, err)
+		return
+	}
 	t, err := c.s.GetTopic(ctx, tn, true)
 	if err != nil {
 		c.sendError(reqID, err)

@@ -405,16 +405,12 @@ func (p *Policies) UnmarshalJSON(b []byte) error {
 // Bootstrap creates, when absent, the cluster record, the tenant "public"
 // and the namespace "public/default" that Pulsar clients expect. Every
 // broker and standalone runs it at start; it is idempotent.
-func Bootstrap(ctx context.Context, r *Resources, cluster, webURL, brokerAddr string) error {
+func Bootstrap(ctx context.Context, r *Resources, cluster string, cd ClusterData) error {
 	ignoreExists := func(err error) error {
 		if errors.Is(err, ErrAlreadyExists) {
 			return nil
 		}
 		return err
-	}
-	cd := ClusterData{ServiceURL: webURL}
-	if brokerAddr != "" {
-		cd.BrokerServiceURL = "pulsar://" + brokerAddr
 	}
 	return errors.Join(
 		ignoreExists(r.CreateCluster(ctx, cluster, cd)),

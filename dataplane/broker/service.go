@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,7 +30,8 @@ type Service struct {
 	schemas schemaRegistry
 	log     *slog.Logger
 
-	ln       net.Listener
+	ln       net.Listener // nil when BinaryAddr is "off"
+	tlsLn    net.Listener // nil without TLSAddr
 	stopping chan struct{}
 	wg       sync.WaitGroup
 
@@ -43,6 +45,9 @@ type Service struct {
 	pending *byteBudget // pending publish bytes, broker-wide
 	nameSeq atomic.Int64
 	pw      policyWatch // newest namespace policies seen (policywatch.go)
+	// authGen changes whenever a tenant or namespace record may have
+	// changed: cached authorization decisions of an older gen are stale.
+	authGen atomic.Uint64
 }
 
 // topicSlot is a registered topic: loaded (topic) or being opened (fut).
@@ -78,6 +83,7 @@ func New(cfg Config, md metadata.Store, mlf *ledger.Factory) (*Service, error) {
 		pending:  newByteBudget(cfg.MaxPendingPublishBytes),
 	}
 	s.res.onNamespace = s.namespaceWritten
+	s.pw.authGen = &s.authGen
 	s.metrics = newMetrics(s)
 	return s, nil
 }
@@ -90,38 +96,98 @@ func (s *Service) Config() Config { return s.cfg }
 
 // Start listens on BinaryAddr and serves connections until Shutdown.
 func (s *Service) Start(ctx context.Context) error {
-	ln, err := net.Listen("tcp", s.cfg.BinaryAddr)
-	if err != nil {
-		return fmt.Errorf("broker: listen: %w", err)
+	closeListeners := func() {
+		if s.ln != nil {
+			s.ln.Close()
+		}
+		if s.tlsLn != nil {
+			s.tlsLn.Close()
+		}
 	}
-	s.ln = ln
+	if s.cfg.BinaryAddr != "off" {
+		ln, err := net.Listen("tcp", s.cfg.BinaryAddr)
+		if err != nil {
+			return fmt.Errorf("broker: listen: %w", err)
+		}
+		s.ln = ln
+	}
+	if s.cfg.TLSAddr != "" {
+		ln, err := net.Listen("tcp", s.cfg.TLSAddr)
+		if err != nil {
+			closeListeners()
+			return fmt.Errorf("broker: TLS listen: %w", err)
+		}
+		s.tlsLn = ln
+	}
 	if s.cfg.AdvertisedAddr == "" {
-		s.cfg.AdvertisedAddr = ln.Addr().String()
+		if s.ln != nil {
+			s.cfg.AdvertisedAddr = s.ln.Addr().String()
+		} else {
+			s.cfg.AdvertisedAddr = s.tlsLn.Addr().String()
+		}
+	}
+	if s.tlsLn != nil && s.cfg.AdvertisedTLSAddr == "" {
+		host, _, _ := net.SplitHostPort(s.cfg.AdvertisedAddr)
+		_, port, _ := net.SplitHostPort(s.tlsLn.Addr().String())
+		s.cfg.AdvertisedTLSAddr = net.JoinHostPort(host, port)
 	}
 	s.own = newOwnership(s)
 	if err := s.own.start(ctx); err != nil {
-		ln.Close()
+		closeListeners()
 		return err
 	}
 	s.startPolicyWatch()
-	s.wg.Add(3)
-	go s.acceptLoop()
+	s.wg.Add(2)
+	if s.ln != nil {
+		s.wg.Add(1)
+		go s.acceptLoop(s.ln, false)
+	}
+	if s.tlsLn != nil {
+		s.wg.Add(1)
+		go s.acceptLoop(s.tlsLn, true)
+	}
 	go s.topicPassLoop(s.cfg.MessageTTLCheckInterval, "message expiry", (*Topic).expireMessages)
 	go s.topicPassLoop(s.cfg.BacklogQuotaCheckInterval, "backlog quota check", (*Topic).checkBacklogQuota)
-	s.log.Info("broker serving", "addr", ln.Addr().String(), "advertised", s.cfg.AdvertisedAddr)
+	s.log.Info("broker serving", "addr", s.cfg.BinaryAddr, "tls", s.cfg.TLSAddr, "advertised", s.cfg.AdvertisedAddr,
+		"authentication", s.AuthEnabled(), "authorization", s.AuthzEnabled())
 	return nil
 }
 
-// Addr returns the bound binary-protocol address.
-func (s *Service) Addr() net.Addr { return s.ln.Addr() }
+// Addr returns the bound plain-text binary-protocol address (nil when
+// BinaryAddr is "off").
+func (s *Service) Addr() net.Addr {
+	if s.ln == nil {
+		return nil
+	}
+	return s.ln.Addr()
+}
+
+// TLSAddr returns the bound TLS address, or nil.
+func (s *Service) TLSAddr() net.Addr {
+	if s.tlsLn == nil {
+		return nil
+	}
+	return s.tlsLn.Addr()
+}
 
 // ServiceURL returns the pulsar:// URL clients use for this broker.
 func (s *Service) ServiceURL() string { return "pulsar://" + s.cfg.AdvertisedAddr }
 
-func (s *Service) acceptLoop() {
+// ServiceURLTLS returns the pulsar+ssl:// URL, or "" without TLS.
+func (s *Service) ServiceURLTLS() string {
+	if s.cfg.AdvertisedTLSAddr == "" {
+		return ""
+	}
+	return "pulsar+ssl://" + s.cfg.AdvertisedTLSAddr
+}
+
+// tlsHandshakeTimeout bounds a TLS client's handshake.
+const tlsHandshakeTimeout = 10 * time.Second
+
+func (s *Service) acceptLoop(ln net.Listener, useTLS bool) {
 	defer s.wg.Done()
 	for {
-		nc, err := s.ln.Accept()
+		nc, err := ln.Accept()
 		if err != nil {
 			select {
 			case <-s.stopping:
@@ -135,13 +201,31 @@ func (s *Service) acceptLoop() {
 			s.log.Error("broker accept failed", "err", err)
 			return
 		}
-		c := newConn(s, nc)
-		s.mu.Lock()
-		s.conns[c] = struct{}{}
-		s.mu.Unlock()
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
+			if useTLS {
+				tc := tls.Server(nc, s.cfg.TLSConfig)
+				tc.SetDeadline(time.Now().Add(tlsHandshakeTimeout))
+				if err := tc.Handshake(); err != nil {
+					s.log.Warn("broker TLS handshake failed", "remote", nc.RemoteAddr().String(), "err", err)
+					tc.Close()
+					return
+				}
+				tc.SetDeadline(time.Time{})
+				nc = tc
+			}
+			c := newConn(s, nc)
+			s.mu.Lock()
+			select {
+			case <-s.stopping:
+				s.mu.Unlock()
+				nc.Close()
+				return
+			default:
+			}
+			s.conns[c] = struct{}{}
+			s.mu.Unlock()
 			c.serve()
 			s.mu.Lock()
 			delete(s.conns, c)
@@ -161,6 +245,9 @@ func (s *Service) Shutdown(ctx context.Context) error {
 	close(s.stopping)
 	if s.ln != nil {
 		s.ln.Close()
+	}
+	if s.tlsLn != nil {
+		s.tlsLn.Close()
 	}
 	s.mu.Lock()
 	for c := range s.conns {

@@ -13,6 +13,7 @@ package brokernode
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -47,6 +48,12 @@ type Config struct {
 	// AdvertisedHTTPURL is the web service URL other brokers and clients use
 	// (default http://<bound HTTPAddr>).
 	AdvertisedHTTPURL string
+	// HTTPSAddr, when set, serves the admin API over TLS with
+	// Broker.TLSConfig (Pulsar's 8443). HTTPAddr "off" serves HTTPS only.
+	HTTPSAddr string
+	// AdvertisedHTTPSURL is the https:// URL (default https://<advertised
+	// host>:<bound HTTPS port>).
+	AdvertisedHTTPSURL string
 	// Ensemble, WriteQuorum and AckQuorum are the default replication of new
 	// ledgers. Defaults 3, 3, 2 (a cluster's; a namespace's persistence
 	// policy overrides them).
@@ -70,8 +77,9 @@ type Node struct {
 	client *client.Client
 	mlf    *ledger.Factory
 	broker *broker.Service
-	http   *http.Server
-	httpLn net.Listener
+	http    *http.Server
+	httpLn  net.Listener // nil when HTTPAddr is "off"
+	httpsLn net.Listener // nil without HTTPSAddr
 	wg     sync.WaitGroup
 	// stopAudit ends the auditor (elected: one broker of the cluster runs
 	// re-replication of ledgers whose bookies are gone).
@@ -122,21 +130,51 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if bcfg.Logger == nil {
 		bcfg.Logger = cfg.Logger
 	}
-	if n.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
-		return nil, fmt.Errorf("brokernode: http listen: %w", err)
+	if cfg.HTTPAddr != "off" {
+		if n.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+			return nil, fmt.Errorf("brokernode: http listen: %w", err)
+		}
+	}
+	if cfg.HTTPSAddr != "" {
+		if bcfg.TLSConfig == nil {
+			return nil, errors.New("brokernode: HTTPSAddr needs Broker.TLSConfig")
+		}
+		if n.httpsLn, err = net.Listen("tcp", cfg.HTTPSAddr); err != nil {
+			return nil, fmt.Errorf("brokernode: https listen: %w", err)
+		}
+	}
+	if n.httpLn == nil && n.httpsLn == nil {
+		return nil, errors.New("brokernode: HTTPAddr off needs an HTTPSAddr")
 	}
 	bcfg.WebServiceURL = cfg.AdvertisedHTTPURL
-	if bcfg.WebServiceURL == "" {
+	if bcfg.WebServiceURL == "" && n.httpLn != nil {
 		bcfg.WebServiceURL = "http://" + n.httpLn.Addr().String()
+	}
+	if n.httpsLn != nil {
+		bcfg.WebServiceURLTLS = cfg.AdvertisedHTTPSURL
+		if bcfg.WebServiceURLTLS == "" {
+			host := "127.0.0.1"
+			if bcfg.AdvertisedAddr != "" {
+				host, _, _ = net.SplitHostPort(bcfg.AdvertisedAddr)
+			}
+			_, port, _ := net.SplitHostPort(n.httpsLn.Addr().String())
+			bcfg.WebServiceURLTLS = "https://" + net.JoinHostPort(host, port)
+		}
+		if bcfg.WebServiceURL == "" {
+			bcfg.WebServiceURL = bcfg.WebServiceURLTLS
+		}
 	}
 	if n.broker, err = broker.New(bcfg, n.md, n.mlf); err != nil {
 		return nil, err
 	}
-	if err = broker.Bootstrap(ctx, n.broker.Resources(), n.broker.Config().ClusterName, bcfg.WebServiceURL, n.broker.Config().AdvertisedAddr); err != nil {
-		return nil, fmt.Errorf("brokernode: bootstrap: %w", err)
-	}
 	if err = n.broker.Start(ctx); err != nil {
 		return nil, err
+	}
+	if err = broker.Bootstrap(ctx, n.broker.Resources(), n.broker.Config().ClusterName, broker.ClusterData{
+		ServiceURL: bcfg.WebServiceURL, ServiceURLTLS: bcfg.WebServiceURLTLS,
+		BrokerServiceURL: n.broker.ServiceURL(), BrokerServiceTLS: n.broker.ServiceURLTLS(),
+	}); err != nil {
+		return nil, fmt.Errorf("brokernode: bootstrap: %w", err)
 	}
 	if !cfg.NoAuditor {
 		aud, err := n.client.NewAuditor(client.AuditorConfig{ID: n.broker.BrokerID()})
@@ -157,13 +195,25 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		Handler:           admin.NewHandler(admin.Config{WebServiceURL: bcfg.WebServiceURL, Logger: cfg.Logger}, n.broker),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		if err := n.http.Serve(n.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			cfg.Logger.Error("broker http server failed", "err", err)
-		}
-	}()
+	if n.httpLn != nil {
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			if err := n.http.Serve(n.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				cfg.Logger.Error("broker http server failed", "err", err)
+			}
+		}()
+	}
+	if n.httpsLn != nil {
+		tln := tls.NewListener(n.httpsLn, bcfg.TLSConfig)
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			if err := n.http.Serve(tln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				cfg.Logger.Error("broker https server failed", "err", err)
+			}
+		}()
+	}
 	return n, nil
 }
 
@@ -184,8 +234,12 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	}
 	if n.http != nil {
 		errs = append(errs, n.http.Shutdown(ctx))
-	} else if n.httpLn != nil {
-		n.httpLn.Close()
+	} else {
+		for _, ln := range []net.Listener{n.httpLn, n.httpsLn} {
+			if ln != nil {
+				ln.Close()
+			}
+		}
 	}
 	n.wg.Wait()
 	if n.broker != nil {

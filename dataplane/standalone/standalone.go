@@ -34,6 +34,8 @@ type Config struct {
 	// HTTPAddr serves the admin REST API and HTTP lookups. Default
 	// 127.0.0.1:8080.
 	HTTPAddr string
+	// HTTPSAddr serves the admin API over TLS too (Broker.TLSConfig).
+	HTTPSAddr string
 	// BookieAddr is the embedded bookie's address. It must stay the same
 	// across restarts (ledger metadata names bookies by address). Default
 	// 127.0.0.1:3181.
@@ -105,7 +107,7 @@ func Start(ctx context.Context, cfg Config) (_ *Standalone, err error) {
 	bcfg := cfg.Broker
 	bcfg.BinaryAddr = cfg.BrokerAddr
 	if s.node, err = brokernode.Start(ctx, brokernode.Config{
-		Metadata: s.md, NoAuditor: true, HTTPAddr: cfg.HTTPAddr,
+		Metadata: s.md, NoAuditor: true, HTTPAddr: cfg.HTTPAddr, HTTPSAddr: cfg.HTTPSAddr,
 		Ensemble: 1, WriteQuorum: 1, AckQuorum: 1,
 		BacklogReadRate: cfg.BacklogReadRate,
 		Broker:          bcfg, Logger: cfg.Logger,

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/magnetar-dev/magnetar/dataplane/auth"
+	"github.com/magnetar-dev/magnetar/dataplane/broker"
+	"github.com/magnetar-dev/magnetar/policy"
+)
+
+// securityFlags are the TLS, authentication and authorization flags of the
+// broker-serving commands (standalone, broker), named after Pulsar's
+// broker.conf settings.
+type securityFlags struct {
+	tlsAddr, httpsAddr, advertisedTLS string
+	certFile, keyFile, trustFile      string
+	requireClientCert                 bool
+	tokenSecret, tokenPublic          string
+	tokenClaim, tokenAudience         string
+	htpasswd                          string
+	tlsAuth, authorization            bool
+	anonymousRole, superusers         string
+}
+
+func (s *securityFlags) register(f *pflag.FlagSet) {
+	f.StringVar(&s.tlsAddr, "tls-addr", "", "serve the Pulsar protocol over TLS here too (Pulsar's 6651), e.g. 127.0.0.1:6651")
+	f.StringVar(&s.httpsAddr, "https-addr", "", "serve the admin REST API over TLS here too (Pulsar's 8443)")
+	f.StringVar(&s.advertisedTLS, "advertised-tls-address", "", "host:port of pulsar+ssl:// URLs in lookups (default: the advertised host with the TLS port)")
+	f.StringVar(&s.certFile, "tls-cert-file", "", "PEM certificate chain of the TLS listeners (re-read when it changes)")
+	f.StringVar(&s.keyFile, "tls-key-file", "", "PEM private key of the TLS listeners (re-read when it changes)")
+	f.StringVar(&s.trustFile, "tls-trust-certs-file", "", "PEM CA certificates client certificates are verified against (enables client certificates)")
+	f.BoolVar(&s.requireClientCert, "tls-require-client-cert", false, "refuse TLS clients without a trusted certificate")
+	f.StringVar(&s.tokenSecret, "auth-token-secret-key", "", "enable token authentication with this HS256 secret key file")
+	f.StringVar(&s.tokenPublic, "auth-token-public-key", "", "enable token authentication with this RSA or EC public key file (DER or PEM)")
+	f.StringVar(&s.tokenClaim, "auth-token-claim", "sub", "token claim holding the role")
+	f.StringVar(&s.tokenAudience, "auth-token-audience", "", "refuse tokens whose aud does not include this")
+	f.StringVar(&s.htpasswd, "auth-basic-htpasswd", "", "enable basic authentication against this htpasswd file")
+	f.BoolVar(&s.tlsAuth, "auth-tls", false, "enable TLS client-certificate authentication (the certificate's CN is the role)")
+	f.StringVar(&s.anonymousRole, "anonymous-role", "", "role of clients that present no credentials (default: they are refused)")
+	f.StringVar(&s.superusers, "superuser-roles", "", "comma-separated roles allowed everything")
+	f.BoolVar(&s.authorization, "authorization", false, "authorize every lookup, producer, subscription and admin call (needs an authentication provider)")
+}
+
+// apply sets bc's TLS and auth fields.
+func (s *securityFlags) apply(bc *broker.Config) error {
+	if s.certFile != "" || s.keyFile != "" {
+		r, err := auth.NewCertReloader(auth.TLSFiles{CertFile: s.certFile, KeyFile: s.keyFile, TrustFile: s.trustFile, RequireClientCert: s.requireClientCert})
+		if err != nil {
+			return err
+		}
+		bc.TLSConfig = r.ServerConfig()
+	}
+	if (s.tlsAddr != "" || s.httpsAddr != "") && bc.TLSConfig == nil {
+		return errors.New("--tls-addr and --https-addr need --tls-cert-file and --tls-key-file")
+	}
+	bc.TLSAddr, bc.AdvertisedTLSAddr = s.tlsAddr, s.advertisedTLS
+	var providers []auth.Provider
+	if s.tokenSecret != "" || s.tokenPublic != "" {
+		tc := auth.TokenConfig{RoleClaim: s.tokenClaim, Audience: s.tokenAudience}
+		var err error
+		if s.tokenSecret != "" {
+			tc.SecretKey, err = auth.ReadSecretKey(s.tokenSecret)
+		} else {
+			tc.PublicKey, err = auth.ReadPublicKey(s.tokenPublic)
+		}
+		if err != nil {
+			return err
+		}
+		p, err := auth.NewTokenProvider(tc)
+		if err != nil {
+			return err
+		}
+		providers = append(providers, p)
+	}
+	if s.htpasswd != "" {
+		p, err := auth.ReadHtpasswd(s.htpasswd)
+		if err != nil {
+			return err
+		}
+		providers = append(providers, p)
+	}
+	if s.tlsAuth {
+		if s.trustFile == "" {
+			return errors.New("--auth-tls needs --tls-trust-certs-file")
+		}
+		providers = append(providers, auth.TLSProvider{})
+	}
+	if len(providers) == 0 {
+		if s.authorization {
+			return errors.New("--authorization needs an authentication provider (--auth-token-secret-key, --auth-token-public-key, --auth-basic-htpasswd or --auth-tls)")
+		}
+		return nil
+	}
+	a, err := auth.NewAuthenticator(s.anonymousRole, providers...)
+	if err != nil {
+		return err
+	}
+	bc.Authenticator = a
+	if s.authorization {
+		eng, err := policy.New()
+		if err != nil {
+			return fmt.Errorf("policy: %w", err)
+		}
+		var su []string
+		for _, r := range strings.Split(s.superusers, ",") {
+			if r = strings.TrimSpace(r); r != "" {
+				su = append(su, r)
+			}
+		}
+		bc.Authorizer = auth.NewAuthorizer(eng, su)
+	}
+	return nil
+}
