@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pb "github.com/magnetar-dev/magnetar/api/pulsarwire"
@@ -47,6 +48,9 @@ type conn struct {
 	// (backpressure.go); its capacity is MaxPendingPublishPerConnection.
 	sendSlots chan struct{}
 	lastIn    time.Time // guarded by mu, for keep-alive
+	// throttled is set while the reader pauses for a publish rate limit
+	// (backpressure.go); the keep-alive does not count that as silence.
+	throttled atomic.Bool
 	wg        sync.WaitGroup
 	log       interface{ Warn(string, ...any) }
 }
@@ -167,6 +171,9 @@ func (c *conn) keepAlive() {
 		c.mu.Lock()
 		idle := time.Since(c.lastIn)
 		c.mu.Unlock()
+		if c.throttled.Load() {
+			continue // the broker is not reading: the client is not silent
+		}
 		switch {
 		case idle > 2*iv:
 			c.log.Warn("broker closing silent connection", "idle", idle)
