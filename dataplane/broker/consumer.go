@@ -78,10 +78,6 @@ func (c *conn) handleSubscribe(cs *pb.CommandSubscribe) {
 		c.sendError(reqID, err)
 		return
 	}
-	if err := t.checkMaxConsumers(); err != nil {
-		c.sendError(reqID, err)
-		return
-	}
 	sub, err := t.subscription(ctx, cs.GetSubscription(), cs.GetDurable(), initial, start, inclusive, cs.GetSubType())
 	if err != nil {
 		c.sendError(reqID, err)
@@ -96,6 +92,12 @@ func (c *conn) handleSubscribe(cs *pb.CommandSubscribe) {
 			cons.sticky = ks.GetHashRanges()
 		}
 		cons.outOfOrder = ks.GetAllowOutOfOrderDelivery()
+	}
+	// As in Pulsar, the subscription exists before the consumer is
+	// counted (a refused consumer leaves it).
+	if err := t.checkMaxConsumers(); err != nil {
+		c.sendError(reqID, err)
+		return
 	}
 	if err := sub.addConsumer(cons, cs.GetSubType()); err != nil {
 		c.sendError(reqID, err)
