@@ -287,6 +287,7 @@ func (l *limiter) msgBudget(now int64) int64 {
 // its namespace's or its own policies, or of its resource group) and
 // re-rates its buckets. Called with t.pol.mu held.
 func (t *Topic) refreshLimitsLocked() {
+	t.limGen = t.s.limitGen.Load()
 	lim := t.s.resolveLimits(t.policies(), t.s.topicPolicies(t.name))
 	t.lim.Store(lim)
 	now := nanotime()
@@ -310,6 +311,16 @@ func (t *Topic) refreshLimitsLocked() {
 	}
 }
 
+// catchUpLimits resolves a topic's limits again if a topic-level policy or
+// a resource group changed while it was opening.
+func (s *Service) catchUpLimits(t *Topic) {
+	t.pol.mu.Lock()
+	defer t.pol.mu.Unlock()
+	if t.limGen != s.limitGen.Load() {
+		t.refreshLimitsLocked()
+	}
+}
+
 // refreshLimits re-rates the subscription's own dispatch buckets and
 // re-evaluates its unacknowledged-message blocks under new limits.
 func (s *Subscription) refreshLimits(lim *topicLimits, now int64) {
@@ -330,8 +341,10 @@ func (s *Subscription) refreshLimits(lim *topicLimits, now int64) {
 }
 
 // refreshTopicLimits refreshes the limits of every open topic that match
-// selects.
+// selects. A topic still opening is not among them: it catches up
+// (catchUpLimits) after it became visible, seeing limitGen moved.
 func (s *Service) refreshTopicLimits(match func(*Topic) bool) {
+	s.limitGen.Add(1)
 	for _, t := range s.openTopics() {
 		if match(t) {
 			t.pol.mu.Lock()

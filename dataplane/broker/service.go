@@ -46,6 +46,9 @@ type Service struct {
 	tpv     recordView     // topic-level policies (policyfollow.go)
 	rgv     recordView     // resource group records (policyfollow.go)
 	rgs     resourceGroups // resource groups' buckets (resourcegroup.go)
+	// limitGen counts changes of topic policies and resource groups
+	// (ratelimits.go catchUpLimits).
+	limitGen atomic.Uint64
 }
 
 // topicSlot is a registered topic: loaded (topic) or being opened (fut).
@@ -303,6 +306,7 @@ func (s *Service) getTopic(ctx context.Context, t TopicName, mode topicOpen) (*T
 			close(f.done)
 			if f.topic != nil {
 				s.catchUpPolicies(f.topic)
+				s.catchUpLimits(f.topic)
 			}
 			return f.topic, f.err
 		}

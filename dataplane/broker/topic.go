@@ -44,6 +44,7 @@ type Topic struct {
 	pubLim      atomic.Pointer[limiter]
 	dispLim     atomic.Pointer[limiter]
 	subscribeRL map[string]*ratelimit.Bucket
+	limGen      uint64 // Service.limitGen when lim was resolved (under pol.mu)
 	// assignedURL, when set before close, sends clients to that broker
 	// (CLOSE_PRODUCER/CLOSE_CONSUMER assigned_broker_service_url).
 	assignedURL atomic.Pointer[string]
