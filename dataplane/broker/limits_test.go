@@ -153,3 +153,72 @@ func TestMaxUnackedPerConsumer(t *testing.T) {
 		c.Ack(e.receive(c))
 	}
 }
+
+// TestMaxUnackedPerSubscription: a Shared subscription whose consumers
+// hold max_unacked_messages_per_subscription (a topic-level policy)
+// unacknowledged messages stops dispatching to all of them until half are
+// acknowledged.
+func TestMaxUnackedPerSubscription(t *testing.T) {
+	e := newEnv(t)
+	const limit = 10
+	createNamespace(e, "public/unackedsub", nil)
+	topic := "persistent://public/unackedsub/t"
+	type received struct {
+		c pulsar.Consumer
+		m pulsar.Message
+	}
+	ch := make(chan received, 3*limit)
+	var cs []pulsar.Consumer
+	for range 2 {
+		c := e.consumer(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared})
+		cs = append(cs, c)
+	}
+	setTopicPolicy(e, topic, "maxUnackedMessagesOnSubscription", fmt.Sprint(limit))
+	awaitCond(t, 10*time.Second, "the topic policy", func() bool {
+		_, sub := loadedTopic(e, topic).MaxUnacked()
+		return sub == limit
+	})
+	for _, c := range cs {
+		go func(c pulsar.Consumer) {
+			for {
+				m, err := c.Receive(e.ctx)
+				if err != nil {
+					return
+				}
+				ch <- received{c, m}
+			}
+		}(c)
+	}
+	p := e.producer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	for i := range 3 * limit {
+		e.send(p, msg(fmt.Sprint(i)))
+	}
+	next := func() received {
+		select {
+		case r := <-ch:
+			return r
+		case <-e.ctx.Done():
+			t.Fatal("timed out receiving")
+		}
+		return received{}
+	}
+	var held []received
+	for range limit {
+		held = append(held, next())
+	}
+	select {
+	case r := <-ch:
+		t.Fatalf("message %q over the subscription's unacked limit", r.m.Payload())
+	case <-time.After(500 * time.Millisecond):
+	}
+	for _, r := range held[:limit/2] {
+		r.c.Ack(r.m)
+	}
+	for _, r := range held[limit/2:] {
+		r.c.Ack(r.m)
+	}
+	for range 2 * limit {
+		r := next()
+		r.c.Ack(r.m)
+	}
+}

@@ -33,3 +33,9 @@ func (t *Topic) SubscriptionRateLimited(name string) bool {
 	t.mu.Unlock()
 	return s != nil && s.rl.Load() != nil
 }
+
+// MaxUnacked returns the unacknowledged-message limits the topic enforces.
+func (t *Topic) MaxUnacked() (perConsumer, perSubscription int) {
+	l := t.limits()
+	return l.maxUnackedPerConsumer, l.maxUnackedPerSub
+}

@@ -335,9 +335,11 @@ func (s *Subscription) refreshLimits(lim *topicLimits, now int64) {
 	} else {
 		s.rl.Store(&rb)
 	}
-	if s.recheckUnackedLocked(lim) {
-		s.wake()
-	}
+	s.recheckUnackedLocked(lim)
+	// Whatever changed (a lifted block, a removed or raised rate), the
+	// dispatcher decides again now rather than at the end of a hold.
+	s.throttledTo = time.Time{}
+	s.wake()
 }
 
 // refreshTopicLimits refreshes the limits of every open topic that match

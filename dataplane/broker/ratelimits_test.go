@@ -276,3 +276,38 @@ func TestResourceGroupSharedAcrossTopics(t *testing.T) {
 	setNamespaceField(e, "public/rgns", "resource_group_name", nil)
 	awaitPublishLimited(e, ta, false)
 }
+
+// TestResourceGroupDispatchShared: a resource group's dispatch rate is one
+// bucket for the subscriptions of every topic in it, and a group created
+// after the namespace named it applies once it exists.
+func TestResourceGroupDispatchShared(t *testing.T) {
+	e := newEnv(t)
+	const rate = 300
+	createNamespace(e, "public/rgdisp", map[string]string{"resource_group_name": `"rgd"`})
+	ta, tb := "persistent://public/rgdisp/a", "persistent://public/rgdisp/b"
+	ca := e.consumer(pulsar.ConsumerOptions{Topic: ta, SubscriptionName: "s"})
+	cb := e.consumer(pulsar.ConsumerOptions{Topic: tb, SubscriptionName: "s"})
+	if err := e.sa.Broker().Resources().PutResourceGroup(e.ctx, "rgd",
+		json.RawMessage(fmt.Sprintf(`{"publishRateInMsgs":-1,"publishRateInBytes":-1,"dispatchRateInMsgs":%d,"dispatchRateInBytes":-1}`, rate))); err != nil {
+		t.Fatal(err)
+	}
+	awaitCond(t, 10*time.Second, "the group's dispatch rate", func() bool {
+		_, d := loadedTopic(e, ta).RateLimited()
+		return d
+	})
+	n := 3 * rate
+	for _, topic := range []string{ta, tb} {
+		p := e.producer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true, MaxPendingMessages: 2000})
+		publishTimes(e, p, n, 100)
+	}
+	var wg sync.WaitGroup
+	var tsa, tsb []time.Time
+	wg.Add(2)
+	go func() { defer wg.Done(); tsa = receiveAll(e, ca, n) }()
+	go func() { defer wg.Done(); tsb = receiveAll(e, cb, n) }()
+	wg.Wait()
+	all := append(slices.Clone(tsa), tsb...)
+	slices.SortFunc(all, func(x, y time.Time) int { return x.Compare(y) })
+	// Past the burst (a second of the rate) and one more second.
+	assertRate(t, "two topics' subscriptions in one resource group", measuredRate(t, all, 2*rate), rate)
+}

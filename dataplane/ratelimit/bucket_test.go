@@ -146,3 +146,23 @@ func TestBucketConcurrent(t *testing.T) {
 		t.Fatalf("balance %d, want about %d", got, want)
 	}
 }
+
+// BenchmarkBucketConsume is the cost of charging a bucket, from one
+// goroutine and from all of them (the shared bucket of a resource group).
+func BenchmarkBucketConsume(b *testing.B) {
+	b.Run("serial", func(b *testing.B) {
+		bk := New(1<<40, time.Second, 0)
+		for i := range b.N {
+			bk.Consume(1, int64(i)*1000)
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		bk := New(1<<40, time.Second, 0)
+		start := time.Now()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				bk.Consume(1, int64(time.Since(start)))
+			}
+		})
+	})
+}
