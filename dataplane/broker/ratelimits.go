@@ -147,7 +147,7 @@ func parseInt(raw json.RawMessage) (int, bool) {
 func (s *Service) resolveLimits(ns *policySnapshot, tp map[string]json.RawMessage) *topicLimits {
 	cluster := s.cfg.ClusterName
 	other := ns.Other
-	l := &topicLimits{
+	l := topicLimits{
 		maxUnackedPerConsumer: max(s.cfg.MaxUnackedMessagesPerConsumer, 0),
 		maxUnackedPerSub:      max(s.cfg.MaxUnackedMessagesPerSubscription, 0),
 	}
@@ -191,7 +191,18 @@ func (s *Service) resolveLimits(ns *policySnapshot, tp map[string]json.RawMessag
 	if raw, ok := other["resource_group_name"]; ok {
 		json.Unmarshal(raw, &l.resourceGroup)
 	}
-	return l
+	return s.internLimits(l)
+}
+
+// internLimits returns the one *topicLimits the broker holds for l's
+// value: topics with the same limits (almost all of them) share it rather
+// than carry their own copy (an idle topic's footprint counts).
+func (s *Service) internLimits(l topicLimits) *topicLimits {
+	if p, ok := s.limInterned.Load(l); ok {
+		return p.(*topicLimits)
+	}
+	p, _ := s.limInterned.LoadOrStore(l, &l)
+	return p.(*topicLimits)
 }
 
 // rateBuckets are the buckets of one rate limit; either may be nil.

@@ -49,6 +49,10 @@ type Service struct {
 	// limitGen counts changes of topic policies and resource groups
 	// (ratelimits.go catchUpLimits).
 	limitGen atomic.Uint64
+	// limInterned maps a topicLimits value to the one pointer topics with
+	// it share (ratelimits.go internLimits); it holds one entry per
+	// distinct set of limits ever resolved.
+	limInterned sync.Map
 }
 
 // topicSlot is a registered topic: loaded (topic) or being opened (fut).
