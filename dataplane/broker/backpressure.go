@@ -31,7 +31,7 @@ import "time"
 // topic (or its resource group) is over its rate. It returns false once the
 // connection closes.
 func (c *conn) throttlePublish(t *Topic, msgs, n int64) bool {
-	l := t.pubLim.Load()
+	l := t.rates.Load().publisher()
 	if l == nil {
 		return true
 	}
@@ -47,7 +47,7 @@ func (c *conn) throttlePublish(t *Topic, msgs, n int64) bool {
 		}
 		// The policy may have changed meanwhile; the buckets are shared
 		// with the topic's other connections, which may have taken more.
-		if l = t.pubLim.Load(); l == nil {
+		if l = t.rates.Load().publisher(); l == nil {
 			return true
 		}
 		now = nanotime()

@@ -78,6 +78,6 @@
 // consumer and producer limits.
 //
 // Without any limit set the produce path pays one atomic load per SEND
-// (Topic.pubLim) and the dispatcher two per round: no allocation and no
+// (Topic.rates) and the dispatcher two per round: no allocation and no
 // lock is added.
 package broker

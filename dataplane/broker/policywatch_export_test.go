@@ -22,7 +22,8 @@ func (t *Topic) PolicySnapshot() any { return t.pol.cur.Load() }
 // RateLimited reports whether the topic's publish and dispatch run under
 // a rate limit (its own or its resource group's) now.
 func (t *Topic) RateLimited() (publish, dispatch bool) {
-	return t.pubLim.Load() != nil, t.dispLim.Load() != nil
+	r := t.rates.Load()
+	return r.publisher() != nil, r.dispatcher() != nil
 }
 
 // SubscriptionRateLimited reports whether the named subscription has a

@@ -42,7 +42,8 @@ type rateSpec struct {
 
 func (r rateSpec) set() bool { return r.msgs > 0 || r.bytes > 0 }
 
-// topicLimits are a topic's effective limits (0: none).
+// topicLimits are a topic's effective limits (0: none). Interned
+// (internLimits): compare the value, not the pointer.
 type topicLimits struct {
 	maxProducers          int
 	maxConsumers          int // per topic
@@ -58,6 +59,33 @@ type topicLimits struct {
 	subscribe          rateSpec // msgs: subscribes per consumer per period
 
 	resourceGroup string
+
+	// bare is the topicRates of a topic with these limits and no bucket;
+	// set before the value is shared, so not part of the comparison
+	// (the interning map's keys have it nil).
+	bare *topicRates
+}
+
+// topicRates is what a topic enforces: its limits and its publish and
+// dispatch limiters (nil: no rate). Immutable; replaced on a change.
+type topicRates struct {
+	lim       *topicLimits
+	pub, disp *limiter
+}
+
+// publisher and dispatcher return the limiters (nil for a nil r).
+func (r *topicRates) publisher() *limiter {
+	if r == nil {
+		return nil
+	}
+	return r.pub
+}
+
+func (r *topicRates) dispatcher() *limiter {
+	if r == nil {
+		return nil
+	}
+	return r.disp
 }
 
 // noLimits is what a topic runs with before its limits are resolved.
@@ -69,8 +97,8 @@ func (t *Topic) limits() *topicLimits {
 	if t == nil {
 		return noLimits
 	}
-	if l := t.lim.Load(); l != nil {
-		return l
+	if r := t.rates.Load(); r != nil {
+		return r.lim
 	}
 	return noLimits
 }
@@ -201,8 +229,11 @@ func (s *Service) internLimits(l topicLimits) *topicLimits {
 	if p, ok := s.limInterned.Load(l); ok {
 		return p.(*topicLimits)
 	}
-	p, _ := s.limInterned.LoadOrStore(l, &l)
-	return p.(*topicLimits)
+	p := &topicLimits{}
+	*p = l
+	p.bare = &topicRates{lim: p}
+	v, _ := s.limInterned.LoadOrStore(l, p)
+	return v.(*topicLimits)
 }
 
 // rateBuckets are the buckets of one rate limit; either may be nil.
@@ -298,16 +329,20 @@ func (l *limiter) msgBudget(now int64) int64 {
 // its namespace's or its own policies, or of its resource group) and
 // re-rates its buckets. Called with t.pol.mu held.
 func (t *Topic) refreshLimitsLocked() {
-	t.limGen = t.s.limitGen.Load()
 	lim := t.s.resolveLimits(t.policies(), t.s.topicPolicies(t.name))
-	t.lim.Store(lim)
 	now := nanotime()
 	var pubGroup, dispGroup rateBuckets
 	if g := t.s.rgs.get(lim.resourceGroup); g != nil {
 		pubGroup, dispGroup = g.buckets()
 	}
-	t.pubLim.Store(newLimiter(t.pubLim.Load(), lim.publish, pubGroup, now))
-	t.dispLim.Store(newLimiter(t.dispLim.Load(), lim.dispatch, dispGroup, now))
+	prev := t.rates.Load()
+	pub := newLimiter(prev.publisher(), lim.publish, pubGroup, now)
+	disp := newLimiter(prev.dispatcher(), lim.dispatch, dispGroup, now)
+	if pub == nil && disp == nil {
+		t.rates.Store(lim.bare)
+	} else {
+		t.rates.Store(&topicRates{lim: lim, pub: pub, disp: disp})
+	}
 	t.mu.Lock()
 	if !lim.subscribe.set() {
 		t.subscribeRL = nil
@@ -323,13 +358,15 @@ func (t *Topic) refreshLimitsLocked() {
 }
 
 // catchUpLimits resolves a topic's limits again if a topic-level policy or
-// a resource group changed while it was opening.
-func (s *Service) catchUpLimits(t *Topic) {
+// a resource group changed while it was opening (limitGen moved from gen,
+// its value before the open).
+func (s *Service) catchUpLimits(t *Topic, gen uint64) {
+	if s.limitGen.Load() == gen {
+		return
+	}
 	t.pol.mu.Lock()
 	defer t.pol.mu.Unlock()
-	if t.limGen != s.limitGen.Load() {
-		t.refreshLimitsLocked()
-	}
+	t.refreshLimitsLocked()
 }
 
 // refreshLimits re-rates the subscription's own dispatch buckets and

@@ -299,6 +299,7 @@ func (s *Service) getTopic(ctx context.Context, t TopicName, mode topicOpen) (*T
 			f := &topicFuture{done: make(chan struct{})}
 			s.topics[key] = topicSlot{fut: f}
 			s.mu.Unlock()
+			gen := s.limitGen.Load()
 			f.topic, f.err = s.openTopic(ctx, t, key, mode)
 			s.mu.Lock()
 			if f.err != nil {
@@ -310,7 +311,7 @@ func (s *Service) getTopic(ctx context.Context, t TopicName, mode topicOpen) (*T
 			close(f.done)
 			if f.topic != nil {
 				s.catchUpPolicies(f.topic)
-				s.catchUpLimits(f.topic)
+				s.catchUpLimits(f.topic, gen)
 			}
 			return f.topic, f.err
 		}

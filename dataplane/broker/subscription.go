@@ -377,7 +377,7 @@ func (s *Subscription) releaseDelayed() {
 func (s *Subscription) dispatch(ctx context.Context) {
 	batch := s.topic.s.cfg.DispatchBatch
 	for ctx.Err() == nil {
-		tl, sl := s.topic.dispLim.Load(), s.rl.Load()
+		tl, sl := s.topic.rates.Load().dispatcher(), s.rl.Load()
 		budget := s.dispatchBudget(tl, sl)
 		if budget == 0 {
 			return // held for a dispatch rate; run wakes it

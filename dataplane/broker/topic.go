@@ -36,15 +36,12 @@ type Topic struct {
 	// pol is the namespace policies snapshot the topic runs with, kept
 	// current by the broker's policy watch (policywatch.go).
 	pol topicPolicies
-	// lim is the topic's effective limits, pubLim and dispLim its publish
-	// and dispatch buckets (nil: no limit), all kept current by
-	// refreshLimitsLocked (ratelimits.go). subscribeRL holds, under mu,
-	// the subscribe-rate bucket of each consumer identity.
-	lim         atomic.Pointer[topicLimits]
-	pubLim      atomic.Pointer[limiter]
-	dispLim     atomic.Pointer[limiter]
+	// rates is the topic's effective limits and its publish and dispatch
+	// buckets, kept current by refreshLimitsLocked (ratelimits.go); topics
+	// without buckets share one per set of limits. subscribeRL holds,
+	// under mu, the subscribe-rate bucket of each consumer identity.
+	rates       atomic.Pointer[topicRates]
 	subscribeRL map[string]*ratelimit.Bucket
-	limGen      uint64 // Service.limitGen when lim was resolved (under pol.mu)
 	// assignedURL, when set before close, sends clients to that broker
 	// (CLOSE_PRODUCER/CLOSE_CONSUMER assigned_broker_service_url).
 	assignedURL atomic.Pointer[string]
