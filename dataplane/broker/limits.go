@@ -55,8 +55,8 @@ func (t *Topic) checkMaxConsumers() error {
 	return nil
 }
 
-// subscribeRLMax bounds the identities a topic's subscribe rate tracks:
-// beyond it, identities whose bucket is full again are forgotten.
+// subscribeRLMax is when a topic's subscribe rate starts forgetting the
+// identities whose bucket is full again (they are as new).
 const subscribeRLMax = 1024
 
 // admitSubscribe applies the subscribe rate (subscribeRate:
@@ -77,7 +77,9 @@ func (t *Topic) admitSubscribe(remote net.Addr, name string, id uint64) error {
 	t.mu.Lock()
 	b := t.subscribeRL[key]
 	if b == nil {
-		if len(t.subscribeRL) >= subscribeRLMax {
+		// Pruning scans the map: only at 1024, 2048, 4096, ... entries,
+		// so it costs O(1) per new identity however many there are.
+		if n := len(t.subscribeRL); n >= subscribeRLMax && n&(n-1) == 0 {
 			for k, o := range t.subscribeRL {
 				if n, _ := o.Rate(); o.Tokens(now) >= n {
 					delete(t.subscribeRL, k)
