@@ -1,6 +1,7 @@
 package broker_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 	plog "github.com/apache/pulsar-client-go/pulsar/log"
 
+	"github.com/magnetar-dev/magnetar/dataplane/broker"
 	"github.com/magnetar-dev/magnetar/dataplane/standalone/standalonetest"
 )
 
@@ -221,4 +223,38 @@ func TestMaxUnackedPerSubscription(t *testing.T) {
 		r := next()
 		r.c.Ack(r.m)
 	}
+}
+
+// TestTopicPolicyScopes: a global-scope topic policy applies where no
+// local one is set; the local scope overrides it, live.
+func TestTopicPolicyScopes(t *testing.T) {
+	e := newEnv(t)
+	createNamespace(e, "public/scopes", nil)
+	topic := "persistent://public/scopes/t"
+	tn, err := broker.ParseTopicName(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.consumer(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared})
+	if err := e.sa.Broker().Resources().UpdateTopicPolicies(e.ctx, tn, true, func(m map[string]json.RawMessage) error {
+		m["maxConsumersPerSubscription"] = json.RawMessage("1")
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var second pulsar.Consumer
+	awaitCond(t, 10*time.Second, "the global policy to refuse a second consumer", func() bool {
+		second, err = e.client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared})
+		if err == nil {
+			second.Close()
+		}
+		return err != nil
+	})
+	refusedWith(t, "second consumer under the global policy", err, "Subscription reached max consumers limit")
+	setTopicPolicy(e, topic, "maxConsumersPerSubscription", "2")
+	awaitCond(t, 10*time.Second, "the local policy to allow a second consumer", func() bool {
+		second, err = e.client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared})
+		return err == nil
+	})
+	second.Close()
 }
