@@ -136,6 +136,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			err = h.schemas(q)
 		case "brokers":
 			err = h.brokers(q)
+		case "resourcegroups":
+			err = h.resourceGroups(q)
 		default:
 			err = errNotFound
 		}

@@ -30,6 +30,11 @@ type nsPolicy struct {
 	unset    json.RawMessage // GET answer when unset (nil: 204)
 	minValue *int64          // for kindInt
 	invalid  string          // reason when below minValue
+	// probe, when set, makes the field a map keyed by cluster name (as
+	// Pulsar stores publishMaxMessageRate, topicDispatchRate, ...): the
+	// REST value is this cluster's entry. probe is a field of the value,
+	// which tells a bare value stored before the map was used.
+	probe string
 }
 
 func minZero(reason string) (*int64, string) { z := int64(0); return &z, reason }
@@ -64,11 +69,11 @@ var nsPolicies = func() map[string]nsPolicy {
 		"persistence":                           {field: "persistence", kind: kindObject},
 		"subscriptionAuthMode":                  {field: "subscription_auth_mode", kind: kindString, unset: json.RawMessage(`"None"`)},
 		"encryptionRequired":                    {field: "encryption_required", kind: kindBool, unset: json.RawMessage("false")},
-		"replicatorDispatchRate":                {field: "replicatorDispatchRate", kind: kindObject},
-		"subscriptionDispatchRate":              {field: "subscriptionDispatchRate", kind: kindObject},
-		"subscribeRate":                         {field: "clusterSubscribeRate", kind: kindObject},
-		"dispatchRate":                          {field: "topicDispatchRate", kind: kindObject},
-		"publishRate":                           {field: "publishMaxMessageRate", kind: kindObject},
+		"replicatorDispatchRate":                {field: "replicatorDispatchRate", kind: kindObject, probe: "dispatchThrottlingRateInMsg"},
+		"subscriptionDispatchRate":              {field: "subscriptionDispatchRate", kind: kindObject, probe: "dispatchThrottlingRateInMsg"},
+		"subscribeRate":                         {field: "clusterSubscribeRate", kind: kindObject, probe: "subscribeThrottlingRatePerConsumer"},
+		"dispatchRate":                          {field: "topicDispatchRate", kind: kindObject, probe: "dispatchThrottlingRateInMsg"},
+		"publishRate":                           {field: "publishMaxMessageRate", kind: kindObject, probe: "publishThrottlingRateInMsg"},
 		"isAllowAutoUpdateSchema":               {field: "is_allow_auto_update_schema", kind: kindBool, unset: json.RawMessage("true")},
 		"inactiveTopicPolicies":                 {field: "inactive_topic_policies", kind: kindObject},
 		"delayedDelivery":                       {field: "delayed_delivery_policies", kind: kindObject},
@@ -80,6 +85,51 @@ var nsPolicies = func() map[string]nsPolicy {
 		"allowedClusters":                       {field: "allowed_clusters", kind: kindList},
 	}
 }()
+
+// clusterValue returns cluster's entry of a per-cluster policy map (or
+// the bare value an earlier version stored).
+func clusterValue(raw json.RawMessage, cluster, probe string) (json.RawMessage, bool) {
+	var m map[string]json.RawMessage
+	if len(raw) == 0 || json.Unmarshal(raw, &m) != nil {
+		return nil, false
+	}
+	if _, bare := m[probe]; bare {
+		return raw, true
+	}
+	v, ok := m[cluster]
+	return v, ok
+}
+
+// setField sets (val nil: removes) a namespace policy field; a per-cluster
+// one only in cluster's entry.
+func setField(f map[string]json.RawMessage, p nsPolicy, cluster string, val json.RawMessage) error {
+	if p.probe == "" {
+		if val == nil {
+			delete(f, p.field)
+		} else {
+			f[p.field] = val
+		}
+		return nil
+	}
+	m := map[string]json.RawMessage{}
+	if raw, ok := f[p.field]; ok {
+		if json.Unmarshal(raw, &m) != nil || m[p.probe] != nil {
+			m = map[string]json.RawMessage{} // a bare value: replaced
+		}
+	}
+	if val == nil {
+		delete(m, cluster)
+	} else {
+		m[cluster] = val
+	}
+	if len(m) == 0 {
+		delete(f, p.field)
+		return nil
+	}
+	b, err := json.Marshal(m)
+	f[p.field] = b
+	return err
+}
 
 // parseValue checks a policy value against its kind and returns it as
 // canonical JSON. Booleans and strings may arrive bare or quoted.
@@ -204,6 +254,8 @@ func (h *Handler) namespaces(q *request) error {
 		return h.namespacePolicy(q, tenant, ns, p)
 	}
 	switch {
+	case name == "resourcegroup" && len(rest) == 2 && (q.method() == http.MethodPost || q.method() == http.MethodPut):
+		return h.setNamespaceResourceGroup(q, tenant, ns, rest[1])
 	case name == "topics" && len(rest) == 1 && q.method() == http.MethodGet:
 		if err := h.checkNamespace(q, tenant, ns); err != nil {
 			return err
@@ -325,6 +377,9 @@ func (h *Handler) namespacePolicy(q *request, tenant, ns string, p nsPolicy) err
 			return err
 		}
 		raw, ok := fields[p.field]
+		if p.probe != "" {
+			raw, ok = clusterValue(raw, h.svc.Config().ClusterName, p.probe)
+		}
 		if !ok {
 			raw = p.unset
 		}
@@ -355,16 +410,14 @@ func (h *Handler) namespacePolicy(q *request, tenant, ns string, p nsPolicy) err
 			}
 		}
 		if err := h.updateNamespace(q, tenant, ns, func(f map[string]json.RawMessage) error {
-			f[p.field] = val
-			return nil
+			return setField(f, p, h.svc.Config().ClusterName, val)
 		}); err != nil {
 			return err
 		}
 		return noContent(q)
 	case http.MethodDelete:
 		if err := h.updateNamespace(q, tenant, ns, func(f map[string]json.RawMessage) error {
-			delete(f, p.field)
-			return nil
+			return setField(f, p, h.svc.Config().ClusterName, nil)
 		}); err != nil {
 			return err
 		}

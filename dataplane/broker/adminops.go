@@ -151,6 +151,15 @@ func (s *Service) CreatePartitionedTopic(ctx context.Context, t TopicName, n int
 		if exists {
 			return fmt.Errorf("%w: non-partitioned topic %s", ErrAlreadyExists, t)
 		}
+		snap, err := s.namespaceSnapshot(ctx, t)
+		if err != nil {
+			return err
+		}
+		if room, err := s.topicsRoom(ctx, snap, t, n); err != nil {
+			return err
+		} else if !room {
+			return fmt.Errorf("%w: %s", ErrPrecondition, tooManyTopicsMsg)
+		}
 	}
 	if err := s.res.CreatePartitioned(ctx, t, n, props); err != nil {
 		return err

@@ -70,6 +70,16 @@ type Config struct {
 	// size quotas on their own, at most once a second. Default 60s
 	// (Pulsar's backlogQuotaCheckIntervalInSeconds).
 	BacklogQuotaCheckInterval time.Duration
+	// MaxUnackedMessagesPerConsumer is the broker's default of the
+	// max_unacked_messages_per_consumer policy: a Shared or Key_Shared
+	// consumer holding this many unacknowledged messages gets no more until
+	// it acknowledges half of them. Default 50000 (Pulsar's); -1: no limit.
+	MaxUnackedMessagesPerConsumer int
+	// MaxUnackedMessagesPerSubscription is the default of
+	// max_unacked_messages_per_subscription: a Shared or Key_Shared
+	// subscription whose consumers hold this many stops dispatching until
+	// half are acknowledged. Default 200000 (Pulsar's); -1: no limit.
+	MaxUnackedMessagesPerSubscription int
 	// DispatchBatch is the most entries a subscription reads at once.
 	// Default 100.
 	DispatchBatch int
@@ -120,6 +130,12 @@ func (cfg Config) WithDefaults() Config {
 	}
 	if cfg.BacklogQuotaCheckInterval == 0 {
 		cfg.BacklogQuotaCheckInterval = time.Minute
+	}
+	if cfg.MaxUnackedMessagesPerConsumer == 0 {
+		cfg.MaxUnackedMessagesPerConsumer = 50000
+	}
+	if cfg.MaxUnackedMessagesPerSubscription == 0 {
+		cfg.MaxUnackedMessagesPerSubscription = 200000
 	}
 	if cfg.DispatchBatch == 0 {
 		cfg.DispatchBatch = 100

@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pb "github.com/magnetar-dev/magnetar/api/pulsarwire"
@@ -55,8 +56,11 @@ type conn struct {
 	// AUTH_CHALLENGE went unanswered so far. Guarded by mu.
 	ident      auth.Identity
 	challenged time.Time
-	wg         sync.WaitGroup
-	log        interface{ Warn(string, ...any) }
+	// throttled is set while the reader pauses for a publish rate limit
+	// (backpressure.go); the keep-alive does not count that as silence.
+	throttled atomic.Bool
+	wg        sync.WaitGroup
+	log       interface{ Warn(string, ...any) }
 }
 
 type outFrame struct {
@@ -175,6 +179,9 @@ func (c *conn) keepAlive() {
 		c.mu.Lock()
 		idle := time.Since(c.lastIn)
 		c.mu.Unlock()
+		if c.throttled.Load() {
+			continue // the broker is not reading: the client is not silent
+		}
 		switch {
 		case idle > 2*iv:
 			c.log.Warn("broker closing silent connection", "idle", idle)

@@ -79,6 +79,10 @@ func (c *conn) handleSubscribe(cs *pb.CommandSubscribe) {
 	// A reader starting at an entry gets that entry too (inclusive);
 	// starting at latest it gets only what comes next.
 	inclusive := start != nil && *start != ledger.Latest && *start != ledger.Earliest
+	if err := t.admitSubscribe(c.nc.RemoteAddr(), cs.GetConsumerName(), consID); err != nil {
+		c.sendError(reqID, err)
+		return
+	}
 	sub, err := t.subscription(ctx, cs.GetSubscription(), cs.GetDurable(), initial, start, inclusive, cs.GetSubType())
 	if err != nil {
 		c.sendError(reqID, err)
@@ -93,6 +97,12 @@ func (c *conn) handleSubscribe(cs *pb.CommandSubscribe) {
 			cons.sticky = ks.GetHashRanges()
 		}
 		cons.outOfOrder = ks.GetAllowOutOfOrderDelivery()
+	}
+	// As in Pulsar, the subscription exists before the consumer is
+	// counted (a refused consumer leaves it).
+	if err := t.checkMaxConsumers(); err != nil {
+		c.sendError(reqID, err)
+		return
 	}
 	if err := sub.addConsumer(cons, cs.GetSubType()); err != nil {
 		c.sendError(reqID, err)
@@ -357,7 +367,9 @@ func (s *Subscription) seek(target ledger.Position) error {
 	clear(s.redeliveries)
 	for _, c := range s.consumers {
 		clear(c.pending)
+		c.unacked, c.blocked = 0, false
 	}
+	s.unacked, s.blocked = 0, false
 	s.held.reset()
 	return nil
 }
@@ -440,6 +452,16 @@ func (s *Service) partitionsForClient(ctx context.Context, topic string) (int, e
 	}
 	if tn.Domain == Persistent {
 		if exists, err := s.mlf.Exists(ctx, tn.ledgerName()); err != nil || exists {
+			return 0, err
+		}
+		snap, err := s.namespaceSnapshot(ctx, tn)
+		if err != nil {
+			return 0, err
+		}
+		if room, err := s.topicsRoom(ctx, snap, tn, parts); err != nil || !room {
+			if err == nil {
+				err = errTooManyTopics
+			}
 			return 0, err
 		}
 	}

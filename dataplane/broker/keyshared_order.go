@@ -103,7 +103,7 @@ func (s *Subscription) keySharedOrderedLocked() bool {
 // pos with hash h now, or nil if it must wait in the replay set.
 func (s *Subscription) keySharedTargetLocked(pos ledger.Position, h int32) *Consumer {
 	c := s.keyOwnerLocked(h)
-	if c == nil || c.permits <= 0 {
+	if c == nil || c.availableLocked() <= 0 {
 		return nil
 	}
 	if !s.outOfOrder && (s.held.heldByOther(c, h) || s.olderInReplayLocked(pos, h)) {
@@ -157,7 +157,7 @@ func (s *Subscription) takeKeySharedReplayLocked(max int) []replayEntry {
 		if ok {
 			b, seen := budget[c]
 			if !seen {
-				b = c.permits
+				b = c.availableLocked()
 			}
 			if ok = b > 0; ok {
 				budget[c] = b - r.n
@@ -214,6 +214,17 @@ func (s *Subscription) trackPendingLocked(c *Consumer, pos ledger.Position, n in
 	if h != noHash {
 		s.held.add(c, pos, h)
 	}
+	c.unacked += n
+	s.unacked += n
+	if s.unackedLimitedLocked() {
+		lim := s.topic.limits()
+		if l := lim.maxUnackedPerConsumer; l > 0 && c.unacked >= l {
+			c.blocked = true
+		}
+		if l := lim.maxUnackedPerSub; l > 0 && s.unacked >= l {
+			s.blocked = true
+		}
+	}
 }
 
 // forgetPendingLocked forgets that c holds the entry at pos. It returns the
@@ -229,6 +240,11 @@ func (s *Subscription) forgetPendingLocked(c *Consumer, pos ledger.Position) (r 
 	if h, freed, tracked := s.held.release(pos); tracked {
 		r.hash = h
 		unblocked = freed && s.replayHashes[h] > 0
+	}
+	c.unacked -= n
+	s.unacked -= n
+	if (c.blocked || s.blocked) && s.recheckUnackedLocked(s.topic.limits()) {
+		unblocked = true
 	}
 	return r, true, unblocked
 }
@@ -262,4 +278,53 @@ func (s *Subscription) forgetAllPendingLocked(c *Consumer) {
 	for pos := range c.pending {
 		s.forgetPendingLocked(c, pos)
 	}
+}
+
+// Unacknowledged-message limits (max_unacked_messages_per_consumer and
+// _per_subscription), as in Pulsar: they apply to Shared and Key_Shared
+// subscriptions, whose consumers are handed messages round-robin or by
+// key. A consumer holding its limit of unacknowledged messages gets no
+// more (its permits are kept) until it holds half of the limit or less; a
+// subscription whose consumers hold its limit dispatches nothing until
+// they hold half or less.
+
+// unackedLimitedLocked reports whether the limits apply to the
+// subscription's type.
+func (s *Subscription) unackedLimitedLocked() bool {
+	return s.subType == pb.CommandSubscribe_Shared || s.subType == pb.CommandSubscribe_Key_Shared
+}
+
+// recheckUnackedLocked lifts the blocks the counts or lim no longer
+// justify (and sets those new limits call for); true if it lifted one.
+func (s *Subscription) recheckUnackedLocked(lim *topicLimits) bool {
+	limited := s.unackedLimitedLocked()
+	block := func(blocked bool, n, limit int) bool {
+		switch {
+		case !limited || limit <= 0:
+			return false
+		case n >= limit:
+			return true
+		case blocked && n > limit/2:
+			return true
+		}
+		return false
+	}
+	lifted := false
+	for _, c := range s.consumers {
+		was := c.blocked
+		c.blocked = block(was, c.unacked, lim.maxUnackedPerConsumer)
+		lifted = lifted || (was && !c.blocked)
+	}
+	was := s.blocked
+	s.blocked = block(was, s.unacked, lim.maxUnackedPerSub)
+	return lifted || (was && !s.blocked)
+}
+
+// availableLocked is the permits c may be sent messages against now: none
+// while it is blocked for unacknowledged messages.
+func (c *Consumer) availableLocked() int {
+	if c.blocked {
+		return 0
+	}
+	return c.permits
 }

@@ -13,19 +13,22 @@ import (
 type metrics struct {
 	reg *prometheus.Registry
 
-	lookups          *prometheus.CounterVec // by answer: connect, redirect, failed
-	bundleAcquired   prometheus.Counter
-	bundleReleased   *prometheus.CounterVec // by reason: unload, split, session_lost, shutdown
-	topicLoads       prometheus.Counter
-	inMessages       prometheus.Counter
-	inBytes          prometheus.Counter
-	publishSeconds   prometheus.Histogram
-	outMessages      prometheus.Counter
-	outBytes         prometheus.Counter
-	sessionLost      prometheus.Counter
-	loadManagerMoves *prometheus.CounterVec // by action: unload, split
-	authFailures     prometheus.Counter
-	authRefreshes    prometheus.Counter
+	lookups           *prometheus.CounterVec // by answer: connect, redirect, failed
+	bundleAcquired    prometheus.Counter
+	bundleReleased    *prometheus.CounterVec // by reason: unload, split, session_lost, shutdown
+	topicLoads        prometheus.Counter
+	inMessages        prometheus.Counter
+	inBytes           prometheus.Counter
+	publishSeconds    prometheus.Histogram
+	outMessages       prometheus.Counter
+	outBytes          prometheus.Counter
+	sessionLost       prometheus.Counter
+	loadManagerMoves  *prometheus.CounterVec // by action: unload, split
+	publishThrottled  prometheus.Counter
+	dispatchThrottled prometheus.Counter
+	rateRefused       *prometheus.CounterVec // by limit
+	authFailures      prometheus.Counter
+	authRefreshes     prometheus.Counter
 }
 
 func newMetrics(s *Service) *metrics {
@@ -75,11 +78,20 @@ func newMetrics(s *Service) *metrics {
 	m.authRefreshes = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "magnetar_broker_auth_refreshes_total", Help: "Credentials refreshed on live connections (AUTH_RESPONSE).",
 	})
+	m.publishThrottled = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "magnetar_broker_publish_throttled_total", Help: "Times a connection's reads were paused for a publish rate limit (topic or resource group).",
+	})
+	m.dispatchThrottled = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "magnetar_broker_dispatch_throttled_total", Help: "Times a subscription's dispatch was held for a dispatch rate limit (topic, subscription or resource group).",
+	})
+	m.rateRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "magnetar_broker_limit_refusals_total", Help: "Producers, consumers, subscriptions and topics refused for a limit, by limit.",
+	}, []string{"limit"})
 	topics := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "pulsar_topics_count", Help: "Topics open on this broker.",
 	}, func() float64 { return float64(len(s.openTopics())) })
 	m.reg.MustRegister(m.lookups, m.bundleAcquired, m.bundleReleased, m.topicLoads, m.inMessages, m.inBytes, m.publishSeconds,
-		m.outMessages, m.outBytes, m.sessionLost, m.loadManagerMoves, m.authFailures, m.authRefreshes, topics,
+		m.outMessages, m.outBytes, m.sessionLost, m.loadManagerMoves, m.publishThrottled, m.dispatchThrottled, m.rateRefused, m.authFailures, m.authRefreshes, topics,
 		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(forcedCycles)),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

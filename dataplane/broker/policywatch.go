@@ -21,14 +21,17 @@ package broker
 //     them may be stored twice (Pulsar has the same window). Disabling
 //     drops the state and deletes the dedup cursor, so it no longer holds
 //     back trimming;
-//   - max_producers_per_topic: the next producer that connects.
+//   - rate limits and the max_* limits (ratelimits.go): re-resolved at once;
+//     buckets are re-rated in place; counts apply to the next producer,
+//     consumer or subscription. Topic-level policies and resource groups
+//     are followed the same way (policyfollow.go).
 //
 // Only at open (an unload applies a change): the auto-topic-creation
 // override (it matters only before the topic exists) and bundles (a split
 // or unload moves topics anyway). Schema compatibility and partitioned
 // auto-creation are read from the store where they are used. Not enforced at
-// all yet: other namespace policies kept in Policies.Other (for example
-// max_consumers_per_topic) and topic-level policies (/admin/topic-policies).
+// all yet: the other namespace policies kept in Policies.Other (doc.go
+// lists what is enforced).
 //
 // Ordering: every snapshot carries the metadata version (store revision)
 // of the record it came from, and a topic only moves to a newer one, so
@@ -79,10 +82,9 @@ const policyRewatchBackoff = 500 * time.Millisecond
 // them: the record, and the fields the broker interprets decoded once.
 type policySnapshot struct {
 	Policies
-	version      int64                   // metadata version of the record
-	deleted      bool                    // a tombstone: the record was deleted at version
-	quotas       map[string]backlogQuota // backlog_quota_map, by quota type
-	maxProducers int                     // max_producers_per_topic; 0: no limit
+	version int64                   // metadata version of the record
+	deleted bool                    // a tombstone: the record was deleted at version
+	quotas  map[string]backlogQuota // backlog_quota_map, by quota type
 }
 
 func newPolicySnapshot(p Policies, version int64) *policySnapshot {
@@ -91,12 +93,6 @@ func newPolicySnapshot(p Policies, version int64) *policySnapshot {
 		var m map[string]backlogQuota
 		if json.Unmarshal(raw, &m) == nil {
 			s.quotas = m
-		}
-	}
-	if raw, ok := p.Other["max_producers_per_topic"]; ok {
-		var n int
-		if json.Unmarshal(raw, &n) == nil && n > 0 {
-			s.maxProducers = n
 		}
 	}
 	return s
@@ -362,6 +358,7 @@ func (t *Topic) applyPolicies(snap *policySnapshot) {
 	t.quota.checked = 0 // the next SEND re-evaluates the quota
 	closed := t.closed
 	t.mu.Unlock()
+	t.refreshLimitsLocked()
 	if closed || t.ml == nil {
 		return
 	}

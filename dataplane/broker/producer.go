@@ -192,10 +192,17 @@ func (c *conn) handleSend(s *pb.CommandSend, data []byte) error {
 		return errors.New("connection closed")
 	}
 	op := publishOps.Get().(*publishOp)
+	num := s.GetNumMessages()
 	*op = publishOp{c: c, p: p, dd: dd, prodID: prodID, seq: seq, highest: highest,
-		dedupSeq: dedupSeq, size: n, numMessages: s.GetNumMessages(), start: start}
+		dedupSeq: dedupSeq, size: n, numMessages: num, start: start}
 	// data is the reader's fresh buffer: the topic keeps it without a copy.
-	p.topic.publish(data, op)
+	t := p.topic
+	t.publish(data, op)
+	// The publish rate: charged once the SEND is on its way (its size is
+	// known only now), pausing this connection's reads while over.
+	if !c.throttlePublish(t, int64(max(num, 1)), n) {
+		return errors.New("connection closed")
+	}
 	return nil
 }
 

@@ -44,7 +44,17 @@ type Service struct {
 	rates   rateMeter   // load-report rates
 	pending *byteBudget // pending publish bytes, broker-wide
 	nameSeq atomic.Int64
-	pw      policyWatch // newest namespace policies seen (policywatch.go)
+	pw      policyWatch    // newest namespace policies seen (policywatch.go)
+	tpv     recordView     // topic-level policies (policyfollow.go)
+	rgv     recordView     // resource group records (policyfollow.go)
+	rgs     resourceGroups // resource groups' buckets (resourcegroup.go)
+	// limitGen counts changes of topic policies and resource groups
+	// (ratelimits.go catchUpLimits).
+	limitGen atomic.Uint64
+	// limInterned maps a topicLimits value to the one pointer topics with
+	// it share (ratelimits.go internLimits); it holds one entry per
+	// distinct set of limits ever resolved.
+	limInterned sync.Map
 	// authGen changes whenever a tenant or namespace record may have
 	// changed: cached authorization decisions of an older gen are stale.
 	authGen atomic.Uint64
@@ -81,6 +91,8 @@ func New(cfg Config, md metadata.Store, mlf *ledger.Factory) (*Service, error) {
 		topics:   map[string]topicSlot{},
 		conns:    map[*conn]struct{}{},
 		pending:  newByteBudget(cfg.MaxPendingPublishBytes),
+		tpv:      recordView{prefix: topicPoliciesPath},
+		rgv:      recordView{prefix: resourceGroupsPath},
 	}
 	s.res.onNamespace = s.namespaceWritten
 	s.pw.authGen = &s.authGen
@@ -137,6 +149,7 @@ func (s *Service) Start(ctx context.Context) error {
 		return err
 	}
 	s.startPolicyWatch()
+	s.startPolicyFollowers()
 	s.wg.Add(2)
 	if s.ln != nil {
 		s.wg.Add(1)
@@ -373,6 +386,7 @@ func (s *Service) getTopic(ctx context.Context, t TopicName, mode topicOpen) (*T
 			f := &topicFuture{done: make(chan struct{})}
 			s.topics[key] = topicSlot{fut: f}
 			s.mu.Unlock()
+			gen := s.limitGen.Load()
 			f.topic, f.err = s.openTopic(ctx, t, key, mode)
 			s.mu.Lock()
 			if f.err != nil {
@@ -384,6 +398,7 @@ func (s *Service) getTopic(ctx context.Context, t TopicName, mode topicOpen) (*T
 			close(f.done)
 			if f.topic != nil {
 				s.catchUpPolicies(f.topic)
+				s.catchUpLimits(f.topic, gen)
 			}
 			return f.topic, f.err
 		}
@@ -430,12 +445,17 @@ func (s *Service) openTopic(ctx context.Context, t TopicName, name string, mode 
 	if t.Domain == NonPersistent {
 		tp := newTopic(s, t, nil)
 		tp.pol.cur.Store(snap)
+		tp.refreshLimitsLocked() // not visible yet: nobody else holds pol.mu
 		return tp, nil
 	}
 	// Whether the managed ledger exists is learnt by opening (or
 	// creating) it, not by a separate read.
 	var ml *ledger.ManagedLedger
-	switch allowed, _ := s.autoCreate(pol, t); {
+	allowed, _ := s.autoCreate(pol, t)
+	if err := s.checkTopicRoom(ctx, snap, t, name, mode, allowed); err != nil {
+		return nil, err
+	}
+	switch {
 	case mode == createTopic:
 		// The record is created only if no partitioned topic has the name:
 		// one metadata transaction, atomic with a concurrent creation of
@@ -472,6 +492,7 @@ func (s *Service) openTopic(ctx context.Context, t TopicName, name string, mode 
 	}
 	tp := newTopic(s, t, ml)
 	tp.pol.cur.Store(snap)
+	tp.refreshLimitsLocked() // not visible yet: nobody else holds pol.mu
 	s.metrics.topicLoads.Inc()
 	if pol.DeduplicationEnabled != nil && *pol.DeduplicationEnabled {
 		d, err := loadDedup(ctx, ml)
@@ -486,6 +507,32 @@ func (s *Service) openTopic(ctx context.Context, t TopicName, name string, mode 
 		return nil, err
 	}
 	return tp, nil
+}
+
+// checkTopicRoom refuses to create a persistent topic (not a partition of
+// a partitioned topic: those were counted when it was created) in a
+// namespace at its max_topics_per_namespace. Only with a limit set does it
+// learn whether the topic exists first.
+func (s *Service) checkTopicRoom(ctx context.Context, snap *policySnapshot, t TopicName, name string, mode topicOpen, allowed bool) error {
+	if limit, _ := parseInt(snap.Other["max_topics_per_namespace"]); limit <= 0 || t.PartitionIndex() >= 0 {
+		return nil
+	}
+	if mode == openExisting || (mode == openAutoCreate && !allowed) {
+		return nil
+	}
+	if exists, err := s.mlf.Exists(ctx, name); err != nil || exists {
+		return err // creating an existing topic fails (or opens it) as before
+	}
+	room, err := s.topicsRoom(ctx, snap, t, 1)
+	switch {
+	case err != nil:
+		return err
+	case room:
+		return nil
+	case mode == createTopic:
+		return fmt.Errorf("%w: %s", ErrPrecondition, tooManyTopicsMsg)
+	}
+	return errTooManyTopics
 }
 
 // ledgerConfig maps the namespace's retention and persistence policies onto

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"math"
 	"slices"
 	"sort"
 	"sync"
@@ -36,6 +37,8 @@ type Consumer struct {
 	permits   int
 	lastFlow  int64                   // Unix milliseconds of the last FLOW
 	pending   map[ledger.Position]int // dispatched, not acknowledged: messages per entry
+	unacked   int                     // messages in pending
+	blocked   bool                    // over max_unacked_messages_per_consumer (keyshared_order.go)
 }
 
 // closeByBroker tells the client to re-subscribe this consumer.
@@ -95,6 +98,13 @@ type Subscription struct {
 	outOfOrder   bool           // Key_Shared allowOutOfOrderDelivery
 	rr           int
 	closed       bool
+	unacked      int       // messages pending at all consumers
+	blocked      bool      // over max_unacked_messages_per_subscription
+	throttledTo  time.Time // dispatch held for a rate limit until then
+
+	// rl is the subscription's own dispatch buckets
+	// (subscriptionDispatchRate; nil: none), kept by refreshLimits.
+	rl atomic.Pointer[rateBuckets]
 
 	wakeCh  chan struct{}
 	stopCh  chan struct{}
@@ -139,6 +149,10 @@ func (s *Subscription) addConsumer(c *Consumer, subType pb.CommandSubscribe_SubT
 	if len(s.consumers) > 0 && s.subType != subType {
 		return protocol.ErrConsumerBusy.WithMessage("Subscription is of different type")
 	}
+	if limit := s.topic.limits().maxConsumersPerSub; limit > 0 && len(s.consumers) >= limit {
+		s.topic.s.metrics.rateRefused.WithLabelValues("max_consumers_per_subscription").Inc()
+		return protocol.ErrConsumerBusy.WithMessage("Subscription reached max consumers limit")
+	}
 	if subType == pb.CommandSubscribe_Exclusive && len(s.consumers) > 0 {
 		return protocol.ErrConsumerBusy.WithMessage("Exclusive consumer is already connected")
 	}
@@ -159,6 +173,7 @@ func (s *Subscription) addConsumer(c *Consumer, subType pb.CommandSubscribe_SubT
 	s.subType = subType
 	c.pending = map[ledger.Position]int{}
 	s.consumers = append(s.consumers, c)
+	s.recheckUnackedLocked(s.topic.limits())
 	if subType == pb.CommandSubscribe_Key_Shared && len(c.sticky) == 0 {
 		s.splitAddLocked(c)
 	}
@@ -299,9 +314,12 @@ func (s *Subscription) totalPermitsLocked() int {
 		}
 		return 0
 	}
+	if s.blocked {
+		return 0
+	}
 	n := 0
 	for _, c := range s.consumers {
-		n += max(c.permits, 0)
+		n += max(c.availableLocked(), 0)
 	}
 	return n
 }
@@ -323,6 +341,9 @@ func (s *Subscription) run() {
 		wait := time.Hour
 		if len(s.delayed) > 0 {
 			wait = max(time.Until(s.delayed[0].at), time.Millisecond)
+		}
+		if !s.throttledTo.IsZero() {
+			wait = min(wait, max(time.Until(s.throttledTo), time.Millisecond))
 		}
 		s.mu.Unlock()
 		timer.Reset(wait)
@@ -356,11 +377,19 @@ func (s *Subscription) releaseDelayed() {
 func (s *Subscription) dispatch(ctx context.Context) {
 	batch := s.topic.s.cfg.DispatchBatch
 	for ctx.Err() == nil {
+		tl, sl := s.topic.rates.Load().dispatcher(), s.rl.Load()
+		budget := s.dispatchBudget(tl, sl)
+		if budget == 0 {
+			return // held for a dispatch rate; run wakes it
+		}
 		s.mu.Lock()
 		permits := s.totalPermitsLocked()
 		if permits <= 0 || len(s.consumers) == 0 {
 			s.mu.Unlock()
 			return
+		}
+		if budget > 0 {
+			permits = min(permits, budget)
 		}
 		var replay []replayEntry
 		if s.subType == pb.CommandSubscribe_Key_Shared {
@@ -383,7 +412,9 @@ func (s *Subscription) dispatch(ctx context.Context) {
 				}
 				entries = append(entries, es[0])
 			}
-			if s.deliver(entries) > 0 || len(entries) < len(replay) {
+			sent, msgs, bytes := s.deliver(entries)
+			chargeDispatch(tl, sl, msgs, bytes)
+			if sent > 0 || len(entries) < len(replay) {
 				continue
 			}
 			// What was picked went back (state changed meanwhile): do not
@@ -404,7 +435,55 @@ func (s *Subscription) dispatch(ctx context.Context) {
 		}
 		// Entries read and not delivered were parked or delayed: keep
 		// going, the other consumers may have permits for what follows.
-		s.deliver(entries)
+		_, msgs, bytes := s.deliver(entries)
+		chargeDispatch(tl, sl, msgs, bytes)
+	}
+}
+
+// dispatchBudget returns how many messages the dispatch rates (the topic's
+// and its resource group's, tl, and the subscription's own, sl) allow now:
+// -1 without a message limit, 0 when a rate is spent, in which case the
+// dispatcher is held until the balances are positive again. Dispatch is
+// slowed, never failed: entries stay in the backlog.
+func (s *Subscription) dispatchBudget(tl *limiter, sl *rateBuckets) int {
+	if tl == nil && sl == nil {
+		return -1
+	}
+	now := nanotime()
+	var wait time.Duration
+	budget := int64(-1)
+	if tl != nil {
+		wait = tl.wait(1, now)
+		budget = tl.msgBudget(now)
+	}
+	if sl != nil {
+		wait = max(wait, sl.wait(1, now))
+		if b := sl.msgBudget(now); b >= 0 && (budget < 0 || b < budget) {
+			budget = b
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if wait > 0 {
+		s.throttledTo = time.Now().Add(wait)
+		s.topic.s.metrics.dispatchThrottled.Inc()
+		return 0
+	}
+	s.throttledTo = time.Time{}
+	return int(min(budget, math.MaxInt32))
+}
+
+// chargeDispatch takes what was dispatched from the dispatch buckets.
+func chargeDispatch(tl *limiter, sl *rateBuckets, msgs, bytes int) {
+	if tl == nil && sl == nil || msgs == 0 {
+		return
+	}
+	now := nanotime()
+	if tl != nil {
+		tl.consume(int64(msgs), int64(bytes), now)
+	}
+	if sl != nil {
+		sl.consume(int64(msgs), int64(bytes), now)
 	}
 }
 
@@ -429,12 +508,12 @@ func parseEntryInfo(data []byte) entryInfo {
 	return info
 }
 
-// deliver hands entries to consumers and returns how many were sent;
-// entries that cannot go now are kept for replay or delay.
-func (s *Subscription) deliver(entries []ledger.Entry) int {
+// deliver hands entries to consumers and returns how many were sent, with
+// their messages and bytes; entries that cannot go now are kept for replay
+// or delay.
+func (s *Subscription) deliver(entries []ledger.Entry) (sent, msgs, bytes int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sent := 0
 	now := time.Now().UnixMilli()
 	keyShared := s.subType == pb.CommandSubscribe_Key_Shared
 	for _, e := range entries {
@@ -471,8 +550,10 @@ func (s *Subscription) deliver(entries []ledger.Entry) int {
 		s.topic.s.metrics.outMessages.Add(float64(info.numMessages))
 		s.topic.s.metrics.outBytes.Add(float64(len(e.Data)))
 		sent++
+		msgs += info.numMessages
+		bytes += len(e.Data)
 	}
-	return sent
+	return sent, msgs, bytes
 }
 
 // unackedBits converts acknowledged-index bits to Pulsar's ack_set, where
@@ -499,7 +580,7 @@ func (s *Subscription) pickConsumerLocked(key string) *Consumer {
 		return nil
 	case pb.CommandSubscribe_Key_Shared:
 		c := s.keyOwnerLocked(keyHash(key))
-		if c != nil && c.permits > 0 {
+		if c != nil && c.availableLocked() > 0 {
 			return c
 		}
 		return nil
@@ -507,14 +588,14 @@ func (s *Subscription) pickConsumerLocked(key string) *Consumer {
 	// Shared: round-robin within the best priority level that has permits.
 	best := int32(1 << 30)
 	for _, c := range s.consumers {
-		if c.permits > 0 && c.priority < best {
+		if c.availableLocked() > 0 && c.priority < best {
 			best = c.priority
 		}
 	}
 	n := len(s.consumers)
 	for i := 0; i < n; i++ {
 		c := s.consumers[(s.rr+i)%n]
-		if c.permits > 0 && c.priority == best {
+		if c.availableLocked() > 0 && c.priority == best {
 			s.rr = (s.rr + i + 1) % n
 			return c
 		}

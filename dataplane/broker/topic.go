@@ -11,6 +11,7 @@ import (
 	pb "github.com/magnetar-dev/magnetar/api/pulsarwire"
 	"github.com/magnetar-dev/magnetar/dataplane/ledger"
 	"github.com/magnetar-dev/magnetar/dataplane/protocol"
+	"github.com/magnetar-dev/magnetar/dataplane/ratelimit"
 )
 
 // Topic is one open topic (or partition). A persistent topic stores
@@ -35,6 +36,12 @@ type Topic struct {
 	// pol is the namespace policies snapshot the topic runs with, kept
 	// current by the broker's policy watch (policywatch.go).
 	pol topicPolicies
+	// rates is the topic's effective limits and its publish and dispatch
+	// buckets, kept current by refreshLimitsLocked (ratelimits.go); topics
+	// without buckets share one per set of limits. subscribeRL holds,
+	// under mu, the subscribe-rate bucket of each consumer identity.
+	rates       atomic.Pointer[topicRates]
+	subscribeRL map[string]*ratelimit.Bucket
 	// assignedURL, when set before close, sends clients to that broker
 	// (CLOSE_PRODUCER/CLOSE_CONSUMER assigned_broker_service_url).
 	assignedURL atomic.Pointer[string]
@@ -178,7 +185,7 @@ func (t *Topic) addProducer(p *Producer) (ready bool, err error) {
 	}
 	// max_producers_per_topic (0: no limit). A fencing producer replaces
 	// the others, so it is never refused for their number.
-	if limit := t.policies().maxProducers; limit > 0 && p.mode != pb.ProducerAccessMode_ExclusiveWithFencing &&
+	if limit := t.limits().maxProducers; limit > 0 && p.mode != pb.ProducerAccessMode_ExclusiveWithFencing &&
 		len(t.producers)+len(t.waitingLocked()) >= limit {
 		return false, protocol.ErrProducerBusy.WithMessage("Topic reached max producers limit")
 	}
@@ -299,6 +306,10 @@ func (t *Topic) subscription(ctx context.Context, name string, durable bool, ini
 		t.mu.Unlock()
 		return s, nil
 	}
+	if err := t.checkMaxSubscriptionsLocked(); err != nil {
+		t.mu.Unlock()
+		return nil, err
+	}
 	t.mu.Unlock()
 
 	var cur *ledger.Cursor
@@ -328,6 +339,11 @@ func (t *Topic) subscription(ctx context.Context, name string, durable bool, ini
 	s := newSubscription(t, name, cur, subType)
 	s.durable = durable
 	setKey(&t.subs, name, s)
+	if lim := t.limits(); lim.subDispatch.set() {
+		if rb := rebucket(rateBuckets{}, lim.subDispatch, nanotime()); !rb.empty() {
+			s.rl.Store(&rb)
+		}
+	}
 	return s, nil
 }
 
