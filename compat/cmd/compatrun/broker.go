@@ -58,7 +58,7 @@ func startStandalone(ctx context.Context, bin string, flags []string, dataDir, l
 		"--broker-addr", brokerAddr,
 		"--http-addr", httpAddr,
 		"--bookie-addr", bookieAddr,
-	}, flags...)
+	}, withoutAdminToken(flags)...)
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = lf, lf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -82,11 +82,63 @@ func startStandalone(ctx context.Context, bin string, flags []string, dataDir, l
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if err := setupLikeUpstreamCI(ctx); err != nil {
+	if err := setupLikeUpstreamCI(ctx, adminTokenOf(flags)); err != nil {
 		s.stop()
 		return nil, fmt.Errorf("setup: %w", err)
 	}
 	return s, nil
+}
+
+// secureFlags configure the standalone as upstream CI's broker for the
+// TLS and authentication tests (M6): TLS on 6651 and 8443 with the suite's
+// certificates (issued for localhost, so the advertised host is
+// localhost), the tls, token and basic providers, authorization with
+// superusers localhost, superUser and admin, and anonymous clients as
+// "anonymous".
+func secureFlags(upstream string) []string {
+	it := filepath.Join(upstream, "integration-tests")
+	return []string{
+		"--advertised-address", "localhost:6650",
+		"--tls-addr", "127.0.0.1:6651", "--https-addr", "127.0.0.1:8443",
+		"--tls-cert-file", filepath.Join(it, "certs", "broker-cert.pem"),
+		"--tls-key-file", filepath.Join(it, "certs", "broker-key.pem"),
+		"--tls-trust-certs-file", filepath.Join(it, "certs", "cacert.pem"),
+		"--auth-tls",
+		"--auth-token-secret-key", filepath.Join(it, "tokens", "secret.key"),
+		"--auth-basic-htpasswd", filepath.Join(it, "conf", ".htpasswd"),
+		"--anonymous-role", "anonymous",
+		"--superuser-roles", "localhost,superUser,admin",
+		"--authorization",
+		adminTokenFlag, filepath.Join(it, "tokens", "admin-token"),
+	}
+}
+
+// adminTokenFlag is not a magnetar flag: startStandalone strips it and the
+// setup authenticates with the file it names.
+const adminTokenFlag = "--compatrun-admin-token"
+
+// adminTokenOf returns the token of an adminTokenFlag in flags, or "".
+func adminTokenOf(flags []string) string {
+	for i, f := range flags {
+		if f == adminTokenFlag && i+1 < len(flags) {
+			b, _ := os.ReadFile(flags[i+1])
+			return strings.TrimSpace(string(b))
+		}
+	}
+	return ""
+}
+
+// withoutAdminToken drops adminTokenFlag and its value.
+func withoutAdminToken(flags []string) []string {
+	out := make([]string, 0, len(flags))
+	for i := 0; i < len(flags); i++ {
+		if flags[i] == adminTokenFlag {
+			i++
+			continue
+		}
+		out = append(out, flags[i])
+	}
+	return out
 }
 
 // alive reports whether the process is still running.
@@ -177,7 +229,7 @@ func waitPortFree(ctx context.Context, addr string, d time.Duration) error {
 // produce+consume for anonymous on public/default, tenant private and
 // namespace private/auth with produce+consume for token-principal.
 // Permissions are stored, not enforced.
-func setupLikeUpstreamCI(ctx context.Context) error {
+func setupLikeUpstreamCI(ctx context.Context, token string) error {
 	steps := []struct {
 		method, path, body string
 	}{
@@ -188,14 +240,14 @@ func setupLikeUpstreamCI(ctx context.Context) error {
 		{http.MethodPost, "/namespaces/private/auth/permissions/token-principal", `["produce","consume"]`},
 	}
 	for _, st := range steps {
-		if err := adminCall(ctx, st.method, st.path, st.body); err != nil {
+		if err := adminCall(ctx, st.method, st.path, st.body, token); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func adminCall(ctx context.Context, method, path, body string) error {
+func adminCall(ctx context.Context, method, path, body, token string) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, adminURL+path, strings.NewReader(body))
@@ -203,6 +255,9 @@ func adminCall(ctx context.Context, method, path, body string) error {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err

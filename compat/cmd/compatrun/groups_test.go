@@ -49,7 +49,7 @@ func TestParseGroups(t *testing.T) {
 			t.Errorf("default lacks %s", id)
 		}
 	}
-	for _, id := range []string{"M6", "M7", "M10", "X"} {
+	for _, id := range []string{"M7", "M10", "X"} {
 		if def[id] {
 			t.Errorf("default has excluded %s", id)
 		}
@@ -65,7 +65,7 @@ func TestParseGroups(t *testing.T) {
 
 func TestReportCountsAndTarget(t *testing.T) {
 	all := []testCase{
-		{pkgPulsar, "TestA", "M1"}, {pkgPulsar, "TestB", "M1"}, {pkgPulsar, "TestTLS", "M6"},
+		{pkgPulsar, "TestA", "M1"}, {pkgPulsar, "TestB", "M1"}, {pkgPulsar, "TestTxn", "M7"},
 		{pkgAdmin, "TestC", "M9"},
 	}
 	r := &run{
@@ -81,11 +81,11 @@ func TestReportCountsAndTarget(t *testing.T) {
 	s := b.String()
 	for _, want := range []string{
 		"| M1 | core produce/consume | 2 | 1 | 1 | 0 | 0 |",
-		"| M6 | TLS and authentication — *not run: needs TLS/authentication* | 1 | 0 | 0 | 0 | 1 |",
+		"| M7 | transactions — *not run: needs transactions (and TLS on 8443)* | 1 | 0 | 0 | 0 | 1 |",
 		"| M9 | pulsaradmin/pkg/admin | 1 | 0 | 0 | 1 | 0 |",
 		"**1 of 3 pass (33.3%)**; 1 fail, 1 skip, 0 not run.",
 		`| TestB | M1 | a_test.go:1: x \| y | server error |`,
-		"`TestTLS`",
+		"`TestTxn`",
 		"| admin.TestC | skip |",
 	} {
 		if !strings.Contains(s, want) {

@@ -150,16 +150,21 @@ func runAll(ctx context.Context, o options, r *run, tests []testCase) error {
 		instance  int
 		sinceBoot int
 		stopped   string // why sa was stopped
+		secure    bool   // sa runs with secureFlags
 	)
 	defer func() { sa.stop() }()
-	restart := func(why string) error {
+	restart := func(why string, wantSecure bool) error {
 		sa.stop()
 		sa = nil
 		instance++
 		logPath := filepath.Join(o.out, fmt.Sprintf("broker-%03d.log", instance))
 		var err error
 		for attempt := 0; attempt < 2; attempt++ {
-			sa, err = startStandalone(ctx, bin, o.brokerFlags, filepath.Join(o.out, "data"), logPath)
+			flags := o.brokerFlags
+			if wantSecure {
+				flags = append(append([]string{}, flags...), secureFlags(o.upstream)...)
+			}
+			sa, err = startStandalone(ctx, bin, flags, filepath.Join(o.out, "data"), logPath)
 			if err == nil {
 				break
 			}
@@ -167,7 +172,7 @@ func runAll(ctx context.Context, o options, r *run, tests []testCase) error {
 		if err != nil {
 			return err
 		}
-		sinceBoot = 0
+		sinceBoot, secure = 0, wantSecure
 		r.Restarts++
 		if o.verbose {
 			fmt.Printf("        broker #%d started (%s)\n", instance, why)
@@ -197,7 +202,10 @@ func runAll(ctx context.Context, o options, r *run, tests []testCase) error {
 			continue
 		}
 		var why string
+		wantSecure := t.Group == "M6"
 		switch {
+		case sa != nil && secure != wantSecure:
+			why = "TLS and authentication on or off for " + t.Name
 		case sa == nil:
 			why = firstNonEmpty(stopped, "first test")
 		case !sa.healthy(ctx):
@@ -208,7 +216,7 @@ func runAll(ctx context.Context, o options, r *run, tests []testCase) error {
 			why = t.Name + " wants a clean broker"
 		}
 		if why != "" {
-			if err := restart(why); err != nil {
+			if err := restart(why, wantSecure); err != nil {
 				return fmt.Errorf("starting magnetar standalone: %w", err)
 			}
 		}
