@@ -21,6 +21,8 @@ func main() {
 		SilenceErrors: true,
 	}
 	pprofFlag(root)
+	root.Version = versionString() // --version; see version.go
+	root.SetVersionTemplate("{{.Version}}\n")
 	for _, add := range subcommands {
 		root.AddCommand(add())
 	}

@@ -55,6 +55,12 @@ func (s *Server) list(ctx context.Context, k *kind, parent string, pageSize int3
 	if err := s.authorize(ctx, target{kind: k, verb: "list", res: resName{parent: pr.name, org: pr.org}}); err != nil {
 		return nil, "", err
 	}
+	if pk := k.parentKind(); pk != nil {
+		// A missing parent is NOT_FOUND naming it, not an empty list.
+		if _, err := s.store.Get(ctx, pk.collection, pr.name); err != nil {
+			return nil, "", s.toStatus(err, pr.name)
+		}
+	}
 	objs, next, err := s.store.List(ctx, store.ListQuery{Kind: k.collection, Parent: pr.name, PageSize: int(pageSize), PageToken: token})
 	if err != nil {
 		return nil, "", s.toStatus(err, "")

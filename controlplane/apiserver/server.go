@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	cpv1 "github.com/magnetar-dev/magnetar/api/controlplane/v1"
 	"github.com/magnetar-dev/magnetar/controlplane/store"
@@ -115,7 +116,14 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("apiserver: gateway connection: %w", err)
 	}
-	gw := runtime.NewServeMux()
+	// Unknown JSON fields are refused (INVALID_ARGUMENT naming the field)
+	// rather than dropped, as grpc-gateway's default marshaler does.
+	gw := runtime.NewServeMux(runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.HTTPBodyMarshaler{
+		Marshaler: &runtime.JSONPb{
+			MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: true},
+			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
+		},
+	}))
 	for _, reg := range []func(context.Context, *runtime.ServeMux, *grpc.ClientConn) error{
 		cpv1.RegisterOrganizationsHandler, cpv1.RegisterUsersHandler, cpv1.RegisterServiceAccountsHandler,
 		cpv1.RegisterRoleBindingsHandler, cpv1.RegisterAuditEventsHandler, cpv1.RegisterRegionsHandler,
