@@ -95,6 +95,8 @@ type Subscription struct {
 	outOfOrder   bool           // Key_Shared allowOutOfOrderDelivery
 	rr           int
 	closed       bool
+	// seekGen counts cursor resets: entries read before one are stale.
+	seekGen uint64
 
 	wakeCh  chan struct{}
 	stopCh  chan struct{}
@@ -369,6 +371,7 @@ func (s *Subscription) dispatch(ctx context.Context) {
 			replay = s.takeReplayLocked(min(batch, permits))
 		}
 		full := s.replayFullLocked()
+		gen := s.seekGen
 		s.mu.Unlock()
 
 		if len(replay) > 0 {
@@ -383,7 +386,7 @@ func (s *Subscription) dispatch(ctx context.Context) {
 				}
 				entries = append(entries, es[0])
 			}
-			if s.deliver(entries) > 0 || len(entries) < len(replay) {
+			if s.deliver(entries, gen) > 0 || len(entries) < len(replay) {
 				continue
 			}
 			// What was picked went back (state changed meanwhile): do not
@@ -404,7 +407,7 @@ func (s *Subscription) dispatch(ctx context.Context) {
 		}
 		// Entries read and not delivered were parked or delayed: keep
 		// going, the other consumers may have permits for what follows.
-		s.deliver(entries)
+		s.deliver(entries, gen)
 	}
 }
 
@@ -430,10 +433,14 @@ func parseEntryInfo(data []byte) entryInfo {
 }
 
 // deliver hands entries to consumers and returns how many were sent;
-// entries that cannot go now are kept for replay or delay.
-func (s *Subscription) deliver(entries []ledger.Entry) int {
+// entries that cannot go now are kept for replay or delay. Entries read
+// before a seek (gen is the seekGen they were read under) are dropped.
+func (s *Subscription) deliver(entries []ledger.Entry, gen uint64) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if gen != s.seekGen {
+		return 0
+	}
 	sent := 0
 	now := time.Now().UnixMilli()
 	keyShared := s.subType == pb.CommandSubscribe_Key_Shared
