@@ -426,30 +426,18 @@ func (s *Service) DeleteSubscription(ctx context.Context, t TopicName, name stri
 	return tp.removeSubscription(ctx, sub)
 }
 
-// disconnectConsumers detaches every consumer of sub and tells it to
-// reconnect (after its position changed under it).
-func (sub *Subscription) disconnectConsumers() {
-	sub.mu.Lock()
-	consumers := slices.Clone(sub.consumers)
-	sub.mu.Unlock()
-	for _, c := range consumers {
-		sub.removeConsumerQuiet(c)
-		c.closeByBroker()
-	}
-}
-
 // ResetSubscription moves a subscription so target is the next entry
-// delivered and makes its consumers reconnect.
+// delivered and makes its consumers reconnect (see handleSeek).
 func (s *Service) ResetSubscription(ctx context.Context, t TopicName, name string, target ledger.Position) error {
 	_, sub, err := s.subscriptionOf(ctx, t, name)
 	if err != nil {
 		return err
 	}
-	if err := sub.seek(target); err != nil {
-		return err
+	detached, err := sub.seekAndDetach(target)
+	for _, c := range detached {
+		c.closeByBroker()
 	}
-	sub.disconnectConsumers()
-	return nil
+	return err
 }
 
 // positionAtTime returns the first entry published at or after ts

@@ -335,22 +335,41 @@ func (c *conn) handleSeek(sk *pb.CommandSeek) {
 		c.sendError(reqID, protocol.ErrNotAllowed.WithMessage("seek needs a message id or a publish time"))
 		return
 	}
-	if err := s.seek(target); err != nil {
+	// As Pulsar's PersistentSubscription.resetCursor: the consumers are
+	// disconnected before the reset and the SUCCESS comes last. Clients
+	// take the CLOSE_CONSUMER as the cue to re-subscribe from the seek
+	// position; libpulsar (C++, Python) does so only while the seek is
+	// still pending, and would otherwise reconnect from where it was.
+	detached, err := s.seekAndDetach(target)
+	for _, o := range detached {
+		if o.conn == c {
+			delete(c.consumers, o.id)
+		}
+		o.closeByBroker()
+	}
+	if err != nil {
 		c.sendError(reqID, err)
 		return
 	}
 	c.send(protocol.NewSuccess(reqID))
-	// The client reconnects its consumer after a seek.
+}
+
+// seekAndDetach detaches every consumer (without redelivering what they
+// had pending: it is moot after a seek) and resets the cursor so target
+// is the next entry delivered, forgetting what was dispatched. Both happen
+// under the subscription's lock, so no consumer re-subscribing meanwhile
+// sees the old position. The detached consumers are returned to be told
+// to reconnect; they are detached even when the reset fails.
+func (s *Subscription) seekAndDetach(target ledger.Position) ([]*Consumer, error) {
 	s.mu.Lock()
-	consumers := slices.Clone(s.consumers)
-	s.mu.Unlock()
-	for _, o := range consumers {
-		if o.conn == c {
-			delete(c.consumers, o.id)
-		}
-		s.removeConsumerQuiet(o)
-		o.closeByBroker()
+	defer s.mu.Unlock()
+	detached := s.consumers
+	s.consumers = nil
+	for _, c := range detached {
+		s.splitRemoveLocked(c)
+		s.forgetAllPendingLocked(c)
 	}
+	return detached, s.seekLocked(target)
 }
 
 // seek resets the cursor so target is the next entry delivered and forgets
@@ -358,9 +377,14 @@ func (c *conn) handleSeek(sk *pb.CommandSeek) {
 func (s *Subscription) seek(target ledger.Position) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.seekLocked(target)
+}
+
+func (s *Subscription) seekLocked(target ledger.Position) error {
 	if err := s.cursor.ResetCursor(target); err != nil {
 		return err
 	}
+	s.seekGen++
 	s.replay = nil
 	clear(s.replayHashes)
 	s.delayed = nil

@@ -14,12 +14,27 @@ import (
 
 // Message deduplication (Pulsar's PIP-6), enabled per namespace with the
 // deduplicationEnabled policy (also switched on loaded topics, see
-// policywatch.go). For each producer
-// name the broker keeps the highest sequence id accepted for writing
-// (pushed) and the highest written (persisted). A SEND whose sequence id is
-// not above pushed is a duplicate: it is answered with a receipt for
-// position -1:-1 and not stored. A new producer learns persisted as its
-// last sequence id. When a write fails, pushed falls back to persisted.
+// policywatch.go). For each producer name the broker keeps the highest
+// sequence id accepted for writing (pushed) and the highest written
+// (persisted). A SEND carries sequence_id (its first message) and, for a
+// batch, highest_sequence_id (its last); it is judged by its first id:
+//
+//   - first id above pushed (or no record): new; pushed becomes
+//     max(first, highest).
+//   - first id not above persisted: a duplicate, answered with a receipt
+//     for position -1:-1 and not stored.
+//   - first id above persisted but not above pushed: the earlier copy is
+//     still being written and may yet fail, so the broker cannot tell;
+//     it answers SEND_ERROR (PersistenceError) and the client re-sends
+//     later.
+//
+// Every chunk of a chunked message carries the message's sequence id, so
+// only the last chunk (chunk_id == num_chunks_from_msg-1) is judged and
+// recorded; earlier chunks are always stored (a re-sent chunk is stored
+// again and the consumer's client drops the repeated chunk id).
+//
+// A new producer learns persisted as its last sequence id. When a write
+// fails, pushed falls back to persisted.
 //
 // The persisted map is snapshotted into the managed ledger's properties
 // (dedup.<producer> = seq, dedup.position = last entry covered) every
@@ -88,14 +103,18 @@ func loadDedup(ctx context.Context, ml *ledger.ManagedLedger) (*dedupState, erro
 			if err != nil {
 				continue
 			}
-			seq := int64(meta.GetSequenceId())
-			if h := int64(meta.GetHighestSequenceId()); h > seq {
-				seq = h
-			}
-			if seq > d.persisted[meta.GetProducerName()] || !hasKey(d.persisted, meta.GetProducerName()) {
-				d.persisted[meta.GetProducerName()] = seq
-			}
 			d.last = e.Pos
+			k := dedupSend{producer: meta.GetProducerName(), seq: int64(meta.GetSequenceId()),
+				highest: int64(meta.GetHighestSequenceId()), chunkID: -1}
+			if meta.NumChunksFromMsg != nil {
+				k.chunkID, k.numChunks = meta.GetChunkId(), meta.GetNumChunksFromMsg()
+			}
+			if !k.judged() {
+				continue
+			}
+			if seq := k.top(); seq > d.persisted[k.producer] || !hasKey(d.persisted, k.producer) {
+				d.persisted[k.producer] = seq
+			}
 		}
 		from = ml.Next(es[len(es)-1].Pos)
 	}
@@ -127,22 +146,54 @@ func (d *dedupState) lastSequence(name string) int64 {
 	return -1
 }
 
-// admit reports whether a SEND with sequence id seq is new, and records it.
-func (d *dedupState) admit(name string, seq int64) bool {
+// dedupSend is what deduplication needs to know about one SEND.
+type dedupSend struct {
+	producer  string
+	seq       int64 // sequence_id: the first message of a batch
+	highest   int64 // highest_sequence_id: the last of a batch (0 if unset)
+	chunkID   int32 // -1 unless the SEND is a chunk
+	numChunks int32
+}
+
+// judged reports whether the SEND takes part in deduplication: every SEND
+// but a chunk other than the last of its message.
+func (k dedupSend) judged() bool { return k.chunkID < 0 || k.chunkID == k.numChunks-1 }
+
+// top is the highest sequence id the SEND covers.
+func (k dedupSend) top() int64 { return max(k.seq, k.highest) }
+
+// dupStatus is the verdict on a SEND.
+type dupStatus int
+
+const (
+	notDup     dupStatus = iota // store it
+	dup                         // stored before: receipt -1:-1, do not store
+	dupUnknown                  // an earlier copy is still being written: SEND_ERROR
+)
+
+// admit judges a SEND and, when it is new, records it as pushed.
+func (d *dedupState) admit(k dedupSend) dupStatus {
+	if !k.judged() {
+		return notDup
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if last, ok := d.pushed[name]; ok && seq <= last {
-		return false
+	if last, ok := d.pushed[k.producer]; ok && k.seq <= last {
+		if p, ok := d.persisted[k.producer]; ok && k.seq <= p {
+			return dup
+		}
+		return dupUnknown
 	}
-	d.pushed[name] = seq
-	return true
+	d.pushed[k.producer] = k.top()
+	return notDup
 }
 
 // done records the outcome of an admitted write; it reports whether a
 // snapshot is due.
-func (d *dedupState) done(name string, seq int64, pos ledger.Position, err error) bool {
+func (d *dedupState) done(k dedupSend, pos ledger.Position, err error) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	name := k.producer
 	if err != nil {
 		if p, ok := d.persisted[name]; ok {
 			d.pushed[name] = p
@@ -151,8 +202,10 @@ func (d *dedupState) done(name string, seq int64, pos ledger.Position, err error
 		}
 		return false
 	}
-	if seq > d.persisted[name] || !hasKey(d.persisted, name) {
-		d.persisted[name] = seq
+	if k.judged() {
+		if seq := k.top(); seq > d.persisted[name] || !hasKey(d.persisted, name) {
+			d.persisted[name] = seq
+		}
 	}
 	if d.last.Compare(pos) < 0 {
 		d.last = pos

@@ -1,4 +1,51 @@
 package broker
 
+import (
+	"errors"
+
+	"github.com/magnetar-dev/magnetar/dataplane/ledger"
+)
+
 // KeyHash exposes the Key_Shared key hash to the external tests.
 var KeyHash = keyHash
+
+// DedupStep feeds one SEND to a deduplication state the way handleSend and
+// its completion do, and returns the verdict: "new", "dup" or "unknown".
+// A new SEND is completed (persisted) unless inFlight, or failed if fail.
+type DedupStep struct {
+	Producer           string
+	Seq, Highest       int64
+	ChunkID, NumChunks int32 // ChunkID -1: not a chunk
+	InFlight, Fail     bool
+}
+
+// RunDedup runs steps through a fresh state seeded with persisted and
+// returns each step's verdict and the final last sequence ids.
+func RunDedup(persisted map[string]int64, steps []DedupStep) ([]string, map[string]int64) {
+	d := &dedupState{pushed: map[string]int64{}, persisted: map[string]int64{}}
+	for k, v := range persisted {
+		d.persisted[k], d.pushed[k] = v, v
+	}
+	var out []string
+	for i, st := range steps {
+		k := dedupSend{producer: st.Producer, seq: st.Seq, highest: st.Highest, chunkID: st.ChunkID, numChunks: st.NumChunks}
+		switch d.admit(k) {
+		case notDup:
+			out = append(out, "new")
+			if st.Fail {
+				d.done(k, ledger.Position{}, errors.New("write failed"))
+			} else if !st.InFlight {
+				d.done(k, ledger.Position{LedgerID: 1, EntryID: int64(i)}, nil)
+			}
+		case dup:
+			out = append(out, "dup")
+		case dupUnknown:
+			out = append(out, "unknown")
+		}
+	}
+	last := map[string]int64{}
+	for k := range d.persisted {
+		last[k] = d.lastSequence(k)
+	}
+	return out, last
+}

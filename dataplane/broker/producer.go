@@ -171,16 +171,31 @@ func (c *conn) handleSend(s *pb.CommandSend, data []byte) error {
 		return nil
 	}
 	dd := p.topic.dedup.Load()
-	dedupSeq := int64(seq)
-	if highest > seq {
-		dedupSeq = int64(highest)
-	}
-	if dd != nil && !dd.admit(p.name, dedupSeq) {
-		// A duplicate of a message already accepted: acknowledge it
-		// without storing it again (Pulsar answers with position -1:-1).
-		c.sendFrame(outFrame{isReceipt: true, receipt: sendReceipt{producerID: prodID, sequenceID: seq, highestSequenceID: highest,
-			ledgerID: ^uint64(0), entryID: ^uint64(0)}})
-		return nil
+	var dk dedupSend
+	if dd != nil {
+		dk = dedupSend{producer: p.name, seq: int64(seq), highest: int64(highest), chunkID: -1}
+		if s.GetIsChunk() {
+			// Chunk ids live in the message metadata; only chunks pay
+			// for decoding it here.
+			if meta, _, err := protocol.ParseHeadersAndPayload(data); err == nil && meta.NumChunksFromMsg != nil {
+				dk.chunkID, dk.numChunks = meta.GetChunkId(), meta.GetNumChunksFromMsg()
+			}
+		}
+		switch dd.admit(dk) {
+		case dup:
+			// Stored before: acknowledge without storing it again (Pulsar
+			// answers with position -1:-1).
+			c.sendFrame(outFrame{isReceipt: true, receipt: sendReceipt{producerID: prodID, sequenceID: seq, highestSequenceID: highest,
+				ledgerID: ^uint64(0), entryID: ^uint64(0)}})
+			return nil
+		case dupUnknown:
+			// The earlier copy may still fail: neither store nor confirm.
+			// The client reconnects and re-sends; by then the earlier
+			// write has settled.
+			c.send(protocol.NewSendError(prodID, seq, pb.ServerError_PersistenceError,
+				"deduplication: an earlier copy of this message is still being written"))
+			return nil
+		}
 	}
 	n := int64(len(data))
 	start := time.Now() // before the waits for a send slot and the byte budget
@@ -194,7 +209,7 @@ func (c *conn) handleSend(s *pb.CommandSend, data []byte) error {
 	op := publishOps.Get().(*publishOp)
 	num := s.GetNumMessages()
 	*op = publishOp{c: c, p: p, dd: dd, prodID: prodID, seq: seq, highest: highest,
-		dedupSeq: dedupSeq, size: n, numMessages: num, start: start}
+		dedup: dk, size: n, numMessages: num, start: start}
 	// data is the reader's fresh buffer: the topic keeps it without a copy.
 	t := p.topic
 	t.publish(data, op)
@@ -216,7 +231,7 @@ type publishOp struct {
 	prodID      uint64
 	seq         uint64
 	highest     uint64
-	dedupSeq    int64
+	dedup       dedupSend // set when dd is
 	size        int64
 	numMessages int32
 	start       time.Time // when the SEND was read (publishSeconds)
@@ -228,7 +243,7 @@ var publishOps = sync.Pool{New: func() any { return new(publishOp) }}
 // runs exactly once per op; the op is recycled first.
 func (op *publishOp) AddComplete(pos ledger.Position, err error) {
 	c, p, dd := op.c, op.p, op.dd
-	prodID, seq, highest, dedupSeq, n, num := op.prodID, op.seq, op.highest, op.dedupSeq, op.size, op.numMessages
+	prodID, seq, highest, dk, n, num := op.prodID, op.seq, op.highest, op.dedup, op.size, op.numMessages
 	c.s.metrics.publishSeconds.Observe(time.Since(op.start).Seconds())
 	*op = publishOp{}
 	publishOps.Put(op)
@@ -238,7 +253,7 @@ func (op *publishOp) AddComplete(pos ledger.Position, err error) {
 	}
 	c.s.pending.release(n)
 	c.releaseSendSlot()
-	if dd != nil && dd.done(p.name, dedupSeq, pos, err) {
+	if dd != nil && dd.done(dk, pos, err) {
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()

@@ -1,6 +1,7 @@
 package broker_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -273,6 +274,76 @@ func TestSeekToMessageID(t *testing.T) {
 	}
 	if m := e.receive(c); string(m.Payload()) != "3" {
 		t.Fatalf("after seek got %q, want 3", m.Payload())
+	}
+}
+
+// TestSeekByTime: a consumer and a reader seek back to a publish time and
+// get the first message published at or after it next; a reader seeks
+// back by message id too. The broker closes the consumer before it
+// answers the seek, and the clients re-subscribe from the new position.
+func TestSeekByTime(t *testing.T) {
+	e := newEnv(t)
+	c := e.consumer(pulsar.ConsumerOptions{Topic: "seektime", SubscriptionName: "s"})
+	p := e.producer(pulsar.ProducerOptions{Topic: "seektime", DisableBatching: true})
+	var ids []pulsar.MessageID
+	for i := 0; i < 10; i++ {
+		ids = append(ids, e.send(p, msg(fmt.Sprint(i)))...)
+	}
+	var times []time.Time
+	for i := 0; i < 10; i++ {
+		m := e.receive(c)
+		times = append(times, m.PublishTime())
+		c.Ack(m)
+	}
+	// Publish times have millisecond resolution and may repeat.
+	first := 0
+	for times[first].Before(times[5]) {
+		first++
+	}
+	if err := c.SeekByTime(times[5]); err != nil {
+		t.Fatal(err)
+	}
+	for i := first; i < 10; i++ {
+		if m := e.receive(c); string(m.Payload()) != fmt.Sprint(i) {
+			t.Fatalf("consumer after seek by time got %q, want %d", m.Payload(), i)
+		}
+	}
+
+	r, err := e.client.CreateReader(pulsar.ReaderOptions{Topic: "seektime", StartMessageID: pulsar.EarliestMessageID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	next := func() string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(e.ctx, 20*time.Second)
+		defer cancel()
+		m, err := r.Next(ctx)
+		if err != nil {
+			t.Fatalf("reader: %v", err)
+		}
+		return string(m.Payload())
+	}
+	for i := 0; i < 10; i++ {
+		next()
+	}
+	if err := r.SeekByTime(times[5]); err != nil {
+		t.Fatal(err)
+	}
+	for i := first; i < 10; i++ {
+		if got := next(); got != fmt.Sprint(i) {
+			t.Fatalf("reader after seek by time got %q, want %d", got, i)
+		}
+	}
+	if err := r.Seek(ids[3]); err != nil {
+		t.Fatal(err)
+	}
+	// The broker delivers from the message sought; the reader (not
+	// StartMessageIDInclusive) drops that one.
+	for i := 4; i < 10; i++ {
+		if got := next(); got != fmt.Sprint(i) {
+			t.Fatalf("reader after seek by id got %q, want %d", got, i)
+		}
 	}
 }
 

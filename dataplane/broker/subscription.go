@@ -105,6 +105,8 @@ type Subscription struct {
 	// rl is the subscription's own dispatch buckets
 	// (subscriptionDispatchRate; nil: none), kept by refreshLimits.
 	rl atomic.Pointer[rateBuckets]
+	// seekGen counts cursor resets: entries read before one are stale.
+	seekGen uint64
 
 	wakeCh  chan struct{}
 	stopCh  chan struct{}
@@ -398,6 +400,7 @@ func (s *Subscription) dispatch(ctx context.Context) {
 			replay = s.takeReplayLocked(min(batch, permits))
 		}
 		full := s.replayFullLocked()
+		gen := s.seekGen
 		s.mu.Unlock()
 
 		if len(replay) > 0 {
@@ -412,7 +415,7 @@ func (s *Subscription) dispatch(ctx context.Context) {
 				}
 				entries = append(entries, es[0])
 			}
-			sent, msgs, bytes := s.deliver(entries)
+			sent, msgs, bytes := s.deliver(entries, gen)
 			chargeDispatch(tl, sl, msgs, bytes)
 			if sent > 0 || len(entries) < len(replay) {
 				continue
@@ -435,7 +438,7 @@ func (s *Subscription) dispatch(ctx context.Context) {
 		}
 		// Entries read and not delivered were parked or delayed: keep
 		// going, the other consumers may have permits for what follows.
-		_, msgs, bytes := s.deliver(entries)
+		_, msgs, bytes := s.deliver(entries, gen)
 		chargeDispatch(tl, sl, msgs, bytes)
 	}
 }
@@ -510,10 +513,14 @@ func parseEntryInfo(data []byte) entryInfo {
 
 // deliver hands entries to consumers and returns how many were sent, with
 // their messages and bytes; entries that cannot go now are kept for replay
-// or delay.
-func (s *Subscription) deliver(entries []ledger.Entry) (sent, msgs, bytes int) {
+// or delay. Entries read before a seek (gen is the seekGen they were read
+// under) are dropped.
+func (s *Subscription) deliver(entries []ledger.Entry, gen uint64) (sent, msgs, bytes int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if gen != s.seekGen {
+		return 0, 0, 0
+	}
 	now := time.Now().UnixMilli()
 	keyShared := s.subType == pb.CommandSubscribe_Key_Shared
 	for _, e := range entries {
