@@ -70,17 +70,17 @@ type Config struct {
 
 // Node is a running broker process.
 type Node struct {
-	cfg    Config
-	md     metadata.Store
-	ownMD  bool // md was opened here and is closed by Shutdown
-	pool   *wire.Pool
-	client *client.Client
-	mlf    *ledger.Factory
-	broker *broker.Service
+	cfg     Config
+	md      metadata.Store
+	ownMD   bool // md was opened here and is closed by Shutdown
+	pool    *wire.Pool
+	client  *client.Client
+	mlf     *ledger.Factory
+	broker  *broker.Service
 	http    *http.Server
 	httpLn  net.Listener // nil when HTTPAddr is "off"
 	httpsLn net.Listener // nil without HTTPSAddr
-	wg     sync.WaitGroup
+	wg      sync.WaitGroup
 	// stopAudit ends the auditor (elected: one broker of the cluster runs
 	// re-replication of ledgers whose bookies are gone).
 	stopAudit context.CancelFunc

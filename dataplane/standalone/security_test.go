@@ -386,4 +386,3 @@ func TestSecurityTokenRefresh(t *testing.T) {
 		t.Fatalf("the client was never challenged: %d tokens minted", minted.Load())
 	}
 }
-
