@@ -21,7 +21,7 @@ vet:
 RACE_PKGS = $(shell $(GO) list $(PKGS) | grep -v '/e2e$$')
 test: vet
 	$(GO) test $(TESTFLAGS) $(RACE_PKGS)
-	$(GO) test -timeout 5m -run 'TestUnloadReconnects|TestTerminatedTopicRefusesProducers|TestCollectKeepingPages|TestPrefaultHeap' ./dataplane/admin/ ./dataplane/broker/ ./bench/streambench/
+	$(GO) test -timeout 5m -run 'TestUnloadReconnects|TestTerminatedTopicRefusesProducers|TestCollectKeepingPages|TestPrefaultHeap|TestDeduplicationChunkedAcrossUnload' ./dataplane/admin/ ./dataplane/broker/ ./bench/streambench/
 	$(GO) test -timeout 15m ./e2e/
 
 # All generated code: go generate runs api/generate.sh (protoc + pinned protoc-gen-go,
