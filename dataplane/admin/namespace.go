@@ -641,28 +641,11 @@ func (h *Handler) namespaceProperties(q *request, tenant, ns string) error {
 	return errNotAllowed
 }
 
-// authPolicies is Pulsar's AuthPolicies.
-type authPolicies struct {
-	NamespaceAuth map[string][]string            `json:"namespace_auth"`
-	TopicAuth     map[string]map[string][]string `json:"destination_auth"`
-	SubAuthRoles  map[string][]string            `json:"subscription_auth_roles"`
-}
+// authPolicies is Pulsar's AuthPolicies, as the broker reads it.
+type authPolicies = broker.AuthPolicies
 
 func readAuth(f map[string]json.RawMessage) authPolicies {
-	var a authPolicies
-	if raw, ok := f["auth_policies"]; ok {
-		json.Unmarshal(raw, &a)
-	}
-	if a.NamespaceAuth == nil {
-		a.NamespaceAuth = map[string][]string{}
-	}
-	if a.TopicAuth == nil {
-		a.TopicAuth = map[string]map[string][]string{}
-	}
-	if a.SubAuthRoles == nil {
-		a.SubAuthRoles = map[string][]string{}
-	}
-	return a
+	return broker.ParseAuthPolicies(f["auth_policies"])
 }
 
 func (h *Handler) namespacePermissions(q *request, tenant, ns string, rest []string) error {

@@ -46,10 +46,14 @@ type AuthPolicies struct {
 }
 
 // ReadAuthPolicies decodes p's auth_policies (empty maps when unset).
-func ReadAuthPolicies(p Policies) AuthPolicies {
+func ReadAuthPolicies(p Policies) AuthPolicies { return ParseAuthPolicies(p.Other["auth_policies"]) }
+
+// ParseAuthPolicies decodes an auth_policies record; nil or a corrupt
+// record gives empty maps (it grants nothing).
+func ParseAuthPolicies(raw json.RawMessage) AuthPolicies {
 	var a AuthPolicies
-	if raw, ok := p.Other["auth_policies"]; ok {
-		_ = json.Unmarshal(raw, &a) // a corrupt record grants nothing
+	if len(raw) > 0 {
+		_ = json.Unmarshal(raw, &a)
 	}
 	if a.NamespaceAuth == nil {
 		a.NamespaceAuth = map[string][]string{}
