@@ -24,7 +24,7 @@ type results struct {
 	// plainBracket is, per configuration and size, each round's two
 	// grouped plain runs around the throughput run (the last one before it
 	// and the one right after it) as one result: their mean throughput. The disk
-	// slows down as a run writes (docs/benchmarks.md, eleventh session), so
+	// slows down as a run writes (measured in docs/benchmarks.md), so
 	// a plain run taken only before the ledger runs favoured the plain
 	// file.
 	plainBracket map[cellKey][]result

@@ -258,7 +258,6 @@ func TestDeduplicationChunkedMessages(t *testing.T) {
 	e.expectNothing(c, 300*time.Millisecond)
 }
 
-
 // TestDeduplicationBatchJudgedByFirstID: a batch (sequence_id = its first
 // message, highest_sequence_id = its last; the Java client sets both, the
 // Go client only the first, so this test speaks the wire itself) is a
