@@ -158,6 +158,8 @@ type ManagedLedger struct {
 	rhMu    sync.Mutex
 	readers map[int64]*client.ReadHandle // closed ledgers only
 
+	off *offloadState // tiered storage (offload.go); nil until used, under mu
+
 	workerWG  sync.WaitGroup // the worker
 	bgWG      sync.WaitGroup // closers started by the worker
 	deliverWG sync.WaitGroup // the delivery goroutine
@@ -385,6 +387,7 @@ func (ml *ManagedLedger) Reconfigure(cfg *Config) error {
 	next := *ml.conf()
 	next.RetentionTime, next.RetentionSize = c.RetentionTime, c.RetentionSize
 	next.Ensemble, next.WriteQuorum, next.AckQuorum = c.Ensemble, c.WriteQuorum, c.AckQuorum
+	next.Offload = c.Offload
 	if next == *ml.conf() {
 		return nil // unchanged: no trim pass
 	}
@@ -793,6 +796,7 @@ func (ml *ManagedLedger) work() {
 		ml.mu.Unlock()
 		if trim {
 			ml.trim()
+			ml.offloadPass()
 		}
 	}
 }
@@ -810,7 +814,7 @@ func (ml *ManagedLedger) armTimersLocked() {
 	if len(ml.dirty) > 0 {
 		ml.armFlushLocked()
 	}
-	trimmable := len(ml.ledgers) > 1 && (ml.state == stateOpen || ml.state == stateTerminated)
+	trimmable := (len(ml.ledgers) > 1 || ml.offloadTimerWantedLocked()) && (ml.state == stateOpen || ml.state == stateTerminated)
 	switch {
 	case trimmable && !ml.trimArmed:
 		ml.trimArmed = true
@@ -1313,6 +1317,7 @@ func (ml *ManagedLedger) Close(ctx context.Context) error {
 	ml.mu.Unlock()
 	ml.workerWG.Wait()
 	ml.bgWG.Wait()
+	ml.stopOffload()
 
 	ml.mu.Lock()
 	ws := slices.Collect(maps.Values(ml.writers))
@@ -1390,6 +1395,7 @@ func (ml *ManagedLedger) crash() {
 	ml.sendMu.Unlock()
 	ml.workerWG.Wait()
 	ml.bgWG.Wait()
+	ml.stopOffload()
 	dead, cancel := context.WithCancel(context.Background())
 	cancel()
 	for _, w := range ws {

@@ -1,4 +1,8 @@
-package e2e
+// Package tcpproxy is a TCP proxy a test places between two components to
+// cut or slow the link between them (e2e, and the tiered-storage tests
+// between the broker and its S3 server). Its goroutines are owned by the
+// Proxy and stopped at the test's cleanup.
+package tcpproxy
 
 import (
 	"net"
@@ -21,8 +25,8 @@ type Proxy struct {
 	wg    sync.WaitGroup
 }
 
-// StartProxy listens on a free loopback port and forwards to target.
-func StartProxy(t testing.TB, target string) *Proxy {
+// Start listens on a free loopback port and forwards to target.
+func Start(t testing.TB, target string) *Proxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
