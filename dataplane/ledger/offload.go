@@ -79,6 +79,9 @@ type OffloadPolicy struct {
 	Target OffloadTarget
 }
 
+// offloadRetryDelay is the pause of automatic offload after a failure.
+const offloadRetryDelay = 30 * time.Second
+
 // DefaultOffloadDeletionLag is Pulsar's default deletion lag.
 const DefaultOffloadDeletionLag = 4 * time.Hour
 
@@ -227,6 +230,10 @@ func (ml *ManagedLedger) offloadPass() {
 		return
 	}
 	due := ml.nextOffloadLocked(false) >= 0
+	if o := ml.off; o != nil && o.status.State == OffloadError &&
+		time.Since(time.UnixMilli(o.status.LastFailure)) < max(offloadRetryDelay, ml.conf().TrimCheckInterval) {
+		due = false // the store failed: automatic offload waits before trying again
+	}
 	if due && (ml.off == nil || !ml.off.running) {
 		o := ml.offLocked()
 		o.status.State = OffloadRunning

@@ -109,3 +109,12 @@ func (cc *chunkCache) dropObject(obj string) {
 		}
 	}
 }
+
+// dropAll forgets every chunk.
+func (cc *chunkCache) dropAll() {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	cc.lru.Init()
+	clear(cc.entries)
+	cc.size = 0
+}

@@ -18,8 +18,7 @@ const (
 	DefaultRequestTimeout = 30 * time.Second
 	DefaultRetryBackoff   = 200 * time.Millisecond
 	// MinBlockSize is the smallest block: S3 refuses multipart parts
-	// under 5 MiB except the last. Only tests go lower (see
-	// Config.AllowSmallBlocks).
+	// under 5 MiB except the last.
 	MinBlockSize = 5 << 20
 )
 
@@ -63,9 +62,6 @@ type Config struct {
 	// RetryBackoff is the pause before the second attempt, doubled for
 	// each later one. Default 200 ms.
 	RetryBackoff time.Duration
-	// AllowSmallBlocks lifts the 5 MiB minimum of MaxBlockSize (tests
-	// against servers that accept small parts).
-	AllowSmallBlocks bool
 }
 
 // WithDefaults returns c with zero fields set to the defaults.
@@ -112,7 +108,7 @@ func (c Config) Validate() error {
 	if (c.AccessKeyID == "") != (c.SecretAccessKey == "") {
 		errs = append(errs, errors.New("access key id and secret go together"))
 	}
-	if c.MaxBlockSize < MinBlockSize && !c.AllowSmallBlocks || c.MaxBlockSize < 4096 || c.MaxBlockSize > 1<<30 {
+	if c.MaxBlockSize < MinBlockSize || c.MaxBlockSize > 1<<30 {
 		errs = append(errs, fmt.Errorf("max block size %d: must be 5 MiB..1 GiB", c.MaxBlockSize))
 	}
 	if c.ReadBufferSize < 4096 {

@@ -298,15 +298,21 @@ func (s *S3) upload(ctx context.Context, p place, uploadID string, src ledger.Of
 				if e.Pos.EntryID != id {
 					return fmt.Errorf("offload: ledger %d: entry %d where %d was expected", x.LedgerID, e.Pos.EntryID, id)
 				}
-				if bb.entries > 0 && len(bb.buf)+entryHeaderLen+len(e.Data) > s.cfg.MaxBlockSize {
+				x.Offsets = append(x.Offsets, x.DataLen+int64(len(bb.buf)))
+				bb.add(id, e.Data)
+				if len(bb.buf) >= s.cfg.MaxBlockSize {
+					// A full block: parts but the last must reach
+					// S3's minimum, so a block ends after the entry that
+					// fills it.
 					if err := flush(); err != nil {
 						return err
 					}
-					bb.reset(id)
+					bb.reset(id + 1)
 				}
-				x.Offsets = append(x.Offsets, x.DataLen+int64(len(bb.buf)))
-				bb.add(id, e.Data)
 			}
+		}
+		if bb.entries == 0 && len(x.Blocks) > 0 {
+			return nil
 		}
 		return flush()
 	}()
@@ -586,4 +592,13 @@ func isNotFound(err error) bool {
 		}
 	}
 	return false
+}
+
+// DropCache forgets every cached range read and index (tests, benchmarks:
+// the next read is cold).
+func (s *S3) DropCache() {
+	s.mu.Lock()
+	s.indexes, s.order, s.seq = map[string]*index{}, nil, map[string]int64{}
+	s.mu.Unlock()
+	s.cache.dropAll()
 }
