@@ -195,6 +195,8 @@ func mergeConfig(c, d Config) Config {
 	}
 	if c.Offload == (OffloadPolicy{}) {
 		c.Offload = d.Offload
+	} else if c.Offload.DeletionLag == 0 {
+		c.Offload.DeletionLag = d.Offload.DeletionLag
 	}
 	c.CacheSize = d.CacheSize
 	return c.WithDefaults()

@@ -180,8 +180,10 @@ func openManagedLedger(ctx context.Context, f *Factory, name string, cfg *Config
 	}
 	ml.mu.Lock()
 	ml.armTimersLocked()
-	if len(ml.ledgers) > 1 {
-		// Consumed ledgers of the previous owner may be due for deletion.
+	if len(ml.ledgers) > 1 || ml.offloadTimerWantedLocked() {
+		// Consumed ledgers of the previous owner may be due for deletion,
+		// offloaded ones for their bookie copy's deletion, a copy it left
+		// unfinished for its clean-up.
 		ml.trimWanted = true
 		ml.kickLocked()
 	}
