@@ -12,6 +12,7 @@ package s3test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -71,7 +72,9 @@ func Binary() (string, string) {
 	return "", "versitygw not found (set MAGNETAR_VERSITYGW, or: go install github.com/versity/versitygw/cmd/versitygw@" + Version + ")"
 }
 
-// Start starts a server and waits until it answers.
+// Start starts a server for tb (stopped at its cleanup) and waits until it
+// answers; without the binary it skips tb (fails it under
+// MAGNETAR_REQUIRE_S3=1).
 func Start(tb testing.TB) *Server {
 	tb.Helper()
 	bin, why := Binary()
@@ -81,41 +84,51 @@ func Start(tb testing.TB) *Server {
 		}
 		tb.Skip(why)
 	}
-	addr, err := freeport.Addr()
+	s, err := StartServer(bin, tb.TempDir())
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s := &Server{Endpoint: "http://" + addr, Addr: addr, Dir: tb.TempDir(), out: &lockedBuffer{b: &bytes.Buffer{}}, done: make(chan struct{})}
+	tb.Cleanup(s.Stop)
+	return s
+}
+
+// StartServer starts bin on a free loopback port with dir as its POSIX
+// root and waits until it listens. The caller must Stop it.
+func StartServer(bin, dir string) (*Server, error) {
+	addr, err := freeport.Addr()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{Endpoint: "http://" + addr, Addr: addr, Dir: dir, out: &lockedBuffer{b: &bytes.Buffer{}}, done: make(chan struct{})}
 	s.cmd = exec.Command(bin, "--port", addr, "--access", AccessKey, "--secret", SecretKey,
 		"--region", Region, "--quiet", "posix", s.Dir)
-	w := s.out
-	s.cmd.Stdout, s.cmd.Stderr = w, w
+	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
 	if err := s.cmd.Start(); err != nil {
-		tb.Fatalf("start versitygw: %v", err)
+		return nil, fmt.Errorf("start versitygw: %w", err)
 	}
 	go func() { s.cmd.Wait(); close(s.done) }()
-	tb.Cleanup(s.stop)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			c.Close()
-			break
+			return s, nil
 		}
 		select {
 		case <-s.done:
-			tb.Fatalf("versitygw exited: %s", w.String())
+			return nil, fmt.Errorf("versitygw exited: %s", s.out.String())
 		default:
 		}
 		if time.Now().After(deadline) {
-			tb.Fatalf("versitygw did not listen on %s: %s", addr, w.String())
+			s.Stop()
+			return nil, fmt.Errorf("versitygw did not listen on %s: %s", addr, s.out.String())
 		}
 		time.Sleep(20 * time.Millisecond) // polling for the port
 	}
-	return s
 }
 
-func (s *Server) stop() {
+// Stop kills the server and waits for it to exit.
+func (s *Server) Stop() {
 	s.cmd.Process.Kill()
 	<-s.done
 }
