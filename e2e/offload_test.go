@@ -215,6 +215,9 @@ func TestTieredStorage(t *testing.T) {
 	r.Close()
 	e.px.Restore()
 	consumeAll(t, cl, topic, "from-earliest", n, size)
+	if v := metricValue(t, "http://"+e.sp.httpAddr+"/metrics", "magnetar_offload_range_reads_total"); v == 0 {
+		t.Fatal("no range read of S3 counted")
+	}
 
 	// Namespace policies: threshold 0 (offload every closed ledger) applies
 	// to the loaded topic; the next closed ledger goes on its own.
@@ -290,4 +293,24 @@ func TestTieredStorageKill9(t *testing.T) {
 		t.Fatalf("bucket after the second offload: %v", keys)
 	}
 	consumeAll(t, cl, topic, "after-offload", n, size)
+}
+
+// metricValue returns the value of an unlabelled metric on a /metrics page.
+func metricValue(t *testing.T, u, name string) float64 {
+	t.Helper()
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			var f float64
+			fmt.Sscan(v, &f)
+			return f
+		}
+	}
+	t.Fatalf("%s not on %s", name, u)
+	return 0
 }

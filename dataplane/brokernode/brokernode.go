@@ -184,6 +184,11 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if n.broker, err = broker.New(bcfg, n.md, n.mlf); err != nil {
 		return nil, err
 	}
+	if n.off != nil {
+		if err = n.off.RegisterMetrics(n.broker.Metrics()); err != nil {
+			return nil, fmt.Errorf("brokernode: tiered storage metrics: %w", err)
+		}
+	}
 	if err = n.broker.Start(ctx); err != nil {
 		return nil, err
 	}
