@@ -162,21 +162,7 @@ func TestTieredStorage(t *testing.T) {
 	if code, b := call(t, http.MethodGet, tpath+"/offload", ""); code != http.StatusOK || !strings.Contains(string(b), `"NOT_RUN"`) {
 		t.Fatalf("offload status before: %d %s", code, b)
 	}
-	var last map[string]any
-	if err := getJSON(tpath+"/lastMessageId", &last); err != nil {
-		t.Fatal(err)
-	}
-	body, _ := json.Marshal(last)
-	if code, b := call(t, http.MethodPut, tpath+"/offload", string(body)); code != http.StatusNoContent {
-		t.Fatalf("PUT offload: %d %s", code, b)
-	}
-	var st offloadStatusJSON
-	waitFor(t, "offload done", 60*time.Second, func() bool {
-		return getJSON(tpath+"/offload", &st) == nil && st.Status != "RUNNING"
-	})
-	if st.Status != "SUCCESS" {
-		t.Fatalf("offload: %+v", st)
-	}
+	st := offloadAndWait(t, tpath, lastMessageID(t, tpath))
 	var is internalStatsJSON
 	if err := getJSON(tpath+"/internalStats", &is); err != nil {
 		t.Fatal(err)
@@ -249,12 +235,8 @@ func TestTieredStorageKill9(t *testing.T) {
 	cl.Close()
 
 	e.px.SetDelay(40 * time.Millisecond) // ~800 KB/s: a part takes seconds
-	var last map[string]any
-	if err := getJSON(tpath+"/lastMessageId", &last); err != nil {
-		t.Fatal(err)
-	}
-	body, _ := json.Marshal(last)
-	if code, b := call(t, http.MethodPut, tpath+"/offload", string(body)); code != http.StatusNoContent {
+	body := lastMessageID(t, tpath)
+	if code, b := call(t, http.MethodPut, tpath+"/offload", body); code != http.StatusNoContent {
 		t.Fatalf("PUT offload: %d %s", code, b)
 	}
 	waitFor(t, "multipart upload started", 60*time.Second, func() bool { return len(e.s3.Uploads(t, e.bucket)) == 1 })
@@ -279,16 +261,7 @@ func TestTieredStorageKill9(t *testing.T) {
 	defer cl.Close()
 	consumeAll(t, cl, topic, "after-kill", n, size)
 
-	if code, b := call(t, http.MethodPut, tpath+"/offload", string(body)); code != http.StatusNoContent {
-		t.Fatalf("PUT offload after restart: %d %s", code, b)
-	}
-	var st offloadStatusJSON
-	waitFor(t, "offload done", 60*time.Second, func() bool {
-		return getJSON(tpath+"/offload", &st) == nil && st.Status != "RUNNING"
-	})
-	if st.Status != "SUCCESS" {
-		t.Fatalf("offload after restart: %+v", st)
-	}
+	offloadAndWait(t, tpath, body)
 	if keys := e.s3.Keys(t, e.bucket); len(keys) != 2 {
 		t.Fatalf("bucket after the second offload: %v", keys)
 	}
@@ -313,4 +286,32 @@ func metricValue(t *testing.T, u, name string) float64 {
 	}
 	t.Fatalf("%s not on %s", name, u)
 	return 0
+}
+
+// lastMessageID returns the topic's last message id as JSON.
+func lastMessageID(t *testing.T, tpath string) string {
+	t.Helper()
+	var last map[string]any
+	if err := getJSON(tpath+"/lastMessageId", &last); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(last)
+	return string(b)
+}
+
+// offloadAndWait triggers an offload up to the message id and waits for
+// its success.
+func offloadAndWait(t *testing.T, tpath, id string) offloadStatusJSON {
+	t.Helper()
+	if code, b := call(t, http.MethodPut, tpath+"/offload", id); code != http.StatusNoContent {
+		t.Fatalf("PUT offload: %d %s", code, b)
+	}
+	var st offloadStatusJSON
+	waitFor(t, "offload done", 60*time.Second, func() bool {
+		return getJSON(tpath+"/offload", &st) == nil && st.Status != "RUNNING"
+	})
+	if st.Status != "SUCCESS" {
+		t.Fatalf("offload: %+v", st)
+	}
+	return st
 }

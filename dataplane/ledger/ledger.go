@@ -1231,18 +1231,24 @@ func (ml *ManagedLedger) SetProperties(ctx context.Context, props map[string]str
 	}
 	rec := ml.recordLocked()
 	rec.Properties = next
-	ml.mu.Unlock()
-	err := ml.putRecord(ctx, rec)
-	ml.mu.Lock()
 	defer ml.mu.Unlock()
-	if err != nil {
-		if errors.Is(err, ErrFenced) {
-			ml.fenceLocked(err)
-		}
+	if err := ml.writeRecordLocked(ctx, rec); err != nil {
 		return err
 	}
 	ml.props = next
 	return nil
+}
+
+// writeRecordLocked stores rec by compare-and-set, releasing mu across the
+// write (infoMu is held); a version conflict fences the managed ledger.
+func (ml *ManagedLedger) writeRecordLocked(ctx context.Context, rec mlInfo) error {
+	ml.mu.Unlock()
+	err := ml.putRecord(ctx, rec)
+	ml.mu.Lock()
+	if errors.Is(err, ErrFenced) {
+		ml.fenceLocked(err)
+	}
+	return err
 }
 
 // Terminate refuses further adds (ErrTerminated), waits for pending ones

@@ -529,14 +529,8 @@ func (ml *ManagedLedger) updateLedger(ctx context.Context, id int64, fn func(*Le
 	}
 	rec := ml.recordLocked()
 	rec.Ledgers[i] = next
-	ml.mu.Unlock()
-	err := ml.putRecord(ctx, rec)
-	ml.mu.Lock()
 	defer ml.mu.Unlock()
-	if err != nil {
-		if errors.Is(err, ErrFenced) {
-			ml.fenceLocked(err)
-		}
+	if err := ml.writeRecordLocked(ctx, rec); err != nil {
 		return err
 	}
 	if i = ml.ledgerIndexLocked(id); i >= 0 {

@@ -66,34 +66,24 @@ type Config struct {
 
 // WithDefaults returns c with zero fields set to the defaults.
 func (c Config) WithDefaults() Config {
-	if c.Driver == "" {
-		c.Driver = DefaultDriver
-	}
-	if c.Region == "" {
-		c.Region = DefaultRegion
-	}
-	if c.MaxBlockSize == 0 {
-		c.MaxBlockSize = DefaultMaxBlockSize
-	}
-	if c.ReadBufferSize == 0 {
-		c.ReadBufferSize = DefaultReadBufferSize
-	}
-	if c.ReadAhead == 0 {
-		c.ReadAhead = DefaultReadAhead
-	}
-	if c.CacheSize == 0 {
-		c.CacheSize = DefaultCacheSize
-	}
-	if c.Attempts == 0 {
-		c.Attempts = DefaultAttempts
-	}
-	if c.RequestTimeout == 0 {
-		c.RequestTimeout = DefaultRequestTimeout
-	}
-	if c.RetryBackoff == 0 {
-		c.RetryBackoff = DefaultRetryBackoff
-	}
+	orDefault(&c.Driver, DefaultDriver)
+	orDefault(&c.Region, DefaultRegion)
+	orDefault(&c.MaxBlockSize, DefaultMaxBlockSize)
+	orDefault(&c.ReadBufferSize, DefaultReadBufferSize)
+	orDefault(&c.ReadAhead, DefaultReadAhead)
+	orDefault(&c.CacheSize, DefaultCacheSize)
+	orDefault(&c.Attempts, DefaultAttempts)
+	orDefault(&c.RequestTimeout, DefaultRequestTimeout)
+	orDefault(&c.RetryBackoff, DefaultRetryBackoff)
 	return c
+}
+
+// orDefault sets *p to d when it is the zero value.
+func orDefault[T comparable](p *T, d T) {
+	var zero T
+	if *p == zero {
+		*p = d
+	}
 }
 
 // Validate checks a config after WithDefaults.
