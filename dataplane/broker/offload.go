@@ -14,7 +14,9 @@ package broker
 //	offload_policies              the same as managedLedgerOffloadThresholdInBytes,
 //	                              managedLedgerOffloadThresholdInSeconds,
 //	                              managedLedgerOffloadDeletionLagInMillis, plus where copies go:
-//	                              s3ManagedLedgerOffloadBucket, ...Region, ...ServiceEndpoint
+//	                              s3ManagedLedgerOffloadBucket, ...Region, ...ServiceEndpoint,
+//	                              and managedLedgerOffloadedReadPriority (bookkeeper-first,
+//	                              tiered-storage-first)
 //
 // The three single fields win over the same values in offload_policies.
 
@@ -23,6 +25,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/magnetar-dev/magnetar/dataplane/ledger"
@@ -38,6 +41,7 @@ type offloadPoliciesJSON struct {
 	Bucket           string `json:"s3ManagedLedgerOffloadBucket"`
 	Region           string `json:"s3ManagedLedgerOffloadRegion"`
 	Endpoint         string `json:"s3ManagedLedgerOffloadServiceEndpoint"`
+	ReadPriority     string `json:"managedLedgerOffloadedReadPriority"`
 }
 
 // offloadPolicy returns the namespace's offload settings as the managed
@@ -51,6 +55,8 @@ func offloadPolicy(p Policies) (ledger.OffloadPolicy, bool) {
 		if json.Unmarshal(raw, &pj) == nil {
 			threshold, seconds, lag = pj.ThresholdBytes, pj.ThresholdSeconds, pj.DeletionLagMs
 			op.Target = ledger.OffloadTarget{Bucket: pj.Bucket, Region: pj.Region, Endpoint: pj.Endpoint}
+			rp := strings.ReplaceAll(strings.ToLower(pj.ReadPriority), "_", "-")
+			op.TieredFirst = rp == "tiered-storage-first"
 			set = true
 		}
 	}

@@ -77,6 +77,11 @@ type OffloadPolicy struct {
 	DeletionLag time.Duration
 	// Target overrides where copies go.
 	Target OffloadTarget
+	// TieredFirst reads offloaded ledgers from their copy even while the
+	// bookie copy exists (Pulsar's tiered-storage-first read priority);
+	// false: from the bookies until their copy is deleted
+	// (bookkeeper-first, the default).
+	TieredFirst bool
 }
 
 // offloadRetryDelay is the pause of automatic offload after a failure.
@@ -162,7 +167,7 @@ type offloadState struct {
 
 func (ml *ManagedLedger) offLocked() *offloadState {
 	if ml.off == nil {
-		ml.off = &offloadState{status: OffloadStatus{State: OffloadNotRun}}
+		ml.off = &offloadState{status: OffloadStatus{State: OffloadNotRun, FirstUnoffloaded: Earliest}}
 		ml.off.ctx, ml.off.cancel = context.WithCancel(context.Background())
 	}
 	return ml.off
@@ -173,7 +178,7 @@ func (ml *ManagedLedger) OffloadStatus() OffloadStatus {
 	ml.mu.Lock()
 	defer ml.mu.Unlock()
 	if ml.off == nil {
-		return OffloadStatus{State: OffloadNotRun}
+		return OffloadStatus{State: OffloadNotRun, FirstUnoffloaded: Earliest}
 	}
 	return ml.off.status
 }
@@ -567,9 +572,9 @@ func (ml *ManagedLedger) offloadedCopyLocked(id int64) *OffloadInfo {
 
 // readStored reads entries first..last of a ledger from where they are
 // stored: the bookies, or the tiered copy once the bookie copy is deleted
-// (or gone from the bookies).
+// (or gone from the bookies, or with TieredFirst).
 func (ml *ManagedLedger) readStored(ctx context.Context, id, first, last int64, writing bool, off *OffloadInfo) ([]Entry, error) {
-	if off != nil && off.BookieDeleted && ml.f.offloader != nil {
+	if off != nil && (off.BookieDeleted || ml.conf().Offload.TieredFirst) && ml.f.offloader != nil {
 		return ml.readOffloaded(ctx, id, off, first, last)
 	}
 	ents, err := ml.readBookies(ctx, id, first, last, writing)

@@ -147,15 +147,35 @@ func TestManualOffloadStatusAndLag(t *testing.T) {
 	if o.Stats().RangeReads.Load() != before {
 		t.Fatal("read S3 while the bookie copy exists (bookkeeper-first)")
 	}
-	// Policy change: no lag. The next pass deletes the bookie copies.
+	// tiered-storage-first: the same reads go to S3 although the bookie
+	// copies exist.
 	cfg := ml.Config()
+	cfg.Offload.TieredFirst = true
+	if err := ml.Reconfigure(&cfg); err != nil {
+		t.Fatal(err)
+	}
+	checkEntries(t, readAll(t, ml, 10), want)
+	tiered := o.Stats().RangeReads.Load()
+	if tiered == before {
+		t.Fatal("tiered-storage-first read no S3")
+	}
+	cfg.Offload.TieredFirst = false
+	if err := ml.Reconfigure(&cfg); err != nil {
+		t.Fatal(err)
+	}
+	o.DropCache()
+	checkEntries(t, readAll(t, ml, 10), want)
+	if o.Stats().RangeReads.Load() != tiered {
+		t.Fatal("bookkeeper-first read S3 while the bookie copies exist")
+	}
+	// Policy change: no lag. The next pass deletes the bookie copies.
 	cfg.Offload.DeletionLag = -1
 	if err := ml.Reconfigure(&cfg); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, "bookie copies deleted", func() bool { return !e.bookieHas(ls[0].ID) && !e.bookieHas(ls[1].ID) })
 	checkEntries(t, readAll(t, ml, 10), want)
-	if o.Stats().RangeReads.Load() == before {
+	if o.Stats().RangeReads.Load() == tiered {
 		t.Fatal("no S3 read after the bookie copies went")
 	}
 }
