@@ -28,6 +28,10 @@ type Producer struct {
 	// closed is set when the broker closes the producer (unload, fencing):
 	// the client reconnects with the same producer id.
 	closed atomic.Bool
+	// replicator: a remote cluster's replicator (replication.go), always
+	// deduplicated; replMsgs and replBytes count what it stored.
+	replicator          bool
+	replMsgs, replBytes atomic.Uint64
 }
 
 // closeByBroker tells the client to reconnect this producer.
@@ -81,6 +85,13 @@ func (c *conn) handleProducer(cp *pb.CommandProducer) {
 	p := &Producer{
 		conn: c, topic: t, uid: uint64(c.s.nameSeq.Add(1)), id: prodID, requestID: reqID, name: name,
 		mode: cp.GetProducerAccessMode(), metadata: kvMap(cp.GetMetadata()),
+		replicator: isReplicatorProducer(name) && t.ml != nil,
+	}
+	if p.replicator {
+		if err := t.ensureReplicationDedup(ctx); err != nil {
+			c.sendError(reqID, err)
+			return
+		}
 	}
 	var schemaVersion []byte
 	if sc := cp.GetSchema(); sc != nil && t.ml != nil {
@@ -171,8 +182,13 @@ func (c *conn) handleSend(s *pb.CommandSend, data []byte) error {
 		return nil
 	}
 	dd := p.topic.dedup.Load()
+	if dd != nil && !p.replicator && !p.topic.policies().dedupEnabled() {
+		dd = nil // kept for replicators only
+	}
 	var dk dedupSend
-	if dd != nil {
+	if dd != nil && p.replicator {
+		dk = dedupSend{producer: p.name, seq: int64(seq), highest: int64(seq), chunkID: -1}
+	} else if dd != nil {
 		dk = dedupSend{producer: p.name, seq: int64(seq), highest: int64(highest), chunkID: -1}
 		if s.GetIsChunk() {
 			// Chunk ids live in the message metadata; only chunks pay
@@ -181,6 +197,8 @@ func (c *conn) handleSend(s *pb.CommandSend, data []byte) error {
 				dk.chunkID, dk.numChunks = meta.GetChunkId(), meta.GetNumChunksFromMsg()
 			}
 		}
+	}
+	if dd != nil {
 		switch dd.admit(dk) {
 		case dup:
 			// Stored before: acknowledge without storing it again (Pulsar
@@ -273,6 +291,10 @@ func (op *publishOp) AddComplete(pos ledger.Position, err error) {
 	}
 	c.s.metrics.inMessages.Add(float64(max(num, 1)))
 	c.s.metrics.inBytes.Add(float64(n))
+	if p.replicator {
+		p.replMsgs.Add(uint64(max(num, 1)))
+		p.replBytes.Add(uint64(n))
+	}
 	c.sendFrame(outFrame{isReceipt: true, receipt: sendReceipt{producerID: prodID, sequenceID: seq, highestSequenceID: highest,
 		ledgerID: uint64(pos.LedgerID), entryID: uint64(pos.EntryID)}})
 }

@@ -506,6 +506,7 @@ func (s *Service) openTopic(ctx context.Context, t TopicName, name string, mode 
 		tp.close(ctx)
 		return nil, err
 	}
+	tp.refreshReplication()
 	return tp, nil
 }
 
