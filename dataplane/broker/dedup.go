@@ -144,7 +144,6 @@ func loadDedup(ctx context.Context, ml *ledger.ManagedLedger) (*dedupState, erro
 
 func hasKey(m map[string]int64, k string) bool { _, ok := m[k]; return ok }
 
-
 // lastSequence is the last persisted sequence id of a producer, or -1.
 func (d *dedupState) lastSequence(name string) int64 {
 	d.mu.Lock()

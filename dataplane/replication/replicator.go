@@ -43,7 +43,6 @@ func SequenceOf(p ledger.Position) (uint64, bool) {
 	return uint64(p.LedgerID)<<entryBits | uint64(p.EntryID), true
 }
 
-
 // SourceSequence returns the replicated sequence id recorded in a stored
 // entry's metadata, for rebuilding deduplication state from the ledger.
 func SourceSequence(meta *pb.MessageMetadata) (uint64, bool) {
