@@ -112,19 +112,42 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 		delete(p.conns, src)
 		p.mu.Unlock()
 	}()
-	buf := make([]byte, 32<<10)
+	// The reader stamps each chunk with the time it may be delivered and
+	// queues it; the writer delivers at that time. Chunks in flight overlap,
+	// so a delay adds latency without capping throughput (a link's
+	// bandwidth-delay product, bounded by the queue).
+	type chunk struct {
+		b   []byte
+		due time.Time
+	}
+	q := make(chan chunk, 1024)
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		for c := range q {
+			if d := time.Until(c.due); d > 0 {
+				time.Sleep(d) // the link's latency, not test synchronization
+			}
+			if _, err := dst.Write(c.b); err != nil {
+				src.Close()
+				for range q {
+				}
+				return
+			}
+		}
+	}()
+	defer func() {
+		close(q)
+		<-written // deliver what was read before closing both sides
+	}()
 	for {
+		buf := make([]byte, 32<<10)
 		n, err := src.Read(buf)
 		if n > 0 {
 			p.mu.Lock()
 			d := p.delay
 			p.mu.Unlock()
-			if d > 0 {
-				time.Sleep(d) // the link's latency, not test synchronization
-			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
+			q <- chunk{b: buf[:n], due: time.Now().Add(d)}
 		}
 		if err != nil {
 			return // EOF or a cut: close both sides

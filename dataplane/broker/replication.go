@@ -295,6 +295,7 @@ func replicationDialOptions(cd ClusterData) (string, replication.DialOptions, er
 		return "", opts, errors.New("AuthenticationTls needs brokerClientCertificateFilePath and brokerClientKeyFilePath")
 	}
 	opts.AuthMethod, opts.AuthData = method, data
+	opts.ProxyURL = cd.ProxyServiceURL
 	return url, opts, nil
 }
 

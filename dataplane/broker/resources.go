@@ -56,6 +56,11 @@ type ClusterData struct {
 	BrokerClientCertFile       string   `json:"brokerClientCertificateFilePath,omitempty"`
 	BrokerClientKeyFile        string   `json:"brokerClientKeyFilePath,omitempty"`
 	PeerClusterNames           []string `json:"peerClusterNames,omitempty"`
+	// ProxyServiceURL, when set, carries every replicator connection to
+	// the cluster, each CONNECT naming its broker (proxy_to_broker_url), as
+	// with Pulsar's proxyServiceUrl and proxyProtocol SNI.
+	ProxyServiceURL string `json:"proxyServiceUrl,omitempty"`
+	ProxyProtocol   string `json:"proxyProtocol,omitempty"`
 }
 
 // TenantInfo is a tenant's record.

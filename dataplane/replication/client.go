@@ -42,6 +42,10 @@ type DialOptions struct {
 	AuthData   func() ([]byte, error)
 	// DialTimeout bounds the TCP and TLS handshake and CONNECT (default 10 s).
 	DialTimeout time.Duration
+	// ProxyURL, when set, carries every connection: each CONNECT names the
+	// broker it is meant for in proxy_to_broker_url (Pulsar's proxy and
+	// SNI-routing semantics; ClusterData's proxyServiceUrl).
+	ProxyURL string
 }
 
 // Conn is a client connection to one broker of a remote cluster, enough of
@@ -52,6 +56,9 @@ type Conn struct {
 	nc   net.Conn
 	opts DialOptions
 	addr string // host:port of the broker
+	// broker is the broker a proxied connection is meant for ("" before
+	// the first lookup).
+	broker string
 
 	wmu sync.Mutex
 	bw  *bufio.Writer
@@ -97,11 +104,26 @@ func parseServiceURL(s string) (addr string, useTLS bool, err error) {
 	return host, useTLS, nil
 }
 
-// Dial connects to the broker at serviceURL and completes CONNECT.
+// Dial connects to the broker at serviceURL (through opts.ProxyURL when
+// set, naming brokerURL as the broker meant) and completes CONNECT.
 func Dial(ctx context.Context, serviceURL string, opts DialOptions) (*Conn, error) {
-	addr, useTLS, err := parseServiceURL(serviceURL)
+	return dial(ctx, serviceURL, "", opts)
+}
+
+func dial(ctx context.Context, serviceURL, brokerURL string, opts DialOptions) (*Conn, error) {
+	via := serviceURL
+	if opts.ProxyURL != "" {
+		via = opts.ProxyURL
+	}
+	addr, useTLS, err := parseServiceURL(via)
 	if err != nil {
 		return nil, err
+	}
+	var broker string
+	if opts.ProxyURL != "" && brokerURL != "" {
+		if broker, _, err = parseServiceURL(brokerURL); err != nil {
+			return nil, err
+		}
 	}
 	if opts.DialTimeout <= 0 {
 		opts.DialTimeout = 10 * time.Second
@@ -129,7 +151,7 @@ func Dial(ctx context.Context, serviceURL string, opts DialOptions) (*Conn, erro
 		nc = tc
 	}
 	c := &Conn{
-		nc: nc, opts: opts, addr: addr, bw: bufio.NewWriterSize(nc, 64<<10),
+		nc: nc, opts: opts, addr: addr, broker: broker, bw: bufio.NewWriterSize(nc, 64<<10),
 		pending: map[uint64]chan *pb.BaseCommand{},
 		events:  make(chan *pb.BaseCommand, 4096),
 		done:    make(chan struct{}),
@@ -149,6 +171,9 @@ func Dial(ctx context.Context, serviceURL string, opts DialOptions) (*Conn, erro
 func (c *Conn) handshake(ctx context.Context, rd *protocol.Reader) error {
 	cc := &pb.CommandConnect{ClientVersion: new(clientVersion), ProtocolVersion: new(int32(protocolVersion)),
 		FeatureFlags: &pb.FeatureFlags{SupportsAuthRefresh: new(true)}}
+	if c.broker != "" {
+		cc.ProxyToBrokerUrl = new(c.broker)
+	}
 	if c.opts.AuthMethod != "" {
 		data, err := c.authData()
 		if err != nil {
@@ -188,7 +213,7 @@ func (c *Conn) authData() ([]byte, error) {
 	return d, nil
 }
 
-// Addr is the broker's host:port.
+// Addr is the host:port connected to (the proxy's, when proxied).
 func (c *Conn) Addr() string { return c.addr }
 
 // Done is closed when the connection ends; Err then says why.
@@ -437,10 +462,10 @@ func (c *Conn) Send(producerID, seq uint64, numMessages int32, isChunk bool, hp 
 // DialTopic connects to the broker that owns topic in the cluster at
 // serviceURL, following lookup redirects.
 func DialTopic(ctx context.Context, serviceURL, topic string, opts DialOptions) (*Conn, error) {
-	url := serviceURL
+	url, brokerURL := serviceURL, ""
 	authoritative := false
 	for range 10 {
-		c, err := Dial(ctx, url, opts)
+		c, err := dial(ctx, url, brokerURL, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -453,14 +478,18 @@ func DialTopic(ctx context.Context, serviceURL, topic string, opts DialOptions) 
 		if opts.TLS != nil && lr.GetBrokerServiceUrlTls() != "" {
 			target = lr.GetBrokerServiceUrlTls()
 		}
-		if lr.GetResponse() == pb.CommandLookupTopicResponse_Connect && (target == "" || lr.GetProxyThroughServiceUrl() || sameBroker(target, c.addr)) {
+		here := c.addr
+		if opts.ProxyURL != "" {
+			here = c.broker
+		}
+		if lr.GetResponse() == pb.CommandLookupTopicResponse_Connect && (target == "" || lr.GetProxyThroughServiceUrl() || sameBroker(target, here)) {
 			return c, nil
 		}
 		c.Close()
 		if target == "" {
 			return nil, fmt.Errorf("replication: lookup of %s at %s named no broker", topic, url)
 		}
-		url, authoritative = target, lr.GetAuthoritative()
+		url, brokerURL, authoritative = target, target, lr.GetAuthoritative()
 		if lr.GetResponse() == pb.CommandLookupTopicResponse_Connect {
 			// The owner: connect there and look up once more (it answers
 			// Connect for itself).

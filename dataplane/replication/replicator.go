@@ -27,6 +27,10 @@ const (
 	SourcePositionProperty = "__MSG_PROP_REPL_SOURCE_POSITION"
 )
 
+// maxBackoff caps the pause between a replicator's connection attempts
+// while its remote is unreachable: how long a healed link may wait.
+const maxBackoff = 10 * time.Second
+
 // entryBits is how many low bits of a replicated SEND's sequence id hold
 // the entry id; the ledger id fills the rest.
 const entryBits = 24
@@ -198,7 +202,7 @@ func (r *Replicator) Run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		backoff = min(backoff*2, 30*time.Second)
+		backoff = min(backoff*2, maxBackoff)
 	}
 }
 
