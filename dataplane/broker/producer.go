@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/magnetar-dev/magnetar/dataplane/auth"
 	"github.com/magnetar-dev/magnetar/dataplane/ledger"
 	"github.com/magnetar-dev/magnetar/dataplane/protocol"
+	"github.com/magnetar-dev/magnetar/dataplane/replication"
 )
 
 // Producer is a client producer attached to a topic through a connection.
@@ -172,6 +174,15 @@ func (c *conn) handleSend(s *pb.CommandSend, data []byte) error {
 	}
 	if len(data) > c.s.cfg.MaxMessageSize+protocol.FrameHeadroom {
 		c.send(protocol.NewSendError(prodID, seq, pb.ServerError_NotAllowedError, "message too large"))
+		return nil
+	}
+	if p.replicator && s.GetMarker() {
+		// A replicated subscription's state: applied, never stored.
+		if err := p.topic.onReplSubMarker(strings.TrimPrefix(p.name, replication.Prefix), data); err != nil {
+			c.s.log.Warn("bad replicated subscription state", "topic", p.topic.name.String(), "err", err)
+		}
+		c.sendFrame(outFrame{isReceipt: true, receipt: sendReceipt{producerID: prodID, sequenceID: seq, highestSequenceID: highest,
+			ledgerID: ^uint64(0), entryID: ^uint64(0)}})
 		return nil
 	}
 	if t := p.topic; t.ml != nil && (t.ml.IsTerminated() || t.quotaError() != nil) {

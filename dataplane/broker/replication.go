@@ -199,7 +199,10 @@ func (t *Topic) startReplicator(ctx context.Context, remote string) error {
 			return sc, nil
 		},
 		Throttle: (&replThrottle{t: t}).wait,
-		Log:      s.log,
+		Markers: func(ctx context.Context) [][]byte {
+			return t.replicatedSubscriptionUpdates(ctx, remote)
+		},
+		Log: s.log,
 	})
 	rctx, cancel := context.WithCancel(context.Background())
 	rr := &replicatorRun{r: r, cancel: cancel, done: make(chan struct{})}

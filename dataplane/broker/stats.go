@@ -189,6 +189,7 @@ func (sub *Subscription) stats(opt StatsOptions) SubscriptionStats {
 	ss := SubscriptionStats{
 		Consumers:                        []ConsumerStats{},
 		IsDurable:                        sub.durable,
+		IsReplicated:                     sub.replicated(),
 		ConsumersAfterMarkDeletePosition: map[string]string{},
 		SubscriptionProperties:           map[string]string{},
 	}

@@ -52,6 +52,9 @@ type Topic struct {
 	// replIn is set once a remote cluster's replicator produced here: the
 	// topic then keeps deduplication state for replicators while loaded.
 	replIn atomic.Bool
+	// replSubPending holds, under mu, remote replicated-subscription
+	// states not yet applied, by subscription (replsub.go).
+	replSubPending map[string]*replSubUpdate
 }
 
 // exclusiveAccess is the producer access state of a topic that has had an
@@ -133,8 +136,12 @@ func (t *Topic) loadSubscriptions(ctx context.Context) error {
 		if !cur.IsDurable() || cur.Name() == dedupCursor || isReplicatorCursor(cur.Name()) {
 			continue
 		}
+		s := newSubscription(t, cur.Name(), cur, -1)
+		if cur.Properties()[replicatedProp] == "true" {
+			s.markReplicated()
+		}
 		t.mu.Lock()
-		setKey(&t.subs, cur.Name(), newSubscription(t, cur.Name(), cur, -1))
+		setKey(&t.subs, cur.Name(), s)
 		t.mu.Unlock()
 	}
 	return nil

@@ -459,6 +459,17 @@ func (c *Conn) Send(producerID, seq uint64, numMessages int32, isChunk bool, hp 
 	return c.write(&pb.BaseCommand{Type: pb.BaseCommand_SEND.Enum(), Send: s}, hp)
 }
 
+// markerSequence is the sequence id of marker SENDs: no entry's (the
+// ledger id 2^39-1 with the top bit set is never produced by SequenceOf),
+// so their receipts never match a data SEND.
+const markerSequence = ^uint64(0)
+
+// SendMarker writes a marker SEND (headers and payload hp).
+func (c *Conn) SendMarker(producerID uint64, hp []byte) error {
+	s := &pb.CommandSend{ProducerId: new(producerID), SequenceId: new(markerSequence), NumMessages: new(int32(1)), Marker: new(true)}
+	return c.write(&pb.BaseCommand{Type: pb.BaseCommand_SEND.Enum(), Send: s}, hp)
+}
+
 // DialTopic connects to the broker that owns topic in the cluster at
 // serviceURL, following lookup redirects.
 func DialTopic(ctx context.Context, serviceURL, topic string, opts DialOptions) (*Conn, error) {

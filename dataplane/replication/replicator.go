@@ -83,6 +83,11 @@ type Config struct {
 	// Throttle, when set, waits until msgs messages of bytes may be sent
 	// (the replicator dispatch rate).
 	Throttle func(ctx context.Context, msgs, bytes int) error
+	// Markers, when set, is asked every second for marker payloads
+	// (headers and payload) to send after the data sent so far: SENDs with
+	// marker set, never stored by the remote (replicated subscription
+	// states).
+	Markers func(ctx context.Context) [][]byte
 	// MaxInFlight bounds the SENDs awaiting receipts (default 1000);
 	// MaxInFlightBytes their bytes (default 8 MiB).
 	MaxInFlight      int
@@ -299,6 +304,13 @@ func (r *Replicator) session(ctx context.Context) (progressed bool, err error) {
 			r.rateMsgs, r.rateBytes = float64(m-lastMsgs)/el, float64(b-lastBytes)/el
 			r.mu.Unlock()
 			lastTick, lastMsgs, lastBytes = now, m, b
+			if r.cfg.Markers != nil {
+				for _, hp := range r.cfg.Markers(ctx) {
+					if err := conn.SendMarker(producerID, hp); err != nil {
+						return progressed, err
+					}
+				}
+			}
 		case ev := <-conn.Events():
 			for {
 				n, err := r.onEvent(ev, queue)
