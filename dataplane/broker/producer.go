@@ -75,7 +75,11 @@ func (c *conn) handleProducer(cp *pb.CommandProducer) {
 		c.sendError(reqID, err)
 		return
 	}
-	t, err := c.s.GetTopic(ctx, tn, true)
+	mode := openAutoCreate
+	if isReplicatorProducer(cp.GetProducerName()) {
+		mode = openReplicated
+	}
+	t, err := c.s.getTopic(ctx, tn, mode)
 	if err != nil {
 		c.sendError(reqID, err)
 		return

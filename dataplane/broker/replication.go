@@ -31,6 +31,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	pb "github.com/magnetar-dev/magnetar/api/pulsarwire"
 	"github.com/magnetar-dev/magnetar/dataplane/ledger"
 	"github.com/magnetar-dev/magnetar/dataplane/protocol"
@@ -107,6 +109,10 @@ func (s *Service) replicationRemotes(ctx context.Context, t *Topic) ([]string, e
 // the background (it reads the tenant and cluster records).
 func (t *Topic) refreshReplication() {
 	if t.ml == nil {
+		return
+	}
+	if rc := t.policies().ReplicationClusters; len(rc) > 0 && !slices.Contains(rc, t.s.cfg.ClusterName) {
+		t.s.deleteUnreplicated(t)
 		return
 	}
 	t.s.wg.Add(1)
@@ -531,4 +537,110 @@ func (t *Topic) oldestUnreplicated(r *replication.Replicator) time.Time {
 		return time.Now()
 	}
 	return time.UnixMilli(int64(meta.GetPublishTime()))
+}
+
+// replCollector exports replication metrics with Pulsar's names, summed per
+// namespace and remote cluster (Pulsar's namespace-level aggregation; one
+// series per topic would not scale to many topics).
+type replCollector struct {
+	s                                  *Service
+	backlog, rateOut, tputOut, delay   *prometheus.Desc
+	rateIn, tputIn, connected, msgsOut *prometheus.Desc
+}
+
+func newReplCollector(s *Service) *replCollector {
+	labels := []string{"cluster", "namespace", "remote_cluster"}
+	d := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, labels, nil) }
+	return &replCollector{s: s,
+		backlog:   d("pulsar_replication_backlog", "Entries not yet replicated to the remote cluster."),
+		rateOut:   d("pulsar_replication_rate_out", "Messages per second replicated to the remote cluster (last second)."),
+		tputOut:   d("pulsar_replication_throughput_out", "Bytes per second replicated to the remote cluster (last second)."),
+		delay:     d("pulsar_replication_delay_in_seconds", "Age of the oldest message not yet replicated to the remote cluster (the maximum over topics)."),
+		rateIn:    d("pulsar_replication_rate_in", "Messages per second received from the remote cluster's replicators (average since connected)."),
+		tputIn:    d("pulsar_replication_throughput_in", "Bytes per second received from the remote cluster's replicators (average since connected)."),
+		connected: d("pulsar_replication_connected_count", "Replicators connected to the remote cluster."),
+	}
+}
+
+func (c *replCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.backlog, c.rateOut, c.tputOut, c.delay, c.rateIn, c.tputIn, c.connected} {
+		ch <- d
+	}
+}
+
+func (c *replCollector) Collect(ch chan<- prometheus.Metric) {
+	type key struct{ ns, remote string }
+	type agg struct{ backlog, rateOut, tputOut, delay, rateIn, tputIn, connected float64 }
+	sums := map[key]*agg{}
+	get := func(k key) *agg {
+		a := sums[k]
+		if a == nil {
+			a = &agg{}
+			sums[k] = a
+		}
+		return a
+	}
+	for _, t := range c.s.openTopics() {
+		t.mu.Lock()
+		hasRepl := len(t.repl) > 0 || t.replIn.Load()
+		t.mu.Unlock()
+		if !hasRepl {
+			continue
+		}
+		t.mu.Lock()
+		producers := make([]*Producer, 0, len(t.producers))
+		for _, p := range t.producers {
+			producers = append(producers, p)
+		}
+		t.mu.Unlock()
+		st := &TopicStats{Replication: map[string]ReplicatorStats{}}
+		t.replicationStats(st, producers)
+		for remote, r := range st.Replication {
+			a := get(key{t.name.NamespaceName(), remote})
+			a.backlog += float64(r.ReplicationBacklog)
+			a.rateOut += r.MsgRateOut
+			a.tputOut += r.MsgThroughputOut
+			a.delay = max(a.delay, float64(r.ReplicationDelayInSeconds))
+			a.rateIn += r.MsgRateIn
+			a.tputIn += r.MsgThroughputIn
+			if r.Connected {
+				a.connected++
+			}
+		}
+	}
+	cluster := c.s.cfg.ClusterName
+	for k, a := range sums {
+		lv := []string{cluster, k.ns, k.remote}
+		ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.GaugeValue, a.backlog, lv...)
+		ch <- prometheus.MustNewConstMetric(c.rateOut, prometheus.GaugeValue, a.rateOut, lv...)
+		ch <- prometheus.MustNewConstMetric(c.tputOut, prometheus.GaugeValue, a.tputOut, lv...)
+		ch <- prometheus.MustNewConstMetric(c.delay, prometheus.GaugeValue, a.delay, lv...)
+		ch <- prometheus.MustNewConstMetric(c.rateIn, prometheus.GaugeValue, a.rateIn, lv...)
+		ch <- prometheus.MustNewConstMetric(c.tputIn, prometheus.GaugeValue, a.tputIn, lv...)
+		ch <- prometheus.MustNewConstMetric(c.connected, prometheus.GaugeValue, a.connected, lv...)
+	}
+}
+
+// deleteUnreplicated deletes, as Pulsar does, a topic of a namespace whose
+// replication clusters no longer include this cluster (a partition takes
+// its partitioned topic with it). Its data here is gone; the other
+// clusters keep theirs.
+func (s *Service) deleteUnreplicated(t *Topic) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		ctx, cancel := s.stopContext(time.Minute)
+		defer cancel()
+		var err error
+		if t.name.PartitionIndex() >= 0 {
+			err = s.DeletePartitionedTopic(ctx, t.name.Base(), true)
+		} else {
+			err = s.DeleteTopic(ctx, t.name, true)
+		}
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			s.log.Warn("delete topic of a namespace no longer replicated here failed", "topic", t.name.String(), "err", err)
+			return
+		}
+		s.log.Info("topic deleted: its namespace is no longer replicated to this cluster", "topic", t.name.String())
+	}()
 }

@@ -3,6 +3,8 @@ package replication_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -180,6 +182,32 @@ func TestReplicationTwoWay(t *testing.T) {
 	if !rep.Connected || rep.ReplicationBacklog != 0 {
 		t.Fatalf("replication to west: connected %v backlog %d", rep.Connected, rep.ReplicationBacklog)
 	}
+	if rep.InboundConnection == "" {
+		t.Fatalf("east's stats show no inbound replicator from west: %+v", rep)
+	}
+	body := scrape(t, rs[0].s.WebServiceURL()+"/metrics")
+	for _, series := range []string{
+		`pulsar_replication_backlog{cluster="east",namespace="geo/ns",remote_cluster="west"} 0`,
+		`pulsar_replication_connected_count{cluster="east",namespace="geo/ns",remote_cluster="west"} 1`,
+	} {
+		if !strings.Contains(body, series) {
+			t.Errorf("east /metrics lacks %s", series)
+		}
+	}
+}
+
+func scrape(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 func TestReplicationMeshOfThreePartitioned(t *testing.T) {
@@ -343,5 +371,60 @@ func TestReplicatedSubscriptionFailover(t *testing.T) {
 	t.Logf("west delivered %d of %d unacknowledged, %d acknowledged in east again", len(got)-dups, len(unacked), dups)
 	if dups > 0 {
 		t.Errorf("%d messages acknowledged in east were delivered again in west", dups)
+	}
+}
+
+// TestReplicationClusterRemoved: a cluster removed from a namespace's
+// replication clusters no longer receives its messages, and a cluster whose
+// own record no longer lists it deletes the namespace's topics (Pulsar's
+// behaviour).
+func TestReplicationClusterRemoved(t *testing.T) {
+	rs := startRegions(t, "east", "west")
+	replicatedNamespace(t, rs, "geo", "rm")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	east := standalonetest.NewClient(t, rs[0].s.ServiceURL())
+	west := standalonetest.NewClient(t, rs[1].s.ServiceURL())
+	topic := "persistent://geo/rm/t"
+	want := map[string][]string{"a": produce(t, ctx, east, topic, "a", 50)}
+	receiveAll(t, ctx, west, topic, "check", want)
+
+	for _, r := range rs {
+		if err := r.admin.Namespaces().SetNamespaceReplicationClusters("geo/rm", []string{"east"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tn := mustTopic(t, topic)
+	ns, err := utils.GetNameSpaceName("geo", "rm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		parts, topics, err := rs[1].admin.Topics().List(*ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(parts)+len(topics) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("west still has %v after leaving the replication clusters", topics)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	st, err := rs[0].admin.Topics().GetStats(tn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := st.Replication["west"]; ok {
+		t.Fatalf("east still replicates to west: %+v", st.Replication)
+	}
+	is, err := rs[0].admin.Topics().GetInternalStats(tn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := is.Cursors["pulsar.repl.west"]; ok {
+		t.Fatal("east kept the replicator cursor of west")
 	}
 }
