@@ -8,12 +8,13 @@
 //     message's latency from its scheduled send time (in its payload, so a
 //     stall cannot hide queueing), p50/p99/max after -warmup, with no added
 //     delay and with -delay each way;
+//
 //   - throughput: a closed loop (-window messages in flight, batching on)
 //     into a namespace that is not replicated (east's own maximum, as
 //     streambench's W2) and then into the replicated one, where the figure
 //     is the rate at which west received what east stored.
 //
-//	go run ./bench/georepbench [-rate 10000] [-size 1024] [-duration 10s] [-delay 50ms] [-markdown FILE]
+//     go run ./bench/georepbench [-rate 10000] [-size 1024] [-duration 10s] [-delay 50ms] [-markdown FILE]
 package main
 
 import (
