@@ -428,3 +428,75 @@ func TestReplicationClusterRemoved(t *testing.T) {
 		t.Fatal("east kept the replicator cursor of west")
 	}
 }
+
+// TestReplicationScopes: a topic-level replication policy narrows the
+// namespace's clusters; a message sent with DisableReplication stays
+// local; the other messages of the topic are replicated.
+func TestReplicationScopes(t *testing.T) {
+	rs := startRegions(t, "east", "west")
+	replicatedNamespace(t, rs, "geo", "scopes")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	east := standalonetest.NewClient(t, rs[0].s.ServiceURL())
+	west := standalonetest.NewClient(t, rs[1].s.ServiceURL())
+
+	localOnly := "persistent://geo/scopes/local-only"
+	produce(t, ctx, east, localOnly, "x", 1) // the topic exists before its policy is set
+	if err := rs[0].admin.Topics().SetReplicationClusters(mustTopic(t, localOnly), []string{"east"}); err != nil {
+		t.Fatal(err)
+	}
+	mixed := "persistent://geo/scopes/mixed"
+	p, err := east.CreateProducer(pulsar.ProducerOptions{Topic: mixed, DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var want []string
+	for i := range 20 {
+		msg := &pulsar.ProducerMessage{Payload: []byte(fmt.Sprintf("m-%02d", i)), DisableReplication: i%2 == 1}
+		if _, err := p.Send(ctx, msg); err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 {
+			want = append(want, string(msg.Payload))
+		}
+	}
+	receiveAll(t, ctx, west, mixed, "check", map[string][]string{"m": want})
+
+	// The topic policy reaches the topic's replicators through the policy
+	// watch: wait until east stops replicating it, then produce.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		// (west's replicator still produces here: the stats keep an
+		// inbound entry for west; the outbound cursor is what goes.)
+		is, err := rs[0].admin.Topics().GetInternalStats(mustTopic(t, localOnly))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := is.Cursors["pulsar.repl.west"]; !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("east still replicates a topic whose policy names only east")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	produce(t, ctx, east, localOnly, "y", 10)
+	c, err := west.Subscribe(pulsar.ConsumerOptions{Topic: localOnly, SubscriptionName: "check",
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		m, err := c.Receive(rctx)
+		cancel()
+		if err != nil {
+			break
+		}
+		if strings.HasPrefix(string(m.Payload()), "y-") {
+			t.Fatalf("west received %q from a topic replicated only to east", m.Payload())
+		}
+	}
+}
