@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
-
-	"github.com/magnetar-dev/magnetar/e2e/tcpproxy"
 )
 
 // lookupsServed sums pulsar_lookup_answers_total over every live broker.
@@ -200,11 +198,11 @@ func TestClusterBookieKill9(t *testing.T) {
 // (fencing the ledger) and clients move; when the link returns the cut-off
 // broker registers again and serves nothing stale.
 func TestBrokerMetadataCut(t *testing.T) {
-	var proxies []*tcpproxy.Proxy
+	var proxies []*Proxy
 	c := newDataClusterWith(t, 3, 2, func(c *dataCluster, i int) string {
 		// The proxy fronts one member; the broker knows only that one.
 		first, _, _ := strings.Cut(c.etcdURL, ",")
-		px := tcpproxy.Start(t, strings.TrimPrefix(first, "http://"))
+		px := StartProxy(t, strings.TrimPrefix(first, "http://"))
 		proxies = append(proxies, px)
 		return "http://" + px.Addr()
 	})

@@ -39,7 +39,7 @@ func newDataCluster(t *testing.T, bookies, brokers int) *dataCluster {
 var defaultBrokerFlags = []string{"--load-shedding=false"}
 
 // newDataClusterWith lets metadataURL choose each broker's metadata endpoint
-// (e.g. through a tcpproxy.Proxy); nil means the store itself.
+// (e.g. through a Proxy); nil means the store itself.
 func newDataClusterWith(t *testing.T, bookies, brokers int, metadataURL func(c *dataCluster, i int) string) *dataCluster {
 	return newDataClusterFlags(t, bookies, brokers, metadataURL, defaultBrokerFlags)
 }

@@ -14,14 +14,13 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/magnetar-dev/magnetar/dataplane/offload/s3test"
-	"github.com/magnetar-dev/magnetar/e2e/tcpproxy"
 )
 
 // tieredEnv is a versitygw S3 server behind a TCP proxy and a `magnetar
 // standalone` offloading to it.
 type tieredEnv struct {
 	s3     *s3test.Server
-	px     *tcpproxy.Proxy
+	px     *Proxy
 	sp     *standaloneProc
 	bucket string
 	admin  string
@@ -35,7 +34,7 @@ func startTiered(t *testing.T, extra ...string) *tieredEnv {
 	srv := s3test.Start(t)
 	e := &tieredEnv{s3: srv, bucket: "magnetar-tiered"}
 	srv.CreateBucket(t, e.bucket)
-	e.px = tcpproxy.Start(t, srv.Addr)
+	e.px = StartProxy(t, srv.Addr)
 	args := append([]string{
 		"--managed-ledger-offload-driver", "s3",
 		"--s3-managed-ledger-offload-bucket", e.bucket,

@@ -16,7 +16,7 @@ import (
 
 	"github.com/magnetar-dev/magnetar/dataplane/ledger"
 	"github.com/magnetar-dev/magnetar/dataplane/metadata"
-	"github.com/magnetar-dev/magnetar/e2e/tcpproxy"
+	"github.com/magnetar-dev/magnetar/internal/tcpproxy"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -297,7 +297,11 @@ func TestPartialOffloadCleanedUpAtOpen(t *testing.T) {
 // resumed part by part, reads retried, nothing is lost.
 func TestS3FaultsThroughProxy(t *testing.T) {
 	e := newEnv(t)
-	px := tcpproxy.Start(t, e.s3.Addr)
+	px, err := tcpproxy.Start(e.s3.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(px.Close)
 	cfg := e.offloaderConfig("http://" + px.Addr())
 	cfg.RequestTimeout = 500 * time.Millisecond
 	cfg.Attempts = 40

@@ -1,13 +1,12 @@
-// Package tcpproxy is a TCP proxy a test places between two components to
-// cut or slow the link between them (e2e, and the tiered-storage tests
-// between the broker and its S3 server). Its goroutines are owned by the
-// Proxy and stopped at the test's cleanup.
+// Package tcpproxy is a TCP proxy for tests and benchmarks: placed between
+// two components, it can cut the link (drop every connection and refuse new
+// ones) and add latency in both directions without capping throughput.
+// Every method is safe for concurrent use.
 package tcpproxy
 
 import (
 	"net"
 	"sync"
-	"testing"
 	"time"
 )
 
@@ -26,17 +25,15 @@ type Proxy struct {
 }
 
 // Start listens on a free loopback port and forwards to target.
-func Start(t testing.TB, target string) *Proxy {
-	t.Helper()
+func Start(target string) (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
 	p.wg.Add(1)
 	go p.accept()
-	t.Cleanup(p.close)
-	return p
+	return p, nil
 }
 
 // Addr is the proxy's address.
@@ -66,7 +63,8 @@ func (p *Proxy) SetDelay(d time.Duration) {
 	p.mu.Unlock()
 }
 
-func (p *Proxy) close() {
+// Close stops the proxy and waits for its goroutines.
+func (p *Proxy) Close() {
 	p.ln.Close()
 	p.Cut()
 	p.wg.Wait()
@@ -116,19 +114,42 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 		delete(p.conns, src)
 		p.mu.Unlock()
 	}()
-	buf := make([]byte, 32<<10)
+	// The reader stamps each chunk with the time it may be delivered and
+	// queues it; the writer delivers at that time. Chunks in flight overlap,
+	// so a delay adds latency without capping throughput (a link's
+	// bandwidth-delay product, bounded by the queue).
+	type chunk struct {
+		b   []byte
+		due time.Time
+	}
+	q := make(chan chunk, 1024)
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		for c := range q {
+			if d := time.Until(c.due); d > 0 {
+				time.Sleep(d) // the link's latency, not test synchronization
+			}
+			if _, err := dst.Write(c.b); err != nil {
+				src.Close()
+				for range q {
+				}
+				return
+			}
+		}
+	}()
+	defer func() {
+		close(q)
+		<-written // deliver what was read before closing both sides
+	}()
 	for {
+		buf := make([]byte, 32<<10)
 		n, err := src.Read(buf)
 		if n > 0 {
 			p.mu.Lock()
 			d := p.delay
 			p.mu.Unlock()
-			if d > 0 {
-				time.Sleep(d) // the link's latency, not test synchronization
-			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
+			q <- chunk{b: buf[:n], due: time.Now().Add(d)}
 		}
 		if err != nil {
 			return // EOF or a cut: close both sides
