@@ -47,7 +47,7 @@ type S3 struct {
 	clients map[string]*s3.Client // by region + endpoint
 	indexes map[string]*index     // by index key; bounded by maxIndexes
 	order   []string              // indexes, oldest first
-	seq     map[string]int64      // by data key: the chunk after the last read (read-ahead)
+	seq     map[string]int64      // by data key: the chunk after the last read (read-ahead); bounded by maxIndexes
 	cache   *chunkCache
 
 	stats Stats
@@ -445,6 +445,9 @@ func (s *S3) readAhead(p place, obj string, x *index, c0, c1 int64) {
 	}
 	s.mu.Lock()
 	prev, seen := s.seq[p.dataKey]
+	if len(s.seq) >= maxIndexes && !seen {
+		clear(s.seq) // bounded: readers of forgotten objects start over
+	}
 	s.seq[p.dataKey] = c1 + 1
 	s.mu.Unlock()
 	if !seen || c0 > prev || c0+1 < prev {
