@@ -444,3 +444,76 @@ func TestMultiBlockLedger(t *testing.T) {
 		}
 	}
 }
+
+// The link to S3 is cut after the first part of a 3-part upload went
+// through: the remaining parts are retried within the same multipart
+// upload (the copy keeps its uid, each part succeeds once) and the copy
+// completes once the link is back.
+func TestUploadResumesAfterCut(t *testing.T) {
+	e := newEnv(t)
+	px, err := tcpproxy.Start(e.s3.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(px.Close)
+	cfg := e.offloaderConfig("http://" + px.Addr())
+	cfg.Attempts, cfg.RetryBackoff = 40, 20*time.Millisecond
+	o := e.newOffloader(cfg)
+	defs := smallLedgers(ledger.OffloadPolicy{DeletionLag: -1})
+	defs.MaxEntriesPerLedger = 60
+	f := e.newFactory(o, defs)
+	ml, err := f.Open(ctxT(t), "tenant/ns/resume", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := func(i int) []byte { return bytes.Repeat(payload(i), 100) }
+	var want []ledger.Position
+	for i := range 61 {
+		p, err := ml.AddEntrySync(ctxT(t), big(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, p)
+	}
+	px.SetDelay(5 * time.Millisecond) // a part takes about a second
+	if err := ml.OffloadPrefix(want[60]); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "first part uploaded", func() bool { return o.Stats().PartsUploaded.Load() >= 1 })
+	px.Cut()
+	uid := ml.Ledgers()[0].Offload.UID
+	retries := o.Stats().Retries.Load()
+	waitUntil(t, "retries while cut", func() bool { return o.Stats().Retries.Load() >= retries+3 })
+	px.SetDelay(0)
+	px.Restore()
+	waitUntil(t, "offload done", func() bool { return ml.OffloadStatus().State != ledger.OffloadRunning })
+	if st := ml.OffloadStatus(); st.State != ledger.OffloadSuccess {
+		t.Fatalf("offload: %+v", st)
+	}
+	l := ml.Ledgers()[0]
+	if !l.Offloaded() || l.Offload.UID != uid {
+		t.Fatalf("copy %+v, the upload under way had uid %s", l.Offload, uid)
+	}
+	if n := o.Stats().PartsUploaded.Load(); n != 3 {
+		t.Fatalf("%d parts uploaded, want each of 3 once", n)
+	}
+	if ups := e.s3.Uploads(t, e.bucket); len(ups) != 0 {
+		t.Fatalf("unfinished uploads: %v", ups)
+	}
+	waitUntil(t, "bookie copy deleted", func() bool { return !e.bookieHas(l.ID) })
+	o.DropCache()
+	pos := ledger.Earliest
+	for i := 0; i < 60; {
+		ents, err := ml.Read(ctxT(t), pos, 16, 0)
+		if err != nil || len(ents) == 0 {
+			t.Fatalf("read at %v: %v", pos, err)
+		}
+		for _, en := range ents {
+			if !bytes.Equal(en.Data, big(i)) {
+				t.Fatalf("entry %d differs", i)
+			}
+			i++
+		}
+		pos = ml.Next(ents[len(ents)-1].Pos)
+	}
+}
