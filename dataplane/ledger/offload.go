@@ -234,7 +234,7 @@ func (ml *ManagedLedger) offloadPass() {
 		ml.mu.Unlock()
 		return
 	}
-	due := ml.nextOffloadLocked(false) >= 0
+	due := ml.nextOffloadLocked() >= 0
 	if o := ml.off; o != nil && o.status.State == OffloadError &&
 		time.Since(time.UnixMilli(o.status.LastFailure)) < max(offloadRetryDelay, ml.conf().TrimCheckInterval) {
 		due = false // the store failed: automatic offload waits before trying again
@@ -263,7 +263,7 @@ func (ml *ManagedLedger) startOffloadLocked() {
 // with an unfinished copy (always, to clean it up), else, by policy or the
 // manual request, the oldest closed ledger without a copy. -1: none. The
 // ledger being written is never offloaded.
-func (ml *ManagedLedger) nextOffloadLocked(manualOnly bool) int {
+func (ml *ManagedLedger) nextOffloadLocked() int {
 	for i, l := range ml.ledgers {
 		if l.Offload != nil && !l.Offload.Complete {
 			return i
@@ -291,7 +291,7 @@ func (ml *ManagedLedger) nextOffloadLocked(manualOnly bool) int {
 		if upTo > 0 && l.ID < upTo {
 			return i
 		}
-		if manualOnly || !pol.Enabled {
+		if !pol.Enabled {
 			continue
 		}
 		if onBookies > pol.Threshold {
@@ -332,7 +332,7 @@ func (ml *ManagedLedger) offloadLoop(o *offloadState) {
 		ml.mu.Lock()
 		i := -1
 		if failed == nil && !o.gone && ml.state != stateFenced && ml.state != stateClosed {
-			i = ml.nextOffloadLocked(false)
+			i = ml.nextOffloadLocked()
 		}
 		if i < 0 {
 			o.running = false

@@ -517,3 +517,51 @@ func TestUploadResumesAfterCut(t *testing.T) {
 		pos = ml.Next(ents[len(ents)-1].Pos)
 	}
 }
+
+// offload_threshold_in_seconds alone: ledgers closed long enough ago are
+// offloaded whatever their size.
+func TestOffloadByAge(t *testing.T) {
+	e := newEnv(t)
+	o := e.newOffloader(e.offloaderConfig(""))
+	f := e.newFactory(o, smallLedgers(ledger.OffloadPolicy{Enabled: true, Threshold: 1 << 62, ThresholdAge: time.Millisecond, DeletionLag: time.Hour}))
+	ml, err := f.Open(ctxT(t), "tenant/ns/age", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := addN(t, ml, 0, 120)
+	offloadedAll(t, ml, false)
+	checkEntries(t, readAll(t, ml, 20), want)
+}
+
+// A store that refuses the copy (no such bucket) leaves the ledger on the
+// bookies, readable, and reports ERROR with the reason.
+func TestOffloadErrorStatus(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.offloaderConfig("")
+	cfg.Bucket = "no-such-bucket"
+	o := e.newOffloader(cfg)
+	f := e.newFactory(o, smallLedgers(ledger.OffloadPolicy{DeletionLag: -1}))
+	ml, err := f.Open(ctxT(t), "tenant/ns/error", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := addN(t, ml, 0, 60)
+	if err := ml.OffloadPrefix(want[59]); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "offload ended", func() bool { return ml.OffloadStatus().State != ledger.OffloadRunning })
+	st := ml.OffloadStatus()
+	if st.State != ledger.OffloadError || !strings.Contains(st.LastError, "NoSuchBucket") || st.LastFailure == 0 {
+		t.Fatalf("status %+v", st)
+	}
+	if err := ml.OffloadPrefix(want[59]); err != nil {
+		t.Fatalf("a new request after an error: %v", err)
+	}
+	waitUntil(t, "offload ended", func() bool { return ml.OffloadStatus().State != ledger.OffloadRunning })
+	for _, l := range ml.Ledgers() {
+		if l.Offload != nil || !e.bookieHas(l.ID) {
+			t.Fatalf("ledger %d: %+v after a failed offload", l.ID, l.Offload)
+		}
+	}
+	checkEntries(t, readAll(t, ml, 20), want)
+}

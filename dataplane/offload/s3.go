@@ -365,6 +365,9 @@ func (s *S3) DeleteOffloaded(ctx context.Context, ledgerID int64, uid string, me
 		}
 		return nil
 	})
+	if isNoBucket(err) {
+		return nil // no bucket: no copy either
+	}
 	if err != nil {
 		return err
 	}
@@ -604,4 +607,10 @@ func (s *S3) DropCache() {
 	s.indexes, s.order, s.seq = map[string]*index{}, nil, map[string]int64{}
 	s.mu.Unlock()
 	s.cache.dropAll()
+}
+
+func isNoBucket(err error) bool {
+	var nb *types.NoSuchBucket
+	var ae smithy.APIError
+	return errors.As(err, &nb) || errors.As(err, &ae) && ae.ErrorCode() == "NoSuchBucket"
 }
