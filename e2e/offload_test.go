@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin/config"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
 	"github.com/magnetar-dev/magnetar/dataplane/offload/s3test"
 )
@@ -260,7 +263,30 @@ func TestTieredStorageKill9(t *testing.T) {
 	defer cl.Close()
 	consumeAll(t, cl, topic, "after-kill", n, size)
 
-	offloadAndWait(t, tpath, body)
+	// The second offload through the Apache Pulsar Go admin client.
+	adm, err := admin.New(&config.Config{WebServiceURL: "http://" + e.sp.httpAddr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tn, err := utils.GetTopicName(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mid utils.MessageID
+	if err := json.Unmarshal([]byte(body), &mid); err != nil {
+		t.Fatal(err)
+	}
+	if err := adm.Topics().Offload(*tn, mid); err != nil {
+		t.Fatalf("admin client Offload: %v", err)
+	}
+	var ost utils.OffloadProcessStatus
+	waitFor(t, "offload done", 60*time.Second, func() bool {
+		ost, err = adm.Topics().OffloadStatus(*tn)
+		return err == nil && ost.Status != utils.RUNNING
+	})
+	if ost.Status != utils.SUCCESS || ost.FirstUnOffloadedMessage.LedgerID == 0 {
+		t.Fatalf("admin client OffloadStatus: %+v", ost)
+	}
 	if keys := e.s3.Keys(t, e.bucket); len(keys) != 2 {
 		t.Fatalf("bucket after the second offload: %v", keys)
 	}
