@@ -215,8 +215,8 @@ func TestTieredStorage(t *testing.T) {
 	if code, b := call(t, http.MethodGet, e.admin+"/namespaces/public/default/offloadThreshold", ""); code != 200 || string(b) != "0" {
 		t.Fatalf("get offloadThreshold: %d %s", code, b)
 	}
-	waitFor(t, "current ledger offloaded after unload", 60*time.Second, func() bool {
-		put(t, tpath+"/unload") // closes the fourth ledger; the reopen offloads it
+	put(t, tpath+"/unload") // closes the fourth ledger; the reopen (stats) offloads it
+	waitFor(t, "fourth ledger offloaded after unload", 60*time.Second, func() bool {
 		var is internalStatsJSON
 		return getJSON(tpath+"/internalStats", &is) == nil && len(is.Ledgers) == 4 && is.Ledgers[3].Offloaded
 	})
