@@ -41,6 +41,7 @@ func newAgentCommand() *cobra.Command {
 			}
 			defer prov.Close() // leaves the data plane running
 			cfg.Provisioner = prov
+			cfg.PulsarClusterName = process.PulsarClusterName
 			a, err := agent.New(cfg)
 			if err != nil {
 				return err

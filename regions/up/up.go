@@ -142,7 +142,7 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 		}
 		e.provs = append(e.provs, prov)
 		a, err := agent.New(agent.Config{Region: r, ControlPlaneURL: "http://" + e.srv.Addr().String(), APIKey: key,
-			Provisioner: prov, Logger: cfg.Logger, PollTimeout: cfg.PollTimeout})
+			Provisioner: prov, PulsarClusterName: process.PulsarClusterName, Logger: cfg.Logger, PollTimeout: cfg.PollTimeout})
 		if err != nil {
 			return nil, err
 		}
