@@ -147,9 +147,10 @@
 //  1. the uid and where the copy goes are recorded (complete false);
 //  2. the Offloader copies the entries from the bookies;
 //  3. the record marks the copy complete (reads still go to the bookies);
-//  4. after the deletion lag the record marks the bookie copy deleted,
-//     then the bookie ledger is deleted; from then on the ledger's reads
-//     go to the Offloader.
+//  4. after the deletion lag the bookie ledger is deleted, then the record
+//     marks its copy deleted; from then on the ledger's reads go to the
+//     Offloader (a read that finds the bookie ledger gone, or the bookies
+//     failing, already does).
 //
 // A copy found incomplete (a failure, or a crash of a previous owner: it
 // is found at Open) is removed through the Offloader (partial uploads

@@ -465,9 +465,10 @@ func (ml *ManagedLedger) abandonOffload(ctx context.Context, l LedgerInfo) error
 }
 
 // deleteOffloadedBookieCopies deletes the bookie copies of offloaded
-// ledgers whose deletion lag has passed: the record first (reads switch to
-// the copy), then the bookie ledger, so a crash in between leaks a bookie
-// ledger but never loses an entry.
+// ledgers whose deletion lag has passed: the bookie ledger first, then the
+// record marks it deleted. A crash in between loses nothing (a read that
+// finds the bookie ledger gone goes to the copy) and leaks nothing (the
+// next pass deletes again, finds nothing, and records it).
 func (ml *ManagedLedger) deleteOffloadedBookieCopies() {
 	lag := ml.conf().Offload.deletionLag().Milliseconds()
 	now := nowMillis()
@@ -485,6 +486,11 @@ func (ml *ManagedLedger) deleteOffloadedBookieCopies() {
 	ctx, cancel := context.WithTimeout(context.Background(), ml.conf().OperationTimeout)
 	defer cancel()
 	for _, id := range due {
+		ml.forgetReader(id)
+		if err := ml.f.client.DeleteLedger(ctx, id); err != nil && !errors.Is(err, client.ErrNoSuchLedger) {
+			ml.logger().Warn("offload: delete bookie copy failed", "ledger", id, "err", err)
+			continue
+		}
 		err := ml.updateLedger(ctx, id, func(cur *LedgerInfo) bool {
 			if !cur.Offloaded() || cur.Offload.BookieDeleted {
 				return false
@@ -498,11 +504,6 @@ func (ml *ManagedLedger) deleteOffloadedBookieCopies() {
 			if !errors.Is(err, ErrNotFound) {
 				ml.logger().Warn("offload: record bookie deletion failed", "ledger", id, "err", err)
 			}
-			continue
-		}
-		ml.forgetReader(id)
-		if err := ml.f.client.DeleteLedger(ctx, id); err != nil && !errors.Is(err, client.ErrNoSuchLedger) {
-			ml.logger().Warn("offload: delete bookie copy failed", "ledger", id, "err", err)
 			continue
 		}
 		ml.logger().Info("bookie copy of offloaded ledger deleted", "ledger", id)
@@ -572,13 +573,15 @@ func (ml *ManagedLedger) offloadedCopyLocked(id int64) *OffloadInfo {
 
 // readStored reads entries first..last of a ledger from where they are
 // stored: the bookies, or the tiered copy once the bookie copy is deleted
-// (or gone from the bookies, or with TieredFirst).
+// or with TieredFirst. A ledger with a complete copy whose bookie read
+// fails (the bookie copy being deleted, bookies unreachable) is read from
+// the copy.
 func (ml *ManagedLedger) readStored(ctx context.Context, id, first, last int64, writing bool, off *OffloadInfo) ([]Entry, error) {
 	if off != nil && (off.BookieDeleted || ml.conf().Offload.TieredFirst) && ml.f.offloader != nil {
 		return ml.readOffloaded(ctx, id, off, first, last)
 	}
 	ents, err := ml.readBookies(ctx, id, first, last, writing)
-	if err != nil && off != nil && ml.f.offloader != nil && errors.Is(err, client.ErrNoSuchLedger) {
+	if err != nil && off != nil && ml.f.offloader != nil && ctx.Err() == nil {
 		return ml.readOffloaded(ctx, id, off, first, last)
 	}
 	return ents, err

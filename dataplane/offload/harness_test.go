@@ -34,6 +34,7 @@ type env struct {
 	tb     testing.TB
 	md     metadata.Store
 	client *client.Client
+	bk     *bookie.Server
 	s3     *s3test.Server
 	bucket string
 }
@@ -68,7 +69,7 @@ func newEnv(tb testing.TB) *env {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	e := &env{tb: tb, md: md, client: cl, s3: srv, bucket: "offload-test"}
+	e := &env{tb: tb, md: md, client: cl, bk: bk, s3: srv, bucket: "offload-test"}
 	srv.CreateBucket(tb, e.bucket)
 	return e
 }

@@ -565,3 +565,40 @@ func TestOffloadErrorStatus(t *testing.T) {
 	}
 	checkEntries(t, readAll(t, ml, 20), want)
 }
+
+// With the bookie down, ledgers that have a complete copy are still read,
+// from S3, although their bookie copies were not deleted yet.
+func TestReadFromCopyWhenBookieDown(t *testing.T) {
+	e := newEnv(t)
+	o := e.newOffloader(e.offloaderConfig(""))
+	f := e.newFactory(o, smallLedgers(ledger.OffloadPolicy{DeletionLag: time.Hour}))
+	ml, err := f.Open(ctxT(t), "tenant/ns/bookie-down", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := addN(t, ml, 0, 100)
+	if err := ml.Close(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if ml, err = f.Open(ctxT(t), "tenant/ns/bookie-down", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ml.OffloadPrefix(ledger.Latest); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "offload done", func() bool { return ml.OffloadStatus().State != ledger.OffloadRunning })
+	for _, l := range ml.Ledgers() {
+		if !l.Offloaded() || l.Offload.BookieDeleted {
+			t.Fatalf("ledger %d: %+v", l.ID, l.Offload)
+		}
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.bk.Shutdown(sctx); err != nil {
+		t.Fatal(err)
+	}
+	checkEntries(t, readAll(t, ml, 25), want)
+	if o.Stats().RangeReads.Load() == 0 {
+		t.Fatal("no S3 read")
+	}
+}
