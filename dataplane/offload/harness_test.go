@@ -194,3 +194,16 @@ func (e *env) bookieHas(id int64) bool {
 	_, err := e.client.LedgerMetadata(context.Background(), id)
 	return err == nil
 }
+
+// openML opens a managed ledger of smallLedgers(pol) through a new factory
+// and offloader of the env's S3 server.
+func (e *env) openML(pol ledger.OffloadPolicy, name string) (*offload.S3, *ledger.Factory, *ledger.ManagedLedger) {
+	e.tb.Helper()
+	o := e.newOffloader(e.offloaderConfig(""))
+	f := e.newFactory(o, smallLedgers(pol))
+	ml, err := f.Open(ctxT(e.tb), name, nil)
+	if err != nil {
+		e.tb.Fatal(err)
+	}
+	return o, f, ml
+}

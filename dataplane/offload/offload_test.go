@@ -44,12 +44,7 @@ func offloadedAll(t *testing.T, ml *ledger.ManagedLedger, deleted bool) []ledger
 // and read-ahead; the objects are a data and an index object per ledger.
 func TestOffloadReadBack(t *testing.T) {
 	e := newEnv(t)
-	o := e.newOffloader(e.offloaderConfig(""))
-	f := e.newFactory(o, smallLedgers(ledger.OffloadPolicy{Enabled: true, Threshold: 0, DeletionLag: -1}))
-	ml, err := f.Open(ctxT(t), "tenant/ns/offload-readback", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, ml := e.openML(ledger.OffloadPolicy{Enabled: true, Threshold: 0, DeletionLag: -1}, "tenant/ns/offload-readback")
 	want := addN(t, ml, 0, 230) // 4 closed ledgers of 50 and the current one
 	ls := offloadedAll(t, ml, true)
 	if len(ls) != 5 {
@@ -108,12 +103,7 @@ func TestOffloadReadBack(t *testing.T) {
 // kept and read from until the lag passes.
 func TestManualOffloadStatusAndLag(t *testing.T) {
 	e := newEnv(t)
-	o := e.newOffloader(e.offloaderConfig(""))
-	f := e.newFactory(o, smallLedgers(ledger.OffloadPolicy{DeletionLag: time.Hour}))
-	ml, err := f.Open(ctxT(t), "tenant/ns/manual", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	o, _, ml := e.openML(ledger.OffloadPolicy{DeletionLag: time.Hour}, "tenant/ns/manual")
 	want := addN(t, ml, 0, 160)
 	if st := ml.OffloadStatus(); st.State != ledger.OffloadNotRun {
 		t.Fatalf("status %+v before any offload", st)
@@ -400,22 +390,7 @@ func uploadPart(bucket, key string, id *string, data []byte) *s3.UploadPartInput
 func TestMultiBlockLedger(t *testing.T) {
 	e := newEnv(t)
 	o := e.newOffloader(e.offloaderConfig(""))
-	defs := smallLedgers(ledger.OffloadPolicy{DeletionLag: -1})
-	defs.MaxEntriesPerLedger = 60
-	f := e.newFactory(o, defs)
-	ml, err := f.Open(ctxT(t), "tenant/ns/big", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	big := func(i int) []byte { return bytes.Repeat(payload(i), 100) } // 200 KiB
-	var want []ledger.Position
-	for i := range 61 {
-		p, err := ml.AddEntrySync(ctxT(t), big(i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		want = append(want, p)
-	}
+	ml, want := bigLedger(t, e, o, "tenant/ns/big")
 	if err := ml.OffloadPrefix(want[60]); err != nil {
 		t.Fatal(err)
 	}
@@ -428,20 +403,7 @@ func TestMultiBlockLedger(t *testing.T) {
 	}
 	for _, chunk := range []int{1, 7, 64} {
 		o.DropCache()
-		pos, i := ledger.Earliest, 0
-		for i < 60 {
-			ents, err := ml.Read(ctxT(t), pos, chunk, 0)
-			if err != nil || len(ents) == 0 {
-				t.Fatalf("read at %v: %d entries, %v", pos, len(ents), err)
-			}
-			for _, en := range ents {
-				if en.Pos != want[i] || !bytes.Equal(en.Data, big(i)) {
-					t.Fatalf("entry %d at %v differs", i, en.Pos)
-				}
-				i++
-			}
-			pos = ml.Next(ents[len(ents)-1].Pos)
-		}
+		checkBig(t, ml, want, chunk)
 	}
 }
 
@@ -459,22 +421,7 @@ func TestUploadResumesAfterCut(t *testing.T) {
 	cfg := e.offloaderConfig("http://" + px.Addr())
 	cfg.Attempts, cfg.RetryBackoff = 40, 20*time.Millisecond
 	o := e.newOffloader(cfg)
-	defs := smallLedgers(ledger.OffloadPolicy{DeletionLag: -1})
-	defs.MaxEntriesPerLedger = 60
-	f := e.newFactory(o, defs)
-	ml, err := f.Open(ctxT(t), "tenant/ns/resume", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	big := func(i int) []byte { return bytes.Repeat(payload(i), 100) }
-	var want []ledger.Position
-	for i := range 61 {
-		p, err := ml.AddEntrySync(ctxT(t), big(i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		want = append(want, p)
-	}
+	ml, want := bigLedger(t, e, o, "tenant/ns/resume")
 	px.SetDelay(5 * time.Millisecond) // a part takes about a second
 	if err := ml.OffloadPrefix(want[60]); err != nil {
 		t.Fatal(err)
@@ -502,32 +449,14 @@ func TestUploadResumesAfterCut(t *testing.T) {
 	}
 	waitUntil(t, "bookie copy deleted", func() bool { return !e.bookieHas(l.ID) })
 	o.DropCache()
-	pos := ledger.Earliest
-	for i := 0; i < 60; {
-		ents, err := ml.Read(ctxT(t), pos, 16, 0)
-		if err != nil || len(ents) == 0 {
-			t.Fatalf("read at %v: %v", pos, err)
-		}
-		for _, en := range ents {
-			if !bytes.Equal(en.Data, big(i)) {
-				t.Fatalf("entry %d differs", i)
-			}
-			i++
-		}
-		pos = ml.Next(ents[len(ents)-1].Pos)
-	}
+	checkBig(t, ml, want, 16)
 }
 
 // offload_threshold_in_seconds alone: ledgers closed long enough ago are
 // offloaded whatever their size.
 func TestOffloadByAge(t *testing.T) {
 	e := newEnv(t)
-	o := e.newOffloader(e.offloaderConfig(""))
-	f := e.newFactory(o, smallLedgers(ledger.OffloadPolicy{Enabled: true, Threshold: 1 << 62, ThresholdAge: time.Millisecond, DeletionLag: time.Hour}))
-	ml, err := f.Open(ctxT(t), "tenant/ns/age", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, ml := e.openML(ledger.OffloadPolicy{Enabled: true, Threshold: 1 << 62, ThresholdAge: time.Millisecond, DeletionLag: time.Hour}, "tenant/ns/age")
 	want := addN(t, ml, 0, 120)
 	offloadedAll(t, ml, false)
 	checkEntries(t, readAll(t, ml, 20), want)
@@ -570,17 +499,13 @@ func TestOffloadErrorStatus(t *testing.T) {
 // from S3, although their bookie copies were not deleted yet.
 func TestReadFromCopyWhenBookieDown(t *testing.T) {
 	e := newEnv(t)
-	o := e.newOffloader(e.offloaderConfig(""))
-	f := e.newFactory(o, smallLedgers(ledger.OffloadPolicy{DeletionLag: time.Hour}))
-	ml, err := f.Open(ctxT(t), "tenant/ns/bookie-down", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	o, f, ml := e.openML(ledger.OffloadPolicy{DeletionLag: time.Hour}, "tenant/ns/bookie-down")
 	want := addN(t, ml, 0, 100)
 	if err := ml.Close(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	if ml, err = f.Open(ctxT(t), "tenant/ns/bookie-down", nil); err != nil {
+	ml, err := f.Open(ctxT(t), "tenant/ns/bookie-down", nil)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := ml.OffloadPrefix(ledger.Latest); err != nil {
@@ -600,5 +525,52 @@ func TestReadFromCopyWhenBookieDown(t *testing.T) {
 	checkEntries(t, readAll(t, ml, 25), want)
 	if o.Stats().RangeReads.Load() == 0 {
 		t.Fatal("no S3 read")
+	}
+}
+
+// big is entry i of bigLedger: 200 KiB.
+func big(i int) []byte { return bytes.Repeat(payload(i), 100) }
+
+// bigLedger opens a managed ledger rolling over every 60 entries and adds
+// 61 big entries: one closed 12 MiB ledger (3 blocks of 5 MiB) and one
+// entry in the next.
+func bigLedger(t *testing.T, e *env, o ledger.Offloader, name string) (*ledger.ManagedLedger, []ledger.Position) {
+	t.Helper()
+	defs := smallLedgers(ledger.OffloadPolicy{DeletionLag: -1})
+	defs.MaxEntriesPerLedger = 60
+	ml, err := e.newFactory(o, defs).Open(ctxT(t), name, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []ledger.Position
+	for i := range 61 {
+		p, err := ml.AddEntrySync(ctxT(t), big(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, p)
+	}
+	return ml, want
+}
+
+// checkBig reads bigLedger's first 60 entries, chunk at a time.
+func checkBig(t *testing.T, ml *ledger.ManagedLedger, want []ledger.Position, chunk int) {
+	t.Helper()
+	pos, i := ledger.Earliest, 0
+	for i < 60 {
+		ents, err := ml.Read(ctxT(t), pos, chunk, 0)
+		if err != nil || len(ents) == 0 {
+			t.Fatalf("read at %v: %d entries, %v", pos, len(ents), err)
+		}
+		for _, en := range ents {
+			if en.Pos != want[i] || !bytes.Equal(en.Data, big(i)) {
+				t.Fatalf("entry %d at %v differs", i, en.Pos)
+			}
+			i++
+			if i == 60 {
+				break
+			}
+		}
+		pos = ml.Next(ents[len(ents)-1].Pos)
 	}
 }
