@@ -16,6 +16,7 @@ import (
 
 	"github.com/magnetar-dev/magnetar/dataplane/ledger"
 	"github.com/magnetar-dev/magnetar/dataplane/metadata"
+	"github.com/magnetar-dev/magnetar/dataplane/offload"
 	"github.com/magnetar-dev/magnetar/internal/tcpproxy"
 )
 
@@ -287,15 +288,8 @@ func TestPartialOffloadCleanedUpAtOpen(t *testing.T) {
 // resumed part by part, reads retried, nothing is lost.
 func TestS3FaultsThroughProxy(t *testing.T) {
 	e := newEnv(t)
-	px, err := tcpproxy.Start(e.s3.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(px.Close)
-	cfg := e.offloaderConfig("http://" + px.Addr())
+	px, cfg := e.proxied(t)
 	cfg.RequestTimeout = 500 * time.Millisecond
-	cfg.Attempts = 40
-	cfg.RetryBackoff = 20 * time.Millisecond
 	o := e.newOffloader(cfg)
 	f := e.newFactory(o, smallLedgers(ledger.OffloadPolicy{DeletionLag: -1}))
 	ml, err := f.Open(ctxT(t), "tenant/ns/faults", nil)
@@ -413,13 +407,7 @@ func TestMultiBlockLedger(t *testing.T) {
 // completes once the link is back.
 func TestUploadResumesAfterCut(t *testing.T) {
 	e := newEnv(t)
-	px, err := tcpproxy.Start(e.s3.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(px.Close)
-	cfg := e.offloaderConfig("http://" + px.Addr())
-	cfg.Attempts, cfg.RetryBackoff = 40, 20*time.Millisecond
+	px, cfg := e.proxied(t)
 	o := e.newOffloader(cfg)
 	ml, want := bigLedger(t, e, o, "tenant/ns/resume")
 	px.SetDelay(5 * time.Millisecond) // a part takes about a second
@@ -573,4 +561,18 @@ func checkBig(t *testing.T, ml *ledger.ManagedLedger, want []ledger.Position, ch
 		}
 		pos = ml.Next(ents[len(ents)-1].Pos)
 	}
+}
+
+// proxied puts a TCP proxy in front of the env's S3 server and returns it
+// with an offloader config through it that retries for long.
+func (e *env) proxied(t *testing.T) (*tcpproxy.Proxy, offload.Config) {
+	t.Helper()
+	px, err := tcpproxy.Start(e.s3.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(px.Close)
+	cfg := e.offloaderConfig("http://" + px.Addr())
+	cfg.Attempts, cfg.RetryBackoff = 40, 20*time.Millisecond
+	return px, cfg
 }
