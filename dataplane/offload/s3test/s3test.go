@@ -56,6 +56,9 @@ type Server struct {
 // Binary returns the versitygw binary's path, or "" and why not.
 func Binary() (string, string) {
 	if p := os.Getenv("MAGNETAR_VERSITYGW"); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return "", "MAGNETAR_VERSITYGW: " + err.Error()
+		}
 		return p, ""
 	}
 	if p, err := exec.LookPath("versitygw"); err == nil {
