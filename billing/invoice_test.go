@@ -50,7 +50,7 @@ func TestInvoiceGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	if err := inv.WriteCSV(&buf); err != nil {
+	if err := inv.CSV().WriteCSV(&buf); err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "invoice-2026-02.csv", buf.Bytes())
@@ -63,7 +63,7 @@ func TestInvoiceGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	buf.Reset()
-	empty.WriteCSV(&buf)
+	empty.CSV().WriteCSV(&buf)
 	golden(t, "invoice-empty.csv", buf.Bytes())
 }
 
