@@ -201,3 +201,24 @@ func TestIngest(t *testing.T) {
 		}
 	}
 }
+
+func TestUsageReportSample(t *testing.T) {
+	r := UsageReport{Epoch: "e", Namespaces: []NamespaceUsage{
+		{Tenant: "a", Namespace: "x", MessagesIn: 1, BytesIn: 10, MessagesOut: 2, BytesOut: 20, BytesReplicatedOut: 5, StorageBytes: 100, Topics: 1, Partitions: 3},
+		{Tenant: "b", Namespace: "y", MessagesIn: 4, BytesIn: 40, BytesReplicatedOut: 1, StorageBytes: 7, Topics: 2, Partitions: 2},
+	}}
+	s := r.Sample("b1")
+	if s.Source != "b1" || s.Epoch != "e" {
+		t.Fatalf("sample %+v", s)
+	}
+	for m, want := range map[Meter]int64{MessagesIn: 5, BytesIn: 50, MessagesOut: 2, BytesOut: 20, BytesReplicatedOut: 6} {
+		if s.Counters[m] != want {
+			t.Errorf("counter %s = %d, want %d", m, s.Counters[m], want)
+		}
+	}
+	for m, want := range map[Meter]int64{StorageBytes: 107, Topics: 3, Partitions: 5} {
+		if s.Gauges[m] != want {
+			t.Errorf("gauge %s = %d, want %d", m, s.Gauges[m], want)
+		}
+	}
+}

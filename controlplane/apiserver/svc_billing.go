@@ -166,14 +166,8 @@ func (b billingSvc) IngestUsageRecords(ctx context.Context, req *cpv1.IngestUsag
 
 func (b billingSvc) ListUsageRecords(ctx context.Context, req *cpv1.ListUsageRecordsRequest) (*cpv1.ListUsageRecordsResponse, error) {
 	s := b.s
-	org, err := kindOrganization.parseName("parent", req.GetParent())
+	org, err := s.authorizeOrgList(ctx, kindUsageRecord, req.GetParent(), req.GetPageSize())
 	if err != nil {
-		return nil, err
-	}
-	if err := checkPageSize(req.GetPageSize()); err != nil {
-		return nil, err
-	}
-	if err := s.authorize(ctx, target{kind: kindUsageRecord, verb: "list", res: resName{parent: org.name, org: org.name}}); err != nil {
 		return nil, err
 	}
 	us, err := s.usageStore()
@@ -222,6 +216,18 @@ func (b billingSvc) ListUsageRecords(ctx context.Context, req *cpv1.ListUsageRec
 		return nil, s.toStatus(err, "")
 	}
 	return &cpv1.ListUsageRecordsResponse{Buckets: aggregate(sums, agg, q.Start)}, nil
+}
+
+// authorizeOrgList checks a list call on k under the organization parent.
+func (s *Server) authorizeOrgList(ctx context.Context, k *kind, parent string, pageSize int32) (resName, error) {
+	org, err := kindOrganization.parseName("parent", parent)
+	if err != nil {
+		return org, err
+	}
+	if err := checkPageSize(pageSize); err != nil {
+		return org, err
+	}
+	return org, s.authorize(ctx, target{kind: k, verb: "list", res: resName{parent: org.name, org: org.name}})
 }
 
 func usageEntryProto(e store.UsageEntry) *cpv1.UsageRecord {
@@ -301,25 +307,33 @@ func aggregate(sums []store.UsageSum, agg cpv1.ListUsageRecordsRequest_Aggregati
 // priceBookList loads every price book.
 func (s *Server) priceBookList(ctx context.Context) ([]billing.PriceBook, error) {
 	var out []billing.PriceBook
+	err := eachObject(ctx, s.store, kindPriceBook, "", func(m proto.Message) error {
+		pb, err := priceBookFromProto(m.(*cpv1.PriceBook))
+		out = append(out, pb)
+		return err
+	})
+	return out, err
+}
+
+// eachObject decodes every object of k under parent, page by page.
+func eachObject(ctx context.Context, r store.Reader, k *kind, parent string, fn func(proto.Message) error) error {
 	tok := ""
 	for {
-		objs, next, err := s.store.List(ctx, store.ListQuery{Kind: kindPriceBook.collection, PageSize: 1000, PageToken: tok})
+		objs, next, err := r.List(ctx, store.ListQuery{Kind: k.collection, Parent: parent, PageSize: 1000, PageToken: tok})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for _, o := range objs {
-			m, _, err := decode(kindPriceBook, o)
+			m, _, err := decode(k, o)
 			if err != nil {
-				return nil, err
+				return err
 			}
-			pb, err := priceBookFromProto(m.(*cpv1.PriceBook))
-			if err != nil {
-				return nil, err
+			if err := fn(m); err != nil {
+				return err
 			}
-			out = append(out, pb)
 		}
 		if next == "" {
-			return out, nil
+			return nil
 		}
 		tok = next
 	}
@@ -418,36 +432,34 @@ func (s *Server) credited(ctx context.Context, inv *cpv1.Invoice) error {
 	if err != nil {
 		return s.toStatus(err, inv.GetName())
 	}
-	sum := new(big.Rat)
-	for _, n := range notes {
-		if a, err := billing.ParseDecimal(n.GetAmount()); err == nil {
-			sum.Add(sum, a)
-		}
+	sum, err := creditSum(notes)
+	if err != nil {
+		return s.toStatus(err, inv.GetName())
 	}
 	inv.Credited = billing.FormatDecimal(sum, billing.MinorUnitDigits)
 	return nil
 }
 
-func (s *Server) creditNotes(ctx context.Context, r store.Reader, invoice string) ([]*cpv1.CreditNote, error) {
-	var out []*cpv1.CreditNote
-	tok := ""
-	for {
-		objs, next, err := r.List(ctx, store.ListQuery{Kind: kindCreditNote.collection, Parent: invoice, PageSize: 1000, PageToken: tok})
+// creditSum adds the notes' amounts.
+func creditSum(notes []*cpv1.CreditNote) (*big.Rat, error) {
+	sum := new(big.Rat)
+	for _, n := range notes {
+		a, err := billing.ParseDecimal(n.GetAmount())
 		if err != nil {
 			return nil, err
 		}
-		for _, o := range objs {
-			m, _, err := decode(kindCreditNote, o)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, m.(*cpv1.CreditNote))
-		}
-		if next == "" {
-			return out, nil
-		}
-		tok = next
+		sum.Add(sum, a)
 	}
+	return sum, nil
+}
+
+func (s *Server) creditNotes(ctx context.Context, r store.Reader, invoice string) ([]*cpv1.CreditNote, error) {
+	var out []*cpv1.CreditNote
+	err := eachObject(ctx, r, kindCreditNote, invoice, func(m proto.Message) error {
+		out = append(out, m.(*cpv1.CreditNote))
+		return nil
+	})
+	return out, err
 }
 
 func invoiceProto(name string, inv billing.Invoice) *cpv1.Invoice {
@@ -520,14 +532,8 @@ func (b billingSvc) ExportInvoice(ctx context.Context, req *cpv1.ExportInvoiceRe
 
 func (b billingSvc) ListInvoices(ctx context.Context, req *cpv1.ListInvoicesRequest) (*cpv1.ListInvoicesResponse, error) {
 	s := b.s
-	org, err := kindOrganization.parseName("parent", req.GetParent())
+	org, err := s.authorizeOrgList(ctx, kindInvoice, req.GetParent(), req.GetPageSize())
 	if err != nil {
-		return nil, err
-	}
-	if err := checkPageSize(req.GetPageSize()); err != nil {
-		return nil, err
-	}
-	if err := s.authorize(ctx, target{kind: kindInvoice, verb: "list", res: resName{parent: org.name, org: org.name}}); err != nil {
 		return nil, err
 	}
 	if _, err := s.store.Get(ctx, kindOrganization.collection, org.name); err != nil {
@@ -619,13 +625,9 @@ func (b billingSvc) CreateCreditNote(ctx context.Context, req *cpv1.CreateCredit
 			if err != nil {
 				return err
 			}
-			sum := new(big.Rat)
-			for _, n := range notes {
-				a, err := billing.ParseDecimal(n.GetAmount())
-				if err != nil {
-					return err
-				}
-				sum.Add(sum, a)
+			sum, err := creditSum(notes)
+			if err != nil {
+				return err
 			}
 			if sum.Cmp(total) > 0 {
 				return status.Errorf(codes.FailedPrecondition, "credit notes of %s would total %s, more than the invoice's %s",

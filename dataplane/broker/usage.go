@@ -25,6 +25,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/magnetar-dev/magnetar/billing"
 	"github.com/magnetar-dev/magnetar/dataplane/protocol"
 )
 
@@ -93,31 +94,11 @@ func (s *Service) CountReplicatedOut(t TopicName, msgs, bytes int64) {
 	c.bytesReplOut.Add(bytes)
 }
 
-// NamespaceUsage is one namespace's usage on this broker.
-type NamespaceUsage struct {
-	Tenant    string `json:"tenant"`
-	Namespace string `json:"namespace"`
-	// Counters since the process started.
-	MessagesIn            int64 `json:"messagesIn"`
-	BytesIn               int64 `json:"bytesIn"`
-	MessagesOut           int64 `json:"messagesOut"`
-	BytesOut              int64 `json:"bytesOut"`
-	MessagesReplicatedOut int64 `json:"messagesReplicatedOut"`
-	BytesReplicatedOut    int64 `json:"bytesReplicatedOut"`
-	// Sampled now, over the topics loaded on this broker: logical bytes
-	// retained, topics (a partitioned topic counts on the broker serving
-	// its partition 0) and partitions (a non-partitioned topic is one).
-	StorageBytes int64 `json:"storageBytes"`
-	Topics       int64 `json:"topics"`
-	Partitions   int64 `json:"partitions"`
-}
-
-// Usage is the broker process's usage report.
-type Usage struct {
-	// Epoch is new for every process.
-	Epoch      string           `json:"epoch"`
-	Namespaces []NamespaceUsage `json:"namespaces"`
-}
+// NamespaceUsage and Usage are the report's format (billing.UsageReport).
+type (
+	NamespaceUsage = billing.NamespaceUsage
+	Usage          = billing.UsageReport
+)
 
 // Usage reports the counters and samples the gauges.
 func (s *Service) Usage() Usage {
