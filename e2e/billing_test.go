@@ -70,6 +70,22 @@ func usageTotals(cp cpClient, key, org string) (map[string]int64, bool) {
 	return got, true
 }
 
+// startControlPlaneProcess runs `magnetar controlplane` on a free port
+// with region r1 registered, and returns it, a REST client, its address,
+// the operator key file and the key.
+func startControlPlaneProcess(t *testing.T) (p *Process, cp cpClient, addr, keyFile, opKey string) {
+	t.Helper()
+	cpDir := t.TempDir()
+	addr = FreeAddr(t)
+	p = Start(t, "controlplane", "controlplane", "--data-dir", cpDir, "--listen", addr)
+	p.WaitListening(addr, 30*time.Second)
+	keyFile = filepath.Join(cpDir, "bootstrap.key")
+	opKey = readKey(t, keyFile)
+	cp = cpClient{t: t, base: "http://" + addr}
+	cp.mustCall(opKey, "POST", "/v1/regions?regionId=r1", map[string]any{})
+	return p, cp, addr, keyFile, opKey
+}
+
 // TestBillingExactlyOnce: known traffic through a cluster the control
 // plane provisioned is metered exactly once while the region agent is
 // SIGKILLed and restarted at random moments (mid-hour, mid-scrape) and the
@@ -80,15 +96,9 @@ func TestBillingExactlyOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process-level test")
 	}
-	cpDir, agentDir := t.TempDir(), t.TempDir()
+	agentDir := t.TempDir()
 	killDataPlaneOnCleanup(t, agentDir)
-	addr := FreeAddr(t)
-	cpProc := Start(t, "controlplane", "controlplane", "--data-dir", cpDir, "--listen", addr)
-	cpProc.WaitListening(addr, 30*time.Second)
-	keyFile := filepath.Join(cpDir, "bootstrap.key")
-	opKey := readKey(t, keyFile)
-	cp := cpClient{t: t, base: "http://" + addr}
-	cp.mustCall(opKey, "POST", "/v1/regions?regionId=r1", map[string]any{})
+	cpProc, cp, addr, keyFile, opKey := startControlPlaneProcess(t)
 	cp.mustCall(opKey, "POST", "/v1/organizations?organizationId=acme", map[string]any{})
 	agentProc := Start(t, "agent", "agent", "--region", "r1", "--control-plane", "http://"+addr, "--api-key-file", keyFile,
 		"--data-dir", agentDir, "--poll-timeout", "5s", "--metering-interval", "100ms")

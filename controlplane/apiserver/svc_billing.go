@@ -161,6 +161,7 @@ func (b billingSvc) IngestUsageRecords(ctx context.Context, req *cpv1.IngestUsag
 		out.Results = append(out.Results, res)
 	}
 	s.metrics.usageIngested(ctx, changes)
+	s.evaluateAfterIngest(ctx, recs)
 	return out, nil
 }
 

@@ -81,3 +81,21 @@ func TestBillingCommands(t *testing.T) {
 		t.Fatalf("another organization's invoice: %v", r.err)
 	}
 }
+
+// TestBudgetCommands: budget create, get, update, list, delete.
+func TestBudgetCommands(t *testing.T) {
+	cp := startControlPlane(t)
+	key := cp.setupOrg(t)
+	out := cp.ok(t, key, "budget", "create", "acme", "monthly", "--amount", "250.00", "--thresholds", "50,90", "--enforce")
+	contains(t, "budget create", out, "BUDGET", "acme/monthly", "250.00", "50%,90%", "true", "WITHIN", "0.00")
+	if r := cp.as(t, key, "budget", "create", "acme", "bad", "--amount", "-5"); r.err == nil || !strings.Contains(r.err.Error(), "INVALID_ARGUMENT") {
+		t.Fatalf("a negative budget: %v", r.err)
+	}
+	out = cp.ok(t, key, "budget", "update", "acme/monthly", "--enforce=false", "--amount", "300")
+	contains(t, "budget update", out, "300", "false")
+	contains(t, "budget list", cp.ok(t, key, "budget", "list", "acme"), "acme/monthly", billing.PeriodOf(time.Now()).String())
+	contains(t, "budget delete", cp.ok(t, key, "budget", "delete", "acme/monthly"), "deleted organizations/acme/budgets/monthly")
+	if r := cp.as(t, key, "budget", "get", "acme/monthly"); r.err == nil || !strings.Contains(r.err.Error(), "NOT_FOUND") {
+		t.Fatalf("get after delete: %v", r.err)
+	}
+}

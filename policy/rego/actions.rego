@@ -25,6 +25,7 @@ collections := {
 	"invoices": {"scope": "org", "verbs": {"get", "list", "export"}},
 	"creditNotes": {"scope": "org", "verbs": {"get", "list", "create"}},
 	"priceBooks": {"scope": "global", "verbs": {"get", "list", "create"}},
+	"budgets": {"scope": "org", "verbs": standard_verbs},
 }
 
 # known is every action the policy knows, e.g. "clusters.create".

@@ -11,6 +11,8 @@ package controlplanev1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	emptypb "google.golang.org/protobuf/types/known/emptypb"
+	fieldmaskpb "google.golang.org/protobuf/types/known/fieldmaskpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -237,6 +239,58 @@ func (x Invoice_State) Number() protoreflect.EnumNumber {
 // Deprecated: Use Invoice_State.Descriptor instead.
 func (Invoice_State) EnumDescriptor() ([]byte, []int) {
 	return file_api_controlplane_v1_billing_proto_rawDescGZIP(), []int{6, 0}
+}
+
+type BudgetStatus_State int32
+
+const (
+	BudgetStatus_STATE_UNSPECIFIED BudgetStatus_State = 0
+	BudgetStatus_WITHIN            BudgetStatus_State = 1
+	BudgetStatus_ALERTING          BudgetStatus_State = 2
+	BudgetStatus_EXCEEDED          BudgetStatus_State = 3
+)
+
+// Enum value maps for BudgetStatus_State.
+var (
+	BudgetStatus_State_name = map[int32]string{
+		0: "STATE_UNSPECIFIED",
+		1: "WITHIN",
+		2: "ALERTING",
+		3: "EXCEEDED",
+	}
+	BudgetStatus_State_value = map[string]int32{
+		"STATE_UNSPECIFIED": 0,
+		"WITHIN":            1,
+		"ALERTING":          2,
+		"EXCEEDED":          3,
+	}
+)
+
+func (x BudgetStatus_State) Enum() *BudgetStatus_State {
+	p := new(BudgetStatus_State)
+	*p = x
+	return p
+}
+
+func (x BudgetStatus_State) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (BudgetStatus_State) Descriptor() protoreflect.EnumDescriptor {
+	return file_api_controlplane_v1_billing_proto_enumTypes[4].Descriptor()
+}
+
+func (BudgetStatus_State) Type() protoreflect.EnumType {
+	return &file_api_controlplane_v1_billing_proto_enumTypes[4]
+}
+
+func (x BudgetStatus_State) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use BudgetStatus_State.Descriptor instead.
+func (BudgetStatus_State) EnumDescriptor() ([]byte, []int) {
+	return file_api_controlplane_v1_billing_proto_rawDescGZIP(), []int{25, 0}
 }
 
 // One hourly total of one meter of one cluster.
@@ -1856,6 +1910,543 @@ func (x *ListPriceBooksResponse) GetNextPageToken() string {
 	return ""
 }
 
+type Budget struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "organizations/{org}/budgets/{budget}".
+	Name        string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Uid         string `protobuf:"bytes,2,opt,name=uid,proto3" json:"uid,omitempty"`
+	DisplayName string `protobuf:"bytes,3,opt,name=display_name,json=displayName,proto3" json:"display_name,omitempty"`
+	// Monthly amount in the invoices' currency (decimal, at most two places).
+	Amount string `protobuf:"bytes,4,opt,name=amount,proto3" json:"amount,omitempty"`
+	// Percentages of the amount that raise an alert once each month.
+	AlertThresholds []int32 `protobuf:"varint,5,rep,packed,name=alert_thresholds,json=alertThresholds,proto3" json:"alert_thresholds,omitempty"`
+	// Refuse new clusters while the month's invoice is at or above amount.
+	Enforce bool `protobuf:"varint,6,opt,name=enforce,proto3" json:"enforce,omitempty"`
+	// Output only: evaluated when usage arrives and on every read.
+	Status        *BudgetStatus          `protobuf:"bytes,7,opt,name=status,proto3" json:"status,omitempty"`
+	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	Etag          string                 `protobuf:"bytes,10,opt,name=etag,proto3" json:"etag,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Budget) Reset() {
+	*x = Budget{}
+	mi := &file_api_controlplane_v1_billing_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Budget) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Budget) ProtoMessage() {}
+
+func (x *Budget) ProtoReflect() protoreflect.Message {
+	mi := &file_api_controlplane_v1_billing_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Budget.ProtoReflect.Descriptor instead.
+func (*Budget) Descriptor() ([]byte, []int) {
+	return file_api_controlplane_v1_billing_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *Budget) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Budget) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
+}
+
+func (x *Budget) GetDisplayName() string {
+	if x != nil {
+		return x.DisplayName
+	}
+	return ""
+}
+
+func (x *Budget) GetAmount() string {
+	if x != nil {
+		return x.Amount
+	}
+	return ""
+}
+
+func (x *Budget) GetAlertThresholds() []int32 {
+	if x != nil {
+		return x.AlertThresholds
+	}
+	return nil
+}
+
+func (x *Budget) GetEnforce() bool {
+	if x != nil {
+		return x.Enforce
+	}
+	return false
+}
+
+func (x *Budget) GetStatus() *BudgetStatus {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+func (x *Budget) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *Budget) GetUpdateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdateTime
+	}
+	return nil
+}
+
+func (x *Budget) GetEtag() string {
+	if x != nil {
+		return x.Etag
+	}
+	return ""
+}
+
+type BudgetStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The month evaluated ("2026-12").
+	Period string `protobuf:"bytes,1,opt,name=period,proto3" json:"period,omitempty"`
+	// The month's invoice total so far (decimal).
+	Spent    string             `protobuf:"bytes,2,opt,name=spent,proto3" json:"spent,omitempty"`
+	Currency string             `protobuf:"bytes,3,opt,name=currency,proto3" json:"currency,omitempty"`
+	State    BudgetStatus_State `protobuf:"varint,4,opt,name=state,proto3,enum=magnetar.controlplane.v1.BudgetStatus_State" json:"state,omitempty"`
+	// Thresholds reached this month (each raised one audit event).
+	AlertedThresholds []int32                `protobuf:"varint,5,rep,packed,name=alerted_thresholds,json=alertedThresholds,proto3" json:"alerted_thresholds,omitempty"`
+	EvaluateTime      *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=evaluate_time,json=evaluateTime,proto3" json:"evaluate_time,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *BudgetStatus) Reset() {
+	*x = BudgetStatus{}
+	mi := &file_api_controlplane_v1_billing_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BudgetStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BudgetStatus) ProtoMessage() {}
+
+func (x *BudgetStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_api_controlplane_v1_billing_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BudgetStatus.ProtoReflect.Descriptor instead.
+func (*BudgetStatus) Descriptor() ([]byte, []int) {
+	return file_api_controlplane_v1_billing_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *BudgetStatus) GetPeriod() string {
+	if x != nil {
+		return x.Period
+	}
+	return ""
+}
+
+func (x *BudgetStatus) GetSpent() string {
+	if x != nil {
+		return x.Spent
+	}
+	return ""
+}
+
+func (x *BudgetStatus) GetCurrency() string {
+	if x != nil {
+		return x.Currency
+	}
+	return ""
+}
+
+func (x *BudgetStatus) GetState() BudgetStatus_State {
+	if x != nil {
+		return x.State
+	}
+	return BudgetStatus_STATE_UNSPECIFIED
+}
+
+func (x *BudgetStatus) GetAlertedThresholds() []int32 {
+	if x != nil {
+		return x.AlertedThresholds
+	}
+	return nil
+}
+
+func (x *BudgetStatus) GetEvaluateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EvaluateTime
+	}
+	return nil
+}
+
+type CreateBudgetRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "organizations/{org}".
+	Parent        string  `protobuf:"bytes,1,opt,name=parent,proto3" json:"parent,omitempty"`
+	BudgetId      string  `protobuf:"bytes,2,opt,name=budget_id,json=budgetId,proto3" json:"budget_id,omitempty"`
+	Budget        *Budget `protobuf:"bytes,3,opt,name=budget,proto3" json:"budget,omitempty"`
+	RequestId     string  `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateBudgetRequest) Reset() {
+	*x = CreateBudgetRequest{}
+	mi := &file_api_controlplane_v1_billing_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateBudgetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateBudgetRequest) ProtoMessage() {}
+
+func (x *CreateBudgetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_controlplane_v1_billing_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateBudgetRequest.ProtoReflect.Descriptor instead.
+func (*CreateBudgetRequest) Descriptor() ([]byte, []int) {
+	return file_api_controlplane_v1_billing_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *CreateBudgetRequest) GetParent() string {
+	if x != nil {
+		return x.Parent
+	}
+	return ""
+}
+
+func (x *CreateBudgetRequest) GetBudgetId() string {
+	if x != nil {
+		return x.BudgetId
+	}
+	return ""
+}
+
+func (x *CreateBudgetRequest) GetBudget() *Budget {
+	if x != nil {
+		return x.Budget
+	}
+	return nil
+}
+
+func (x *CreateBudgetRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type GetBudgetRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetBudgetRequest) Reset() {
+	*x = GetBudgetRequest{}
+	mi := &file_api_controlplane_v1_billing_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetBudgetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetBudgetRequest) ProtoMessage() {}
+
+func (x *GetBudgetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_controlplane_v1_billing_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetBudgetRequest.ProtoReflect.Descriptor instead.
+func (*GetBudgetRequest) Descriptor() ([]byte, []int) {
+	return file_api_controlplane_v1_billing_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *GetBudgetRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type ListBudgetsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Parent        string                 `protobuf:"bytes,1,opt,name=parent,proto3" json:"parent,omitempty"`
+	PageSize      int32                  `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageToken     string                 `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListBudgetsRequest) Reset() {
+	*x = ListBudgetsRequest{}
+	mi := &file_api_controlplane_v1_billing_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBudgetsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBudgetsRequest) ProtoMessage() {}
+
+func (x *ListBudgetsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_controlplane_v1_billing_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBudgetsRequest.ProtoReflect.Descriptor instead.
+func (*ListBudgetsRequest) Descriptor() ([]byte, []int) {
+	return file_api_controlplane_v1_billing_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ListBudgetsRequest) GetParent() string {
+	if x != nil {
+		return x.Parent
+	}
+	return ""
+}
+
+func (x *ListBudgetsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListBudgetsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+type ListBudgetsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Budgets       []*Budget              `protobuf:"bytes,1,rep,name=budgets,proto3" json:"budgets,omitempty"`
+	NextPageToken string                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListBudgetsResponse) Reset() {
+	*x = ListBudgetsResponse{}
+	mi := &file_api_controlplane_v1_billing_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBudgetsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBudgetsResponse) ProtoMessage() {}
+
+func (x *ListBudgetsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_controlplane_v1_billing_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBudgetsResponse.ProtoReflect.Descriptor instead.
+func (*ListBudgetsResponse) Descriptor() ([]byte, []int) {
+	return file_api_controlplane_v1_billing_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ListBudgetsResponse) GetBudgets() []*Budget {
+	if x != nil {
+		return x.Budgets
+	}
+	return nil
+}
+
+func (x *ListBudgetsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+type UpdateBudgetRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Budget        *Budget                `protobuf:"bytes,1,opt,name=budget,proto3" json:"budget,omitempty"`
+	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateBudgetRequest) Reset() {
+	*x = UpdateBudgetRequest{}
+	mi := &file_api_controlplane_v1_billing_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateBudgetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateBudgetRequest) ProtoMessage() {}
+
+func (x *UpdateBudgetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_controlplane_v1_billing_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateBudgetRequest.ProtoReflect.Descriptor instead.
+func (*UpdateBudgetRequest) Descriptor() ([]byte, []int) {
+	return file_api_controlplane_v1_billing_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *UpdateBudgetRequest) GetBudget() *Budget {
+	if x != nil {
+		return x.Budget
+	}
+	return nil
+}
+
+func (x *UpdateBudgetRequest) GetUpdateMask() *fieldmaskpb.FieldMask {
+	if x != nil {
+		return x.UpdateMask
+	}
+	return nil
+}
+
+type DeleteBudgetRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Etag          string                 `protobuf:"bytes,2,opt,name=etag,proto3" json:"etag,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteBudgetRequest) Reset() {
+	*x = DeleteBudgetRequest{}
+	mi := &file_api_controlplane_v1_billing_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteBudgetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteBudgetRequest) ProtoMessage() {}
+
+func (x *DeleteBudgetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_controlplane_v1_billing_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteBudgetRequest.ProtoReflect.Descriptor instead.
+func (*DeleteBudgetRequest) Descriptor() ([]byte, []int) {
+	return file_api_controlplane_v1_billing_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *DeleteBudgetRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeleteBudgetRequest) GetEtag() string {
+	if x != nil {
+		return x.Etag
+	}
+	return ""
+}
+
 type IngestUsageRecordsResponse_Result struct {
 	state          protoimpl.MessageState                    `protogen:"open.v1"`
 	IdempotencyKey string                                    `protobuf:"bytes,1,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
@@ -1867,7 +2458,7 @@ type IngestUsageRecordsResponse_Result struct {
 
 func (x *IngestUsageRecordsResponse_Result) Reset() {
 	*x = IngestUsageRecordsResponse_Result{}
-	mi := &file_api_controlplane_v1_billing_proto_msgTypes[24]
+	mi := &file_api_controlplane_v1_billing_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1879,7 +2470,7 @@ func (x *IngestUsageRecordsResponse_Result) String() string {
 func (*IngestUsageRecordsResponse_Result) ProtoMessage() {}
 
 func (x *IngestUsageRecordsResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_api_controlplane_v1_billing_proto_msgTypes[24]
+	mi := &file_api_controlplane_v1_billing_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1920,7 +2511,7 @@ var File_api_controlplane_v1_billing_proto protoreflect.FileDescriptor
 
 const file_api_controlplane_v1_billing_proto_rawDesc = "" +
 	"\n" +
-	"!api/controlplane/v1/billing.proto\x12\x18magnetar.controlplane.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe7\x03\n" +
+	"!api/controlplane/v1/billing.proto\x12\x18magnetar.controlplane.v1\x1a\x1bgoogle/protobuf/empty.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe7\x03\n" +
 	"\vUsageRecord\x12\"\n" +
 	"\forganization\x18\x01 \x01(\tR\forganization\x12\x18\n" +
 	"\acluster\x18\x02 \x01(\tR\acluster\x12\x16\n" +
@@ -2074,7 +2665,57 @@ const file_api_controlplane_v1_billing_proto_rawDesc = "" +
 	"\x16ListPriceBooksResponse\x12D\n" +
 	"\vprice_books\x18\x01 \x03(\v2#.magnetar.controlplane.v1.PriceBookR\n" +
 	"priceBooks\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\xa9\x06\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xfc\x02\n" +
+	"\x06Budget\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
+	"\x03uid\x18\x02 \x01(\tR\x03uid\x12!\n" +
+	"\fdisplay_name\x18\x03 \x01(\tR\vdisplayName\x12\x16\n" +
+	"\x06amount\x18\x04 \x01(\tR\x06amount\x12)\n" +
+	"\x10alert_thresholds\x18\x05 \x03(\x05R\x0falertThresholds\x12\x18\n" +
+	"\aenforce\x18\x06 \x01(\bR\aenforce\x12>\n" +
+	"\x06status\x18\a \x01(\v2&.magnetar.controlplane.v1.BudgetStatusR\x06status\x12;\n" +
+	"\vcreate_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12;\n" +
+	"\vupdate_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"updateTime\x12\x12\n" +
+	"\x04etag\x18\n" +
+	" \x01(\tR\x04etag\"\xd4\x02\n" +
+	"\fBudgetStatus\x12\x16\n" +
+	"\x06period\x18\x01 \x01(\tR\x06period\x12\x14\n" +
+	"\x05spent\x18\x02 \x01(\tR\x05spent\x12\x1a\n" +
+	"\bcurrency\x18\x03 \x01(\tR\bcurrency\x12B\n" +
+	"\x05state\x18\x04 \x01(\x0e2,.magnetar.controlplane.v1.BudgetStatus.StateR\x05state\x12-\n" +
+	"\x12alerted_thresholds\x18\x05 \x03(\x05R\x11alertedThresholds\x12?\n" +
+	"\revaluate_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\fevaluateTime\"F\n" +
+	"\x05State\x12\x15\n" +
+	"\x11STATE_UNSPECIFIED\x10\x00\x12\n" +
+	"\n" +
+	"\x06WITHIN\x10\x01\x12\f\n" +
+	"\bALERTING\x10\x02\x12\f\n" +
+	"\bEXCEEDED\x10\x03\"\xa3\x01\n" +
+	"\x13CreateBudgetRequest\x12\x16\n" +
+	"\x06parent\x18\x01 \x01(\tR\x06parent\x12\x1b\n" +
+	"\tbudget_id\x18\x02 \x01(\tR\bbudgetId\x128\n" +
+	"\x06budget\x18\x03 \x01(\v2 .magnetar.controlplane.v1.BudgetR\x06budget\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\"&\n" +
+	"\x10GetBudgetRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"h\n" +
+	"\x12ListBudgetsRequest\x12\x16\n" +
+	"\x06parent\x18\x01 \x01(\tR\x06parent\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"y\n" +
+	"\x13ListBudgetsResponse\x12:\n" +
+	"\abudgets\x18\x01 \x03(\v2 .magnetar.controlplane.v1.BudgetR\abudgets\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x8c\x01\n" +
+	"\x13UpdateBudgetRequest\x128\n" +
+	"\x06budget\x18\x01 \x01(\v2 .magnetar.controlplane.v1.BudgetR\x06budget\x12;\n" +
+	"\vupdate_mask\x18\x02 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
+	"updateMask\"=\n" +
+	"\x13DeleteBudgetRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04etag\x18\x02 \x01(\tR\x04etag2\xa9\x06\n" +
 	"\aBilling\x12\x7f\n" +
 	"\x12IngestUsageRecords\x123.magnetar.controlplane.v1.IngestUsageRecordsRequest\x1a4.magnetar.controlplane.v1.IngestUsageRecordsResponse\x12y\n" +
 	"\x10ListUsageRecords\x121.magnetar.controlplane.v1.ListUsageRecordsRequest\x1a2.magnetar.controlplane.v1.ListUsageRecordsResponse\x12m\n" +
@@ -2088,7 +2729,13 @@ const file_api_controlplane_v1_billing_proto_rawDesc = "" +
 	"PriceBooks\x12h\n" +
 	"\x0fCreatePriceBook\x120.magnetar.controlplane.v1.CreatePriceBookRequest\x1a#.magnetar.controlplane.v1.PriceBook\x12b\n" +
 	"\fGetPriceBook\x12-.magnetar.controlplane.v1.GetPriceBookRequest\x1a#.magnetar.controlplane.v1.PriceBook\x12s\n" +
-	"\x0eListPriceBooks\x12/.magnetar.controlplane.v1.ListPriceBooksRequest\x1a0.magnetar.controlplane.v1.ListPriceBooksResponseBEZCgithub.com/magnetar-dev/magnetar/api/controlplane/v1;controlplanev1b\x06proto3"
+	"\x0eListPriceBooks\x12/.magnetar.controlplane.v1.ListPriceBooksRequest\x1a0.magnetar.controlplane.v1.ListPriceBooksResponse2\xe9\x03\n" +
+	"\aBudgets\x12_\n" +
+	"\fCreateBudget\x12-.magnetar.controlplane.v1.CreateBudgetRequest\x1a .magnetar.controlplane.v1.Budget\x12Y\n" +
+	"\tGetBudget\x12*.magnetar.controlplane.v1.GetBudgetRequest\x1a .magnetar.controlplane.v1.Budget\x12j\n" +
+	"\vListBudgets\x12,.magnetar.controlplane.v1.ListBudgetsRequest\x1a-.magnetar.controlplane.v1.ListBudgetsResponse\x12_\n" +
+	"\fUpdateBudget\x12-.magnetar.controlplane.v1.UpdateBudgetRequest\x1a .magnetar.controlplane.v1.Budget\x12U\n" +
+	"\fDeleteBudget\x12-.magnetar.controlplane.v1.DeleteBudgetRequest\x1a\x16.google.protobuf.EmptyBEZCgithub.com/magnetar-dev/magnetar/api/controlplane/v1;controlplanev1b\x06proto3"
 
 var (
 	file_api_controlplane_v1_billing_proto_rawDescOnce sync.Once
@@ -2102,91 +2749,121 @@ func file_api_controlplane_v1_billing_proto_rawDescGZIP() []byte {
 	return file_api_controlplane_v1_billing_proto_rawDescData
 }
 
-var file_api_controlplane_v1_billing_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_api_controlplane_v1_billing_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_api_controlplane_v1_billing_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_api_controlplane_v1_billing_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_api_controlplane_v1_billing_proto_goTypes = []any{
 	(UsageRecord_Kind)(0),                          // 0: magnetar.controlplane.v1.UsageRecord.Kind
 	(IngestUsageRecordsResponse_Result_Outcome)(0), // 1: magnetar.controlplane.v1.IngestUsageRecordsResponse.Result.Outcome
 	(ListUsageRecordsRequest_Aggregation)(0),       // 2: magnetar.controlplane.v1.ListUsageRecordsRequest.Aggregation
 	(Invoice_State)(0),                             // 3: magnetar.controlplane.v1.Invoice.State
-	(*UsageRecord)(nil),                            // 4: magnetar.controlplane.v1.UsageRecord
-	(*IngestUsageRecordsRequest)(nil),              // 5: magnetar.controlplane.v1.IngestUsageRecordsRequest
-	(*IngestUsageRecordsResponse)(nil),             // 6: magnetar.controlplane.v1.IngestUsageRecordsResponse
-	(*ListUsageRecordsRequest)(nil),                // 7: magnetar.controlplane.v1.ListUsageRecordsRequest
-	(*UsageBucket)(nil),                            // 8: magnetar.controlplane.v1.UsageBucket
-	(*ListUsageRecordsResponse)(nil),               // 9: magnetar.controlplane.v1.ListUsageRecordsResponse
-	(*Invoice)(nil),                                // 10: magnetar.controlplane.v1.Invoice
-	(*InvoiceLine)(nil),                            // 11: magnetar.controlplane.v1.InvoiceLine
-	(*ListInvoicesRequest)(nil),                    // 12: magnetar.controlplane.v1.ListInvoicesRequest
-	(*ListInvoicesResponse)(nil),                   // 13: magnetar.controlplane.v1.ListInvoicesResponse
-	(*GetInvoiceRequest)(nil),                      // 14: magnetar.controlplane.v1.GetInvoiceRequest
-	(*ExportInvoiceRequest)(nil),                   // 15: magnetar.controlplane.v1.ExportInvoiceRequest
-	(*ExportInvoiceResponse)(nil),                  // 16: magnetar.controlplane.v1.ExportInvoiceResponse
-	(*CreditNote)(nil),                             // 17: magnetar.controlplane.v1.CreditNote
-	(*CreateCreditNoteRequest)(nil),                // 18: magnetar.controlplane.v1.CreateCreditNoteRequest
-	(*ListCreditNotesRequest)(nil),                 // 19: magnetar.controlplane.v1.ListCreditNotesRequest
-	(*ListCreditNotesResponse)(nil),                // 20: magnetar.controlplane.v1.ListCreditNotesResponse
-	(*PriceBook)(nil),                              // 21: magnetar.controlplane.v1.PriceBook
-	(*Price)(nil),                                  // 22: magnetar.controlplane.v1.Price
-	(*PriceTier)(nil),                              // 23: magnetar.controlplane.v1.PriceTier
-	(*CreatePriceBookRequest)(nil),                 // 24: magnetar.controlplane.v1.CreatePriceBookRequest
-	(*GetPriceBookRequest)(nil),                    // 25: magnetar.controlplane.v1.GetPriceBookRequest
-	(*ListPriceBooksRequest)(nil),                  // 26: magnetar.controlplane.v1.ListPriceBooksRequest
-	(*ListPriceBooksResponse)(nil),                 // 27: magnetar.controlplane.v1.ListPriceBooksResponse
-	(*IngestUsageRecordsResponse_Result)(nil),      // 28: magnetar.controlplane.v1.IngestUsageRecordsResponse.Result
-	(*timestamppb.Timestamp)(nil),                  // 29: google.protobuf.Timestamp
+	(BudgetStatus_State)(0),                        // 4: magnetar.controlplane.v1.BudgetStatus.State
+	(*UsageRecord)(nil),                            // 5: magnetar.controlplane.v1.UsageRecord
+	(*IngestUsageRecordsRequest)(nil),              // 6: magnetar.controlplane.v1.IngestUsageRecordsRequest
+	(*IngestUsageRecordsResponse)(nil),             // 7: magnetar.controlplane.v1.IngestUsageRecordsResponse
+	(*ListUsageRecordsRequest)(nil),                // 8: magnetar.controlplane.v1.ListUsageRecordsRequest
+	(*UsageBucket)(nil),                            // 9: magnetar.controlplane.v1.UsageBucket
+	(*ListUsageRecordsResponse)(nil),               // 10: magnetar.controlplane.v1.ListUsageRecordsResponse
+	(*Invoice)(nil),                                // 11: magnetar.controlplane.v1.Invoice
+	(*InvoiceLine)(nil),                            // 12: magnetar.controlplane.v1.InvoiceLine
+	(*ListInvoicesRequest)(nil),                    // 13: magnetar.controlplane.v1.ListInvoicesRequest
+	(*ListInvoicesResponse)(nil),                   // 14: magnetar.controlplane.v1.ListInvoicesResponse
+	(*GetInvoiceRequest)(nil),                      // 15: magnetar.controlplane.v1.GetInvoiceRequest
+	(*ExportInvoiceRequest)(nil),                   // 16: magnetar.controlplane.v1.ExportInvoiceRequest
+	(*ExportInvoiceResponse)(nil),                  // 17: magnetar.controlplane.v1.ExportInvoiceResponse
+	(*CreditNote)(nil),                             // 18: magnetar.controlplane.v1.CreditNote
+	(*CreateCreditNoteRequest)(nil),                // 19: magnetar.controlplane.v1.CreateCreditNoteRequest
+	(*ListCreditNotesRequest)(nil),                 // 20: magnetar.controlplane.v1.ListCreditNotesRequest
+	(*ListCreditNotesResponse)(nil),                // 21: magnetar.controlplane.v1.ListCreditNotesResponse
+	(*PriceBook)(nil),                              // 22: magnetar.controlplane.v1.PriceBook
+	(*Price)(nil),                                  // 23: magnetar.controlplane.v1.Price
+	(*PriceTier)(nil),                              // 24: magnetar.controlplane.v1.PriceTier
+	(*CreatePriceBookRequest)(nil),                 // 25: magnetar.controlplane.v1.CreatePriceBookRequest
+	(*GetPriceBookRequest)(nil),                    // 26: magnetar.controlplane.v1.GetPriceBookRequest
+	(*ListPriceBooksRequest)(nil),                  // 27: magnetar.controlplane.v1.ListPriceBooksRequest
+	(*ListPriceBooksResponse)(nil),                 // 28: magnetar.controlplane.v1.ListPriceBooksResponse
+	(*Budget)(nil),                                 // 29: magnetar.controlplane.v1.Budget
+	(*BudgetStatus)(nil),                           // 30: magnetar.controlplane.v1.BudgetStatus
+	(*CreateBudgetRequest)(nil),                    // 31: magnetar.controlplane.v1.CreateBudgetRequest
+	(*GetBudgetRequest)(nil),                       // 32: magnetar.controlplane.v1.GetBudgetRequest
+	(*ListBudgetsRequest)(nil),                     // 33: magnetar.controlplane.v1.ListBudgetsRequest
+	(*ListBudgetsResponse)(nil),                    // 34: magnetar.controlplane.v1.ListBudgetsResponse
+	(*UpdateBudgetRequest)(nil),                    // 35: magnetar.controlplane.v1.UpdateBudgetRequest
+	(*DeleteBudgetRequest)(nil),                    // 36: magnetar.controlplane.v1.DeleteBudgetRequest
+	(*IngestUsageRecordsResponse_Result)(nil),      // 37: magnetar.controlplane.v1.IngestUsageRecordsResponse.Result
+	(*timestamppb.Timestamp)(nil),                  // 38: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),                  // 39: google.protobuf.FieldMask
+	(*emptypb.Empty)(nil),                          // 40: google.protobuf.Empty
 }
 var file_api_controlplane_v1_billing_proto_depIdxs = []int32{
-	29, // 0: magnetar.controlplane.v1.UsageRecord.hour:type_name -> google.protobuf.Timestamp
+	38, // 0: magnetar.controlplane.v1.UsageRecord.hour:type_name -> google.protobuf.Timestamp
 	0,  // 1: magnetar.controlplane.v1.UsageRecord.kind:type_name -> magnetar.controlplane.v1.UsageRecord.Kind
-	29, // 2: magnetar.controlplane.v1.UsageRecord.update_time:type_name -> google.protobuf.Timestamp
-	4,  // 3: magnetar.controlplane.v1.IngestUsageRecordsRequest.records:type_name -> magnetar.controlplane.v1.UsageRecord
-	28, // 4: magnetar.controlplane.v1.IngestUsageRecordsResponse.results:type_name -> magnetar.controlplane.v1.IngestUsageRecordsResponse.Result
-	29, // 5: magnetar.controlplane.v1.ListUsageRecordsRequest.start_time:type_name -> google.protobuf.Timestamp
-	29, // 6: magnetar.controlplane.v1.ListUsageRecordsRequest.end_time:type_name -> google.protobuf.Timestamp
+	38, // 2: magnetar.controlplane.v1.UsageRecord.update_time:type_name -> google.protobuf.Timestamp
+	5,  // 3: magnetar.controlplane.v1.IngestUsageRecordsRequest.records:type_name -> magnetar.controlplane.v1.UsageRecord
+	37, // 4: magnetar.controlplane.v1.IngestUsageRecordsResponse.results:type_name -> magnetar.controlplane.v1.IngestUsageRecordsResponse.Result
+	38, // 5: magnetar.controlplane.v1.ListUsageRecordsRequest.start_time:type_name -> google.protobuf.Timestamp
+	38, // 6: magnetar.controlplane.v1.ListUsageRecordsRequest.end_time:type_name -> google.protobuf.Timestamp
 	2,  // 7: magnetar.controlplane.v1.ListUsageRecordsRequest.aggregation:type_name -> magnetar.controlplane.v1.ListUsageRecordsRequest.Aggregation
-	29, // 8: magnetar.controlplane.v1.UsageBucket.start_time:type_name -> google.protobuf.Timestamp
-	4,  // 9: magnetar.controlplane.v1.ListUsageRecordsResponse.records:type_name -> magnetar.controlplane.v1.UsageRecord
-	8,  // 10: magnetar.controlplane.v1.ListUsageRecordsResponse.buckets:type_name -> magnetar.controlplane.v1.UsageBucket
+	38, // 8: magnetar.controlplane.v1.UsageBucket.start_time:type_name -> google.protobuf.Timestamp
+	5,  // 9: magnetar.controlplane.v1.ListUsageRecordsResponse.records:type_name -> magnetar.controlplane.v1.UsageRecord
+	9,  // 10: magnetar.controlplane.v1.ListUsageRecordsResponse.buckets:type_name -> magnetar.controlplane.v1.UsageBucket
 	3,  // 11: magnetar.controlplane.v1.Invoice.state:type_name -> magnetar.controlplane.v1.Invoice.State
-	11, // 12: magnetar.controlplane.v1.Invoice.lines:type_name -> magnetar.controlplane.v1.InvoiceLine
-	29, // 13: magnetar.controlplane.v1.Invoice.finalize_time:type_name -> google.protobuf.Timestamp
-	10, // 14: magnetar.controlplane.v1.ListInvoicesResponse.invoices:type_name -> magnetar.controlplane.v1.Invoice
-	29, // 15: magnetar.controlplane.v1.CreditNote.create_time:type_name -> google.protobuf.Timestamp
-	17, // 16: magnetar.controlplane.v1.CreateCreditNoteRequest.credit_note:type_name -> magnetar.controlplane.v1.CreditNote
-	17, // 17: magnetar.controlplane.v1.ListCreditNotesResponse.credit_notes:type_name -> magnetar.controlplane.v1.CreditNote
-	29, // 18: magnetar.controlplane.v1.PriceBook.effective_time:type_name -> google.protobuf.Timestamp
-	22, // 19: magnetar.controlplane.v1.PriceBook.prices:type_name -> magnetar.controlplane.v1.Price
-	29, // 20: magnetar.controlplane.v1.PriceBook.create_time:type_name -> google.protobuf.Timestamp
-	23, // 21: magnetar.controlplane.v1.Price.tiers:type_name -> magnetar.controlplane.v1.PriceTier
-	21, // 22: magnetar.controlplane.v1.CreatePriceBookRequest.price_book:type_name -> magnetar.controlplane.v1.PriceBook
-	21, // 23: magnetar.controlplane.v1.ListPriceBooksResponse.price_books:type_name -> magnetar.controlplane.v1.PriceBook
-	1,  // 24: magnetar.controlplane.v1.IngestUsageRecordsResponse.Result.outcome:type_name -> magnetar.controlplane.v1.IngestUsageRecordsResponse.Result.Outcome
-	5,  // 25: magnetar.controlplane.v1.Billing.IngestUsageRecords:input_type -> magnetar.controlplane.v1.IngestUsageRecordsRequest
-	7,  // 26: magnetar.controlplane.v1.Billing.ListUsageRecords:input_type -> magnetar.controlplane.v1.ListUsageRecordsRequest
-	12, // 27: magnetar.controlplane.v1.Billing.ListInvoices:input_type -> magnetar.controlplane.v1.ListInvoicesRequest
-	14, // 28: magnetar.controlplane.v1.Billing.GetInvoice:input_type -> magnetar.controlplane.v1.GetInvoiceRequest
-	15, // 29: magnetar.controlplane.v1.Billing.ExportInvoice:input_type -> magnetar.controlplane.v1.ExportInvoiceRequest
-	18, // 30: magnetar.controlplane.v1.Billing.CreateCreditNote:input_type -> magnetar.controlplane.v1.CreateCreditNoteRequest
-	19, // 31: magnetar.controlplane.v1.Billing.ListCreditNotes:input_type -> magnetar.controlplane.v1.ListCreditNotesRequest
-	24, // 32: magnetar.controlplane.v1.PriceBooks.CreatePriceBook:input_type -> magnetar.controlplane.v1.CreatePriceBookRequest
-	25, // 33: magnetar.controlplane.v1.PriceBooks.GetPriceBook:input_type -> magnetar.controlplane.v1.GetPriceBookRequest
-	26, // 34: magnetar.controlplane.v1.PriceBooks.ListPriceBooks:input_type -> magnetar.controlplane.v1.ListPriceBooksRequest
-	6,  // 35: magnetar.controlplane.v1.Billing.IngestUsageRecords:output_type -> magnetar.controlplane.v1.IngestUsageRecordsResponse
-	9,  // 36: magnetar.controlplane.v1.Billing.ListUsageRecords:output_type -> magnetar.controlplane.v1.ListUsageRecordsResponse
-	13, // 37: magnetar.controlplane.v1.Billing.ListInvoices:output_type -> magnetar.controlplane.v1.ListInvoicesResponse
-	10, // 38: magnetar.controlplane.v1.Billing.GetInvoice:output_type -> magnetar.controlplane.v1.Invoice
-	16, // 39: magnetar.controlplane.v1.Billing.ExportInvoice:output_type -> magnetar.controlplane.v1.ExportInvoiceResponse
-	17, // 40: magnetar.controlplane.v1.Billing.CreateCreditNote:output_type -> magnetar.controlplane.v1.CreditNote
-	20, // 41: magnetar.controlplane.v1.Billing.ListCreditNotes:output_type -> magnetar.controlplane.v1.ListCreditNotesResponse
-	21, // 42: magnetar.controlplane.v1.PriceBooks.CreatePriceBook:output_type -> magnetar.controlplane.v1.PriceBook
-	21, // 43: magnetar.controlplane.v1.PriceBooks.GetPriceBook:output_type -> magnetar.controlplane.v1.PriceBook
-	27, // 44: magnetar.controlplane.v1.PriceBooks.ListPriceBooks:output_type -> magnetar.controlplane.v1.ListPriceBooksResponse
-	35, // [35:45] is the sub-list for method output_type
-	25, // [25:35] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	12, // 12: magnetar.controlplane.v1.Invoice.lines:type_name -> magnetar.controlplane.v1.InvoiceLine
+	38, // 13: magnetar.controlplane.v1.Invoice.finalize_time:type_name -> google.protobuf.Timestamp
+	11, // 14: magnetar.controlplane.v1.ListInvoicesResponse.invoices:type_name -> magnetar.controlplane.v1.Invoice
+	38, // 15: magnetar.controlplane.v1.CreditNote.create_time:type_name -> google.protobuf.Timestamp
+	18, // 16: magnetar.controlplane.v1.CreateCreditNoteRequest.credit_note:type_name -> magnetar.controlplane.v1.CreditNote
+	18, // 17: magnetar.controlplane.v1.ListCreditNotesResponse.credit_notes:type_name -> magnetar.controlplane.v1.CreditNote
+	38, // 18: magnetar.controlplane.v1.PriceBook.effective_time:type_name -> google.protobuf.Timestamp
+	23, // 19: magnetar.controlplane.v1.PriceBook.prices:type_name -> magnetar.controlplane.v1.Price
+	38, // 20: magnetar.controlplane.v1.PriceBook.create_time:type_name -> google.protobuf.Timestamp
+	24, // 21: magnetar.controlplane.v1.Price.tiers:type_name -> magnetar.controlplane.v1.PriceTier
+	22, // 22: magnetar.controlplane.v1.CreatePriceBookRequest.price_book:type_name -> magnetar.controlplane.v1.PriceBook
+	22, // 23: magnetar.controlplane.v1.ListPriceBooksResponse.price_books:type_name -> magnetar.controlplane.v1.PriceBook
+	30, // 24: magnetar.controlplane.v1.Budget.status:type_name -> magnetar.controlplane.v1.BudgetStatus
+	38, // 25: magnetar.controlplane.v1.Budget.create_time:type_name -> google.protobuf.Timestamp
+	38, // 26: magnetar.controlplane.v1.Budget.update_time:type_name -> google.protobuf.Timestamp
+	4,  // 27: magnetar.controlplane.v1.BudgetStatus.state:type_name -> magnetar.controlplane.v1.BudgetStatus.State
+	38, // 28: magnetar.controlplane.v1.BudgetStatus.evaluate_time:type_name -> google.protobuf.Timestamp
+	29, // 29: magnetar.controlplane.v1.CreateBudgetRequest.budget:type_name -> magnetar.controlplane.v1.Budget
+	29, // 30: magnetar.controlplane.v1.ListBudgetsResponse.budgets:type_name -> magnetar.controlplane.v1.Budget
+	29, // 31: magnetar.controlplane.v1.UpdateBudgetRequest.budget:type_name -> magnetar.controlplane.v1.Budget
+	39, // 32: magnetar.controlplane.v1.UpdateBudgetRequest.update_mask:type_name -> google.protobuf.FieldMask
+	1,  // 33: magnetar.controlplane.v1.IngestUsageRecordsResponse.Result.outcome:type_name -> magnetar.controlplane.v1.IngestUsageRecordsResponse.Result.Outcome
+	6,  // 34: magnetar.controlplane.v1.Billing.IngestUsageRecords:input_type -> magnetar.controlplane.v1.IngestUsageRecordsRequest
+	8,  // 35: magnetar.controlplane.v1.Billing.ListUsageRecords:input_type -> magnetar.controlplane.v1.ListUsageRecordsRequest
+	13, // 36: magnetar.controlplane.v1.Billing.ListInvoices:input_type -> magnetar.controlplane.v1.ListInvoicesRequest
+	15, // 37: magnetar.controlplane.v1.Billing.GetInvoice:input_type -> magnetar.controlplane.v1.GetInvoiceRequest
+	16, // 38: magnetar.controlplane.v1.Billing.ExportInvoice:input_type -> magnetar.controlplane.v1.ExportInvoiceRequest
+	19, // 39: magnetar.controlplane.v1.Billing.CreateCreditNote:input_type -> magnetar.controlplane.v1.CreateCreditNoteRequest
+	20, // 40: magnetar.controlplane.v1.Billing.ListCreditNotes:input_type -> magnetar.controlplane.v1.ListCreditNotesRequest
+	25, // 41: magnetar.controlplane.v1.PriceBooks.CreatePriceBook:input_type -> magnetar.controlplane.v1.CreatePriceBookRequest
+	26, // 42: magnetar.controlplane.v1.PriceBooks.GetPriceBook:input_type -> magnetar.controlplane.v1.GetPriceBookRequest
+	27, // 43: magnetar.controlplane.v1.PriceBooks.ListPriceBooks:input_type -> magnetar.controlplane.v1.ListPriceBooksRequest
+	31, // 44: magnetar.controlplane.v1.Budgets.CreateBudget:input_type -> magnetar.controlplane.v1.CreateBudgetRequest
+	32, // 45: magnetar.controlplane.v1.Budgets.GetBudget:input_type -> magnetar.controlplane.v1.GetBudgetRequest
+	33, // 46: magnetar.controlplane.v1.Budgets.ListBudgets:input_type -> magnetar.controlplane.v1.ListBudgetsRequest
+	35, // 47: magnetar.controlplane.v1.Budgets.UpdateBudget:input_type -> magnetar.controlplane.v1.UpdateBudgetRequest
+	36, // 48: magnetar.controlplane.v1.Budgets.DeleteBudget:input_type -> magnetar.controlplane.v1.DeleteBudgetRequest
+	7,  // 49: magnetar.controlplane.v1.Billing.IngestUsageRecords:output_type -> magnetar.controlplane.v1.IngestUsageRecordsResponse
+	10, // 50: magnetar.controlplane.v1.Billing.ListUsageRecords:output_type -> magnetar.controlplane.v1.ListUsageRecordsResponse
+	14, // 51: magnetar.controlplane.v1.Billing.ListInvoices:output_type -> magnetar.controlplane.v1.ListInvoicesResponse
+	11, // 52: magnetar.controlplane.v1.Billing.GetInvoice:output_type -> magnetar.controlplane.v1.Invoice
+	17, // 53: magnetar.controlplane.v1.Billing.ExportInvoice:output_type -> magnetar.controlplane.v1.ExportInvoiceResponse
+	18, // 54: magnetar.controlplane.v1.Billing.CreateCreditNote:output_type -> magnetar.controlplane.v1.CreditNote
+	21, // 55: magnetar.controlplane.v1.Billing.ListCreditNotes:output_type -> magnetar.controlplane.v1.ListCreditNotesResponse
+	22, // 56: magnetar.controlplane.v1.PriceBooks.CreatePriceBook:output_type -> magnetar.controlplane.v1.PriceBook
+	22, // 57: magnetar.controlplane.v1.PriceBooks.GetPriceBook:output_type -> magnetar.controlplane.v1.PriceBook
+	28, // 58: magnetar.controlplane.v1.PriceBooks.ListPriceBooks:output_type -> magnetar.controlplane.v1.ListPriceBooksResponse
+	29, // 59: magnetar.controlplane.v1.Budgets.CreateBudget:output_type -> magnetar.controlplane.v1.Budget
+	29, // 60: magnetar.controlplane.v1.Budgets.GetBudget:output_type -> magnetar.controlplane.v1.Budget
+	34, // 61: magnetar.controlplane.v1.Budgets.ListBudgets:output_type -> magnetar.controlplane.v1.ListBudgetsResponse
+	29, // 62: magnetar.controlplane.v1.Budgets.UpdateBudget:output_type -> magnetar.controlplane.v1.Budget
+	40, // 63: magnetar.controlplane.v1.Budgets.DeleteBudget:output_type -> google.protobuf.Empty
+	49, // [49:64] is the sub-list for method output_type
+	34, // [34:49] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_api_controlplane_v1_billing_proto_init() }
@@ -2199,10 +2876,10 @@ func file_api_controlplane_v1_billing_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_controlplane_v1_billing_proto_rawDesc), len(file_api_controlplane_v1_billing_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   25,
+			NumEnums:      5,
+			NumMessages:   33,
 			NumExtensions: 0,
-			NumServices:   2,
+			NumServices:   3,
 		},
 		GoTypes:           file_api_controlplane_v1_billing_proto_goTypes,
 		DependencyIndexes: file_api_controlplane_v1_billing_proto_depIdxs,

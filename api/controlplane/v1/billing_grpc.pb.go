@@ -13,6 +13,7 @@ import (
 	grpc "google.golang.org/grpc"
 	codes "google.golang.org/grpc/codes"
 	status "google.golang.org/grpc/status"
+	emptypb "google.golang.org/protobuf/types/known/emptypb"
 )
 
 // This is a compile-time assertion to ensure that this generated file
@@ -546,6 +547,268 @@ var PriceBooks_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListPriceBooks",
 			Handler:    _PriceBooks_ListPriceBooks_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "api/controlplane/v1/billing.proto",
+}
+
+const (
+	Budgets_CreateBudget_FullMethodName = "/magnetar.controlplane.v1.Budgets/CreateBudget"
+	Budgets_GetBudget_FullMethodName    = "/magnetar.controlplane.v1.Budgets/GetBudget"
+	Budgets_ListBudgets_FullMethodName  = "/magnetar.controlplane.v1.Budgets/ListBudgets"
+	Budgets_UpdateBudget_FullMethodName = "/magnetar.controlplane.v1.Budgets/UpdateBudget"
+	Budgets_DeleteBudget_FullMethodName = "/magnetar.controlplane.v1.Budgets/DeleteBudget"
+)
+
+// BudgetsClient is the client API for Budgets service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Monthly budgets of an organization: alerts (audit events and the
+// budget's status) when the month's invoice reaches a threshold, and, with
+// enforce, new clusters refused once it reaches the amount.
+type BudgetsClient interface {
+	CreateBudget(ctx context.Context, in *CreateBudgetRequest, opts ...grpc.CallOption) (*Budget, error)
+	GetBudget(ctx context.Context, in *GetBudgetRequest, opts ...grpc.CallOption) (*Budget, error)
+	ListBudgets(ctx context.Context, in *ListBudgetsRequest, opts ...grpc.CallOption) (*ListBudgetsResponse, error)
+	UpdateBudget(ctx context.Context, in *UpdateBudgetRequest, opts ...grpc.CallOption) (*Budget, error)
+	DeleteBudget(ctx context.Context, in *DeleteBudgetRequest, opts ...grpc.CallOption) (*emptypb.Empty, error)
+}
+
+type budgetsClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewBudgetsClient(cc grpc.ClientConnInterface) BudgetsClient {
+	return &budgetsClient{cc}
+}
+
+func (c *budgetsClient) CreateBudget(ctx context.Context, in *CreateBudgetRequest, opts ...grpc.CallOption) (*Budget, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Budget)
+	err := c.cc.Invoke(ctx, Budgets_CreateBudget_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *budgetsClient) GetBudget(ctx context.Context, in *GetBudgetRequest, opts ...grpc.CallOption) (*Budget, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Budget)
+	err := c.cc.Invoke(ctx, Budgets_GetBudget_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *budgetsClient) ListBudgets(ctx context.Context, in *ListBudgetsRequest, opts ...grpc.CallOption) (*ListBudgetsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListBudgetsResponse)
+	err := c.cc.Invoke(ctx, Budgets_ListBudgets_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *budgetsClient) UpdateBudget(ctx context.Context, in *UpdateBudgetRequest, opts ...grpc.CallOption) (*Budget, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Budget)
+	err := c.cc.Invoke(ctx, Budgets_UpdateBudget_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *budgetsClient) DeleteBudget(ctx context.Context, in *DeleteBudgetRequest, opts ...grpc.CallOption) (*emptypb.Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(emptypb.Empty)
+	err := c.cc.Invoke(ctx, Budgets_DeleteBudget_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// BudgetsServer is the server API for Budgets service.
+// All implementations must embed UnimplementedBudgetsServer
+// for forward compatibility.
+//
+// Monthly budgets of an organization: alerts (audit events and the
+// budget's status) when the month's invoice reaches a threshold, and, with
+// enforce, new clusters refused once it reaches the amount.
+type BudgetsServer interface {
+	CreateBudget(context.Context, *CreateBudgetRequest) (*Budget, error)
+	GetBudget(context.Context, *GetBudgetRequest) (*Budget, error)
+	ListBudgets(context.Context, *ListBudgetsRequest) (*ListBudgetsResponse, error)
+	UpdateBudget(context.Context, *UpdateBudgetRequest) (*Budget, error)
+	DeleteBudget(context.Context, *DeleteBudgetRequest) (*emptypb.Empty, error)
+	mustEmbedUnimplementedBudgetsServer()
+}
+
+// UnimplementedBudgetsServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedBudgetsServer struct{}
+
+func (UnimplementedBudgetsServer) CreateBudget(context.Context, *CreateBudgetRequest) (*Budget, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateBudget not implemented")
+}
+func (UnimplementedBudgetsServer) GetBudget(context.Context, *GetBudgetRequest) (*Budget, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetBudget not implemented")
+}
+func (UnimplementedBudgetsServer) ListBudgets(context.Context, *ListBudgetsRequest) (*ListBudgetsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListBudgets not implemented")
+}
+func (UnimplementedBudgetsServer) UpdateBudget(context.Context, *UpdateBudgetRequest) (*Budget, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateBudget not implemented")
+}
+func (UnimplementedBudgetsServer) DeleteBudget(context.Context, *DeleteBudgetRequest) (*emptypb.Empty, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteBudget not implemented")
+}
+func (UnimplementedBudgetsServer) mustEmbedUnimplementedBudgetsServer() {}
+func (UnimplementedBudgetsServer) testEmbeddedByValue()                 {}
+
+// UnsafeBudgetsServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to BudgetsServer will
+// result in compilation errors.
+type UnsafeBudgetsServer interface {
+	mustEmbedUnimplementedBudgetsServer()
+}
+
+func RegisterBudgetsServer(s grpc.ServiceRegistrar, srv BudgetsServer) {
+	// If the following call panics, it indicates UnimplementedBudgetsServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Budgets_ServiceDesc, srv)
+}
+
+func _Budgets_CreateBudget_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateBudgetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BudgetsServer).CreateBudget(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Budgets_CreateBudget_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BudgetsServer).CreateBudget(ctx, req.(*CreateBudgetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Budgets_GetBudget_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetBudgetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BudgetsServer).GetBudget(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Budgets_GetBudget_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BudgetsServer).GetBudget(ctx, req.(*GetBudgetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Budgets_ListBudgets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListBudgetsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BudgetsServer).ListBudgets(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Budgets_ListBudgets_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BudgetsServer).ListBudgets(ctx, req.(*ListBudgetsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Budgets_UpdateBudget_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateBudgetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BudgetsServer).UpdateBudget(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Budgets_UpdateBudget_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BudgetsServer).UpdateBudget(ctx, req.(*UpdateBudgetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Budgets_DeleteBudget_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteBudgetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BudgetsServer).DeleteBudget(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Budgets_DeleteBudget_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BudgetsServer).DeleteBudget(ctx, req.(*DeleteBudgetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// Budgets_ServiceDesc is the grpc.ServiceDesc for Budgets service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Budgets_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "magnetar.controlplane.v1.Budgets",
+	HandlerType: (*BudgetsServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "CreateBudget",
+			Handler:    _Budgets_CreateBudget_Handler,
+		},
+		{
+			MethodName: "GetBudget",
+			Handler:    _Budgets_GetBudget_Handler,
+		},
+		{
+			MethodName: "ListBudgets",
+			Handler:    _Budgets_ListBudgets_Handler,
+		},
+		{
+			MethodName: "UpdateBudget",
+			Handler:    _Budgets_UpdateBudget_Handler,
+		},
+		{
+			MethodName: "DeleteBudget",
+			Handler:    _Budgets_DeleteBudget_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
