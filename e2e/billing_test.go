@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,12 +20,34 @@ import (
 // meteredTraffic is the test's own count of what its clients did.
 type meteredTraffic struct {
 	t                 *testing.T
+	client            pulsar.Client
 	prod              pulsar.Producer
 	cons              pulsar.Consumer
 	rng               *rand.Rand
 	msgsIn, bytesIn   int64 // acknowledged by the broker
 	msgsOut, bytesOut int64 // received by the consumer
-	outstanding       int   // sent, not yet received
+}
+
+// open starts a consumer and a non-batching producer on topic.
+func (m *meteredTraffic) open(topic string) {
+	m.t.Helper()
+	var err error
+	if m.cons, err = m.client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "e2e",
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest}); err != nil {
+		m.t.Fatal(err)
+	}
+	if m.prod, err = m.client.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true}); err != nil {
+		m.t.Fatal(err)
+	}
+}
+
+func (m *meteredTraffic) close() {
+	m.prod.Close()
+	m.cons.Close()
+}
+
+func (m *meteredTraffic) want() map[string]int64 {
+	return map[string]int64{"messages_in": m.msgsIn, "bytes_in": m.bytesIn, "messages_out": m.msgsOut, "bytes_out": m.bytesOut}
 }
 
 // round sends n messages of random sizes (no batching, so each message is
@@ -89,9 +112,10 @@ func startControlPlaneProcess(t *testing.T) (p *Process, cp cpClient, addr, keyF
 // TestBillingExactlyOnce: known traffic through a cluster the control
 // plane provisioned is metered exactly once while the region agent is
 // SIGKILLed and restarted at random moments (mid-hour, mid-scrape) and the
-// control plane is down for a while: at the end the usage equals the
-// clients' own count for messages and bytes in and out, and every
-// (cluster, meter, hour) has one record.
+// control plane is down for a while, and then the broker is SIGKILLed and
+// restarted by the agent: at the end the usage equals the clients' own
+// count for messages and bytes in and out, and every (cluster, meter,
+// hour) has one record.
 func TestBillingExactlyOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process-level test")
@@ -101,7 +125,7 @@ func TestBillingExactlyOnce(t *testing.T) {
 	cpProc, cp, addr, keyFile, opKey := startControlPlaneProcess(t)
 	cp.mustCall(opKey, "POST", "/v1/organizations?organizationId=acme", map[string]any{})
 	agentProc := Start(t, "agent", "agent", "--region", "r1", "--control-plane", "http://"+addr, "--api-key-file", keyFile,
-		"--data-dir", agentDir, "--poll-timeout", "5s", "--metering-interval", "100ms")
+		"--data-dir", agentDir, "--poll-timeout", "5s", "--metering-interval", "100ms", "--reconcile-interval", "1s")
 	interruptOnCleanup(t, agentProc)
 
 	op := cp.mustCall(opKey, "POST", "/v1/organizations/acme/clusters?clusterId=c1", map[string]any{
@@ -115,20 +139,28 @@ func TestBillingExactlyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer client.Close()
-	cons, err := client.Subscribe(pulsar.ConsumerOptions{Topic: "persistent://public/default/billed", SubscriptionName: "e2e",
-		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cons.Close()
-	prod, err := client.CreateProducer(pulsar.ProducerOptions{Topic: "persistent://public/default/billed", DisableBatching: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
-	tr := &meteredTraffic{t: t, prod: prod, cons: cons, rng: rand.New(rand.NewPCG(seed, 7))}
+	tr := &meteredTraffic{t: t, client: client, rng: rand.New(rand.NewPCG(seed, 7))}
+	tr.open("persistent://public/default/billed")
+	metered := func(what string) map[string]int64 {
+		t.Helper()
+		want := tr.want()
+		var got map[string]int64
+		waitFor(t, what, 60*time.Second, func() bool {
+			var ok bool
+			if got, ok = usageTotals(cp, opKey, "acme"); !ok {
+				return false
+			}
+			for m, w := range want {
+				if got[m] != w {
+					return false
+				}
+			}
+			return true
+		})
+		return got
+	}
 
 	tr.round(50)
 	// The agent killed at random moments while it scrapes every 100ms:
@@ -151,45 +183,39 @@ func TestBillingExactlyOnce(t *testing.T) {
 	cpProc.WaitListening(addr, 30*time.Second)
 	tr.round(30)
 
-	want := map[string]int64{"messages_in": tr.msgsIn, "bytes_in": tr.bytesIn, "messages_out": tr.msgsOut, "bytes_out": tr.bytesOut}
-	var got map[string]int64
-	waitFor(t, "usage to equal the clients' count", 60*time.Second, func() bool {
-		var ok bool
-		got, ok = usageTotals(cp, opKey, "acme")
-		if !ok {
+	got := metered("usage to equal the clients' count")
+	t.Logf("clients counted %v; usage %v", tr.want(), got)
+
+	// The broker SIGKILLed once what it counted was metered: its successor
+	// has a new epoch and counters from zero, counted from there, once.
+	// (A new topic afterwards, so nothing is redelivered.)
+	tr.close()
+	metered("the traffic before the broker's kill")
+	state := filepath.Join(agentDir, "clusters", "acme-c1", "state.json")
+	pids := recordedPIDs(t, state)
+	brokerPID := pids[len(pids)-1]
+	syscall.Kill(brokerPID, syscall.SIGKILL)
+	adminURL, _ := cp.mustCall(opKey, "GET", "/v1/organizations/acme/clusters/c1", nil)["adminUrl"].(string)
+	waitFor(t, "the agent to restart the broker", 90*time.Second, func() bool {
+		p := recordedPIDs(t, state)
+		if p[len(p)-1] == brokerPID {
 			return false
 		}
-		for m, w := range want {
-			if got[m] != w {
-				return false
-			}
+		resp, err := http.Get(adminURL + "/admin/v2/brokers/health")
+		if err != nil {
+			return false
 		}
-		return true
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
 	})
-	t.Logf("clients counted %v; usage %v", want, got)
-	for m, w := range want {
-		if got[m] > w {
-			t.Fatalf("%s counted twice: %d > %d", m, got[m], w)
-		}
-	}
-	// Still exact after more scrapes and a last agent restart (nothing
-	// late adds to it).
+	tr.open("persistent://public/default/billed-after-broker-restart")
+	tr.round(40)
+	// A last agent kill, and more traffic: still exact.
 	agentProc.Kill()
 	agentProc.StartAgain()
 	tr.round(5)
-	for _, m := range []string{"messages_in", "messages_out"} {
-		want[m] += 5
-	}
-	want["bytes_in"], want["bytes_out"] = tr.bytesIn, tr.bytesOut
-	waitFor(t, "the last round to be metered", 60*time.Second, func() bool {
-		got, _ = usageTotals(cp, opKey, "acme")
-		for m, w := range want {
-			if got[m] != w {
-				return false
-			}
-		}
-		return true
-	})
+	got = metered("the traffic after the broker's restart")
+	t.Logf("after the broker's restart: clients counted %v; usage %v", tr.want(), got)
 
 	// One record per (cluster, meter, hour), none an adjustment.
 	code, out := cp.call(opKey, "GET", "/v1/organizations/acme/usageRecords?pageSize=1000", nil)
