@@ -3,7 +3,7 @@ GO      ?= go
 PKGS    ?= ./...
 TESTFLAGS ?= -race -timeout 15m
 
-.PHONY: build test vet generate bench bench-ledger fuzz clean compat compat-clustered
+.PHONY: build test vet generate bench bench-ledger bench-geo fuzz clean compat compat-clustered
 
 build:
 	$(GO) build -o bin/magnetar ./cmd/magnetar
@@ -40,6 +40,11 @@ bench: build
 # (bench/ledgerbench; the storage issue's table).
 bench-ledger:
 	$(GO) run ./bench/ledgerbench -dir $${BENCH_DIR:-$$(mktemp -d)}
+
+# Geo-replication delay and throughput between two standalones, the link
+# through a TCP proxy with and without added delay (bench/georepbench).
+bench-geo:
+	$(GO) run ./bench/georepbench -markdown $${BENCH_MD:-/dev/null}
 
 # The Apache Pulsar Go client's integration tests against a fresh
 # `magnetar standalone`, one at a time; writes docs/compatibility.md.

@@ -1,133 +1,23 @@
 package e2e
 
 import (
-	"net"
-	"sync"
 	"testing"
-	"time"
+
+	"github.com/magnetar-dev/magnetar/internal/tcpproxy"
 )
 
 // Proxy is a TCP proxy placed between two components so a test can cut or
-// slow the link: Cut drops every open connection and refuses new ones until
-// Restore; SetDelay holds each chunk for d in both directions.
-type Proxy struct {
-	ln     net.Listener
-	target string
+// slow the link (package tcpproxy).
+type Proxy = tcpproxy.Proxy
 
-	mu    sync.Mutex
-	cut   bool
-	delay time.Duration
-	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
-}
-
-// StartProxy listens on a free loopback port and forwards to target.
+// StartProxy listens on a free loopback port, forwards to target, and stops
+// when the test ends.
 func StartProxy(t testing.TB, target string) *Proxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := tcpproxy.Start(target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
-	p.wg.Add(1)
-	go p.accept()
-	t.Cleanup(p.close)
+	t.Cleanup(p.Close)
 	return p
-}
-
-// Addr is the proxy's address.
-func (p *Proxy) Addr() string { return p.ln.Addr().String() }
-
-// Cut drops every connection and refuses new ones.
-func (p *Proxy) Cut() {
-	p.mu.Lock()
-	p.cut = true
-	for c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
-}
-
-// Restore lets connections through again.
-func (p *Proxy) Restore() {
-	p.mu.Lock()
-	p.cut = false
-	p.mu.Unlock()
-}
-
-// SetDelay holds every chunk for d.
-func (p *Proxy) SetDelay(d time.Duration) {
-	p.mu.Lock()
-	p.delay = d
-	p.mu.Unlock()
-}
-
-func (p *Proxy) close() {
-	p.ln.Close()
-	p.Cut()
-	p.wg.Wait()
-}
-
-func (p *Proxy) accept() {
-	defer p.wg.Done()
-	for {
-		in, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		if p.cut {
-			p.mu.Unlock()
-			in.Close()
-			continue
-		}
-		p.mu.Unlock()
-		out, err := net.DialTimeout("tcp", p.target, 5*time.Second)
-		if err != nil {
-			in.Close()
-			continue
-		}
-		p.mu.Lock()
-		if p.cut {
-			p.mu.Unlock()
-			in.Close()
-			out.Close()
-			continue
-		}
-		p.conns[in], p.conns[out] = struct{}{}, struct{}{}
-		p.mu.Unlock()
-		p.wg.Add(2)
-		go p.pipe(in, out)
-		go p.pipe(out, in)
-	}
-}
-
-func (p *Proxy) pipe(dst, src net.Conn) {
-	defer p.wg.Done()
-	defer func() {
-		dst.Close()
-		src.Close()
-		p.mu.Lock()
-		delete(p.conns, dst)
-		delete(p.conns, src)
-		p.mu.Unlock()
-	}()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			p.mu.Lock()
-			d := p.delay
-			p.mu.Unlock()
-			if d > 0 {
-				time.Sleep(d) // the link's latency, not test synchronization
-			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return // EOF or a cut: close both sides
-		}
-	}
 }

@@ -404,7 +404,7 @@ func (h *Handler) partitionedStats(q *request, tn broker.TopicName) error {
 	out := partitionedTopicStats{
 		TopicStats: broker.TopicStats{
 			Publishers: []broker.PublisherStats{}, Subscriptions: map[string]broker.SubscriptionStats{},
-			Replication: map[string]any{}, DeduplicationStatus: "Disabled",
+			Replication: map[string]broker.ReplicatorStats{}, DeduplicationStatus: "Disabled",
 		},
 		Metadata:   map[string]int{"partitions": n},
 		Partitions: map[string]*broker.TopicStats{},
@@ -428,6 +428,27 @@ func (h *Handler) partitionedStats(q *request, tn broker.TopicName) error {
 		a.BacklogSize += st.BacklogSize
 		a.Publishers = append(a.Publishers, st.Publishers...)
 		a.LastPublishTimestamp = max(a.LastPublishTimestamp, st.LastPublishTimestamp)
+		for remote, r := range st.Replication {
+			agg, seen := a.Replication[remote]
+			agg.Connected = r.Connected && (agg.Connected || !seen) // every partition's replicator
+			agg.MsgRateIn += r.MsgRateIn
+			agg.MsgThroughputIn += r.MsgThroughputIn
+			agg.MsgRateOut += r.MsgRateOut
+			agg.MsgThroughputOut += r.MsgThroughputOut
+			agg.MsgInCount += r.MsgInCount
+			agg.BytesInCount += r.BytesInCount
+			agg.MsgOutCount += r.MsgOutCount
+			agg.BytesOutCount += r.BytesOutCount
+			agg.ReplicationBacklog += r.ReplicationBacklog
+			agg.ReplicationDelayInSeconds = max(agg.ReplicationDelayInSeconds, r.ReplicationDelayInSeconds)
+			if agg.OutboundConnection == "" {
+				agg.OutboundConnection, agg.OutboundConnectedSince = r.OutboundConnection, r.OutboundConnectedSince
+			}
+			if agg.InboundConnection == "" {
+				agg.InboundConnection, agg.InboundConnectedSince = r.InboundConnection, r.InboundConnectedSince
+			}
+			a.Replication[remote] = agg
+		}
 		for name, s := range st.Subscriptions {
 			agg, ok := a.Subscriptions[name]
 			if !ok {

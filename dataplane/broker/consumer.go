@@ -88,6 +88,9 @@ func (c *conn) handleSubscribe(cs *pb.CommandSubscribe) {
 		c.sendError(reqID, err)
 		return
 	}
+	if cs.GetReplicateSubscriptionState() && t.ml != nil {
+		sub.markReplicated()
+	}
 	cons := &Consumer{
 		sub: sub, conn: c, id: consID, name: cs.GetConsumerName(), priority: cs.GetPriorityLevel(),
 		metadata: kvMap(cs.GetMetadata()),

@@ -10,6 +10,7 @@ import (
 
 	"github.com/magnetar-dev/magnetar/dataplane/ledger"
 	"github.com/magnetar-dev/magnetar/dataplane/protocol"
+	"github.com/magnetar-dev/magnetar/dataplane/replication"
 )
 
 // Message deduplication (Pulsar's PIP-6), enabled per namespace with the
@@ -35,6 +36,12 @@ import (
 //
 // A new producer learns persisted as its last sequence id. When a write
 // fails, pushed falls back to persisted.
+//
+// A remote cluster's replicator (replication.go) is judged the same way,
+// by the sequence id the source derives from each entry's position, and
+// every one of its SENDs counts whole (chunks and batches included). A
+// replicated entry is recorded, when replayed, under the replicator's name
+// and the position it carries, never under its original producer's.
 //
 // The persisted map is snapshotted into the managed ledger's properties
 // (dedup.<producer> = seq, dedup.position = last entry covered) every
@@ -81,7 +88,7 @@ func loadDedup(ctx context.Context, ml *ledger.ManagedLedger) (*dedupState, erro
 	}
 	d.cursor = cur
 	from := ml.Next(cur.MarkDeletePosition())
-	if p, ok := parsePosition(props[dedupPosProp]); ok && p.Compare(cur.MarkDeletePosition()) > 0 {
+	if p, ok := ledger.ParsePosition(props[dedupPosProp]); ok && p.Compare(cur.MarkDeletePosition()) > 0 {
 		from = ml.Next(p)
 		d.last = p
 	}
@@ -104,6 +111,17 @@ func loadDedup(ctx context.Context, ml *ledger.ManagedLedger) (*dedupState, erro
 				continue
 			}
 			d.last = e.Pos
+			if from := meta.GetReplicatedFrom(); from != "" {
+				// Stored by a remote cluster's replicator: its record is
+				// the source position, under the replicator's name.
+				if seq, ok := replication.SourceSequence(meta); ok {
+					name := replication.Prefix + from
+					if int64(seq) > d.persisted[name] || !hasKey(d.persisted, name) {
+						d.persisted[name] = int64(seq)
+					}
+				}
+				continue
+			}
 			k := dedupSend{producer: meta.GetProducerName(), seq: int64(meta.GetSequenceId()),
 				highest: int64(meta.GetHighestSequenceId()), chunkID: -1}
 			if meta.NumChunksFromMsg != nil {
@@ -125,16 +143,6 @@ func loadDedup(ctx context.Context, ml *ledger.ManagedLedger) (*dedupState, erro
 }
 
 func hasKey(m map[string]int64, k string) bool { _, ok := m[k]; return ok }
-
-func parsePosition(s string) (ledger.Position, bool) {
-	l, e, ok := strings.Cut(s, ":")
-	if !ok {
-		return ledger.Position{}, false
-	}
-	li, err1 := strconv.ParseInt(l, 10, 64)
-	ei, err2 := strconv.ParseInt(e, 10, 64)
-	return ledger.Position{LedgerID: li, EntryID: ei}, err1 == nil && err2 == nil
-}
 
 // lastSequence is the last persisted sequence id of a producer, or -1.
 func (d *dedupState) lastSequence(name string) int64 {

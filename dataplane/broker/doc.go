@@ -39,8 +39,8 @@
 //     message balance allows and is held while a balance is spent; entries
 //     stay in the backlog. relativeToPublishRate is not supported.
 //     Non-persistent topics are not dispatch-limited.
-//   - Replicator dispatch rate: replicatorDispatchRate is stored, resolved
-//     and plumbed, but not enforced: Magnetar has no geo-replication yet.
+//   - Replicator dispatch rate: replicatorDispatchRate paces each
+//     replicator of a topic (replication.go) on its own buckets.
 //   - Subscribe rate: clusterSubscribeRate / subscribeRate / subscribeRate
 //     (subscribeThrottlingRatePerConsumer per ratePeriodInSecond) per
 //     consumer identity (client host, consumer name, consumer id, as

@@ -182,7 +182,13 @@ func (s *Service) topicPolicies(t TopicName) map[string]json.RawMessage {
 // the open topics (partitions included) it governs.
 func (s *Service) onTopicPolicyChange(key string, _ []byte) {
 	base := strings.TrimSuffix(key, "/global")
-	s.refreshTopicLimits(func(t *Topic) bool { return topicPoliciesKey(t.name, false) == base })
+	s.refreshTopicLimits(func(t *Topic) bool {
+		if topicPoliciesKey(t.name, false) != base {
+			return false
+		}
+		t.refreshReplication()
+		return true
+	})
 }
 
 // startPolicyFollowers starts following topic policies and resource

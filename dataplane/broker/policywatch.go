@@ -64,6 +64,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -367,7 +368,11 @@ func (t *Topic) applyPolicies(snap *policySnapshot) {
 			t.s.log.Warn("apply retention/persistence policies failed", "topic", t.name.String(), "err", err)
 		}
 	}
-	t.switchDedupLocked(snap.dedupEnabled())
+	t.switchDedupLocked(snap.dedupEnabled() || t.replIn.Load())
+	if prev == nil || !slices.Equal(prev.ReplicationClusters, snap.ReplicationClusters) ||
+		string(prev.Other["allowed_clusters"]) != string(snap.Other["allowed_clusters"]) {
+		t.refreshReplication()
+	}
 }
 
 func sameLedgerConfig(a, b *ledger.Config) bool {
@@ -406,7 +411,7 @@ func (t *Topic) enableDedup() {
 	t.mu.Lock()
 	closed := t.closed
 	t.mu.Unlock()
-	want := t.policies().dedupEnabled()
+	want := t.policies().dedupEnabled() || t.replIn.Load()
 	switch {
 	case err != nil:
 		// It stays off until the next policy change or reload.

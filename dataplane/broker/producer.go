@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/magnetar-dev/magnetar/dataplane/auth"
 	"github.com/magnetar-dev/magnetar/dataplane/ledger"
 	"github.com/magnetar-dev/magnetar/dataplane/protocol"
+	"github.com/magnetar-dev/magnetar/dataplane/replication"
 )
 
 // Producer is a client producer attached to a topic through a connection.
@@ -28,6 +30,10 @@ type Producer struct {
 	// closed is set when the broker closes the producer (unload, fencing):
 	// the client reconnects with the same producer id.
 	closed atomic.Bool
+	// replicator: a remote cluster's replicator (replication.go), always
+	// deduplicated; replMsgs and replBytes count what it stored.
+	replicator          bool
+	replMsgs, replBytes atomic.Uint64
 }
 
 // closeByBroker tells the client to reconnect this producer.
@@ -69,7 +75,11 @@ func (c *conn) handleProducer(cp *pb.CommandProducer) {
 		c.sendError(reqID, err)
 		return
 	}
-	t, err := c.s.GetTopic(ctx, tn, true)
+	mode := openAutoCreate
+	if isReplicatorProducer(cp.GetProducerName()) {
+		mode = openReplicated
+	}
+	t, err := c.s.getTopic(ctx, tn, mode)
 	if err != nil {
 		c.sendError(reqID, err)
 		return
@@ -81,6 +91,13 @@ func (c *conn) handleProducer(cp *pb.CommandProducer) {
 	p := &Producer{
 		conn: c, topic: t, uid: uint64(c.s.nameSeq.Add(1)), id: prodID, requestID: reqID, name: name,
 		mode: cp.GetProducerAccessMode(), metadata: kvMap(cp.GetMetadata()),
+		replicator: isReplicatorProducer(name) && t.ml != nil,
+	}
+	if p.replicator {
+		if err := t.ensureReplicationDedup(ctx); err != nil {
+			c.sendError(reqID, err)
+			return
+		}
 	}
 	var schemaVersion []byte
 	if sc := cp.GetSchema(); sc != nil && t.ml != nil {
@@ -163,6 +180,15 @@ func (c *conn) handleSend(s *pb.CommandSend, data []byte) error {
 		c.send(protocol.NewSendError(prodID, seq, pb.ServerError_NotAllowedError, "message too large"))
 		return nil
 	}
+	if p.replicator && s.GetMarker() {
+		// A replicated subscription's state: applied, never stored.
+		if err := p.topic.onReplSubMarker(strings.TrimPrefix(p.name, replication.Prefix), data); err != nil {
+			c.s.log.Warn("bad replicated subscription state", "topic", p.topic.name.String(), "err", err)
+		}
+		c.sendFrame(outFrame{isReceipt: true, receipt: sendReceipt{producerID: prodID, sequenceID: seq, highestSequenceID: highest,
+			ledgerID: ^uint64(0), entryID: ^uint64(0)}})
+		return nil
+	}
 	if t := p.topic; t.ml != nil && (t.ml.IsTerminated() || t.quotaError() != nil) {
 		// Over quota or terminated: close the producer (the client then
 		// learns why when it tries to re-create it). The message is not
@@ -171,8 +197,13 @@ func (c *conn) handleSend(s *pb.CommandSend, data []byte) error {
 		return nil
 	}
 	dd := p.topic.dedup.Load()
+	if dd != nil && !p.replicator && !p.topic.policies().dedupEnabled() {
+		dd = nil // kept for replicators only
+	}
 	var dk dedupSend
-	if dd != nil {
+	if dd != nil && p.replicator {
+		dk = dedupSend{producer: p.name, seq: int64(seq), highest: int64(seq), chunkID: -1}
+	} else if dd != nil {
 		dk = dedupSend{producer: p.name, seq: int64(seq), highest: int64(highest), chunkID: -1}
 		if s.GetIsChunk() {
 			// Chunk ids live in the message metadata; only chunks pay
@@ -181,6 +212,8 @@ func (c *conn) handleSend(s *pb.CommandSend, data []byte) error {
 				dk.chunkID, dk.numChunks = meta.GetChunkId(), meta.GetNumChunksFromMsg()
 			}
 		}
+	}
+	if dd != nil {
 		switch dd.admit(dk) {
 		case dup:
 			// Stored before: acknowledge without storing it again (Pulsar
@@ -275,7 +308,12 @@ func (op *publishOp) AddComplete(pos ledger.Position, err error) {
 	}
 	c.s.metrics.inMessages.Add(float64(max(num, 1)))
 	c.s.metrics.inBytes.Add(float64(n))
-	c.s.metrics.usage.in(p.topic.name, num, payload)
+	if p.replicator {
+		p.replMsgs.Add(uint64(max(num, 1)))
+		p.replBytes.Add(uint64(n))
+	} else {
+		c.s.metrics.usage.in(p.topic.name, num, payload) // replicated in is billed at the source, as replicated out
+	}
 	c.sendFrame(outFrame{isReceipt: true, receipt: sendReceipt{producerID: prodID, sequenceID: seq, highestSequenceID: highest,
 		ledgerID: uint64(pos.LedgerID), entryID: uint64(pos.EntryID)}})
 }

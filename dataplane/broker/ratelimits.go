@@ -55,7 +55,7 @@ type topicLimits struct {
 	publish            rateSpec // per second
 	dispatch           rateSpec // the topic's, over all its subscriptions
 	subDispatch        rateSpec // each subscription's own
-	replicatorDispatch rateSpec // resolved and shown, not enforced: no replication yet
+	replicatorDispatch rateSpec // each replicator's own (replication.go)
 	subscribe          rateSpec // msgs: subscribes per consumer per period
 
 	resourceGroup string

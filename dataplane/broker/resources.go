@@ -34,12 +34,33 @@ var (
 	ErrConflict      = errors.New("broker: concurrent modification")
 )
 
-// ClusterData describes a cluster.
+// ClusterData describes a cluster: its URLs and, for a remote cluster,
+// how this cluster's replicators reach and authenticate with it (the
+// fields of Pulsar's ClusterData that replication reads).
 type ClusterData struct {
 	ServiceURL       string `json:"serviceUrl,omitempty"`
 	ServiceURLTLS    string `json:"serviceUrlTls,omitempty"`
 	BrokerServiceURL string `json:"brokerServiceUrl,omitempty"`
 	BrokerServiceTLS string `json:"brokerServiceUrlTls,omitempty"`
+	// AuthenticationPlugin and AuthenticationParameters: the client
+	// authentication replicators use (the token plugin,
+	// org.apache.pulsar.client.impl.auth.AuthenticationToken, with
+	// "token:<jwt>" or "file:<path>"; or AuthenticationTls with the
+	// certificate files below).
+	AuthenticationPlugin     string `json:"authenticationPlugin,omitempty"`
+	AuthenticationParameters string `json:"authenticationParameters,omitempty"`
+	// BrokerClientTLSEnabled makes replicators use BrokerServiceTLS.
+	BrokerClientTLSEnabled     bool     `json:"brokerClientTlsEnabled,omitempty"`
+	TLSAllowInsecureConnection bool     `json:"tlsAllowInsecureConnection,omitempty"`
+	BrokerClientTrustCertsFile string   `json:"brokerClientTrustCertsFilePath,omitempty"`
+	BrokerClientCertFile       string   `json:"brokerClientCertificateFilePath,omitempty"`
+	BrokerClientKeyFile        string   `json:"brokerClientKeyFilePath,omitempty"`
+	PeerClusterNames           []string `json:"peerClusterNames,omitempty"`
+	// ProxyServiceURL, when set, carries every replicator connection to
+	// the cluster, each CONNECT naming its broker (proxy_to_broker_url), as
+	// with Pulsar's proxyServiceUrl and proxyProtocol SNI.
+	ProxyServiceURL string `json:"proxyServiceUrl,omitempty"`
+	ProxyProtocol   string `json:"proxyProtocol,omitempty"`
 }
 
 // TenantInfo is a tenant's record.

@@ -351,6 +351,10 @@ const (
 	// (the admin API's create; the caller checked that no partitioned
 	// topic has the name).
 	createTopic
+	// openReplicated opens or creates it for a remote cluster's replicator,
+	// whatever the auto-creation policy: a replicated namespace's topics
+	// exist wherever they are written.
+	openReplicated
 )
 
 // GetTopic returns the open topic named t, opening it (and, with create,
@@ -452,6 +456,9 @@ func (s *Service) openTopic(ctx context.Context, t TopicName, name string, mode 
 	// creating) it, not by a separate read.
 	var ml *ledger.ManagedLedger
 	allowed, _ := s.autoCreate(pol, t)
+	if mode == openReplicated {
+		mode, allowed = openAutoCreate, true
+	}
 	if err := s.checkTopicRoom(ctx, snap, t, name, mode, allowed); err != nil {
 		return nil, err
 	}
@@ -506,6 +513,7 @@ func (s *Service) openTopic(ctx context.Context, t TopicName, name string, mode 
 		tp.close(ctx)
 		return nil, err
 	}
+	tp.refreshReplication()
 	return tp, nil
 }
 

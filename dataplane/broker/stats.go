@@ -103,7 +103,7 @@ type TopicStats struct {
 	BacklogSize            int64                        `json:"backlogSize"`
 	Publishers             []PublisherStats             `json:"publishers"`
 	Subscriptions          map[string]SubscriptionStats `json:"subscriptions"`
-	Replication            map[string]any               `json:"replication"`
+	Replication            map[string]ReplicatorStats   `json:"replication"`
 	DeduplicationStatus    string                       `json:"deduplicationStatus"`
 	TopicCreationTimeStamp int64                        `json:"topicCreationTimeStamp"`
 	LastPublishTimestamp   int64                        `json:"lastPublishTimestamp"`
@@ -138,7 +138,7 @@ func (s *Service) TopicStats(ctx context.Context, t TopicName, opt StatsOptions)
 	st := &TopicStats{
 		Publishers:             []PublisherStats{},
 		Subscriptions:          map[string]SubscriptionStats{},
-		Replication:            map[string]any{},
+		Replication:            map[string]ReplicatorStats{},
 		DeduplicationStatus:    "Disabled",
 		TopicCreationTimeStamp: s.topicCreated(ctx, t, tp),
 	}
@@ -174,6 +174,7 @@ func (s *Service) TopicStats(ctx context.Context, t TopicName, opt StatsOptions)
 	for _, sub := range subs {
 		st.Subscriptions[sub.name] = sub.stats(opt)
 	}
+	tp.replicationStats(st, producers)
 	return st, nil
 }
 
@@ -188,6 +189,7 @@ func (sub *Subscription) stats(opt StatsOptions) SubscriptionStats {
 	ss := SubscriptionStats{
 		Consumers:                        []ConsumerStats{},
 		IsDurable:                        sub.durable,
+		IsReplicated:                     sub.replicated(),
 		ConsumersAfterMarkDeletePosition: map[string]string{},
 		SubscriptionProperties:           map[string]string{},
 	}

@@ -108,6 +108,9 @@ type Subscription struct {
 	// seekGen counts cursor resets: entries read before one are stale.
 	seekGen uint64
 
+	// replSrc, under mu, is set for a replicated subscription (replsub.go).
+	replSrc *replSubSource
+
 	wakeCh  chan struct{}
 	stopCh  chan struct{}
 	done    chan struct{}

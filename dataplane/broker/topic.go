@@ -45,6 +45,16 @@ type Topic struct {
 	// assignedURL, when set before close, sends clients to that broker
 	// (CLOSE_PRODUCER/CLOSE_CONSUMER assigned_broker_service_url).
 	assignedURL atomic.Pointer[string]
+	// repl holds, under mu, the running replicators by remote cluster
+	// (replication.go); replMu serializes their reconciliation.
+	repl   map[string]*replicatorRun
+	replMu sync.Mutex
+	// replIn is set once a remote cluster's replicator produced here: the
+	// topic then keeps deduplication state for replicators while loaded.
+	replIn atomic.Bool
+	// replSubPending holds, under mu, remote replicated-subscription
+	// states not yet applied, by subscription (replsub.go).
+	replSubPending map[string]*replSubUpdate
 }
 
 // exclusiveAccess is the producer access state of a topic that has had an
@@ -123,11 +133,15 @@ func (t *Topic) Name() TopicName { return t.name }
 // backlog is retained and visible before any consumer reconnects.
 func (t *Topic) loadSubscriptions(ctx context.Context) error {
 	for _, cur := range t.ml.Cursors() {
-		if !cur.IsDurable() || cur.Name() == dedupCursor {
+		if !cur.IsDurable() || cur.Name() == dedupCursor || isReplicatorCursor(cur.Name()) {
 			continue
 		}
+		s := newSubscription(t, cur.Name(), cur, -1)
+		if cur.Properties()[replicatedProp] == "true" {
+			s.markReplicated()
+		}
 		t.mu.Lock()
-		setKey(&t.subs, cur.Name(), newSubscription(t, cur.Name(), cur, -1))
+		setKey(&t.subs, cur.Name(), s)
 		t.mu.Unlock()
 	}
 	return nil
@@ -156,6 +170,7 @@ func (t *Topic) close(ctx context.Context) error {
 	for _, s := range subs {
 		s.close(true)
 	}
+	t.stopReplicators()
 	// Forget the topic only once its managed ledger is closed: meanwhile
 	// lookups find the closing topic and clients are told to retry
 	// (ServiceNotReady), so a reopen never races the close.
@@ -291,6 +306,7 @@ func (t *Topic) notifySubscriptions() {
 	for _, s := range t.subs {
 		s.wake()
 	}
+	t.wakeReplicatorsLocked()
 	t.mu.Unlock()
 }
 

@@ -819,3 +819,23 @@ func (c *Cursor) Flush(ctx context.Context) error {
 	}
 	return err
 }
+
+// AckedRange is a run of individually acknowledged entries of one ledger,
+// From through To, above the mark-delete position.
+type AckedRange struct {
+	LedgerID, From, To int64
+}
+
+// AckedRanges returns up to max runs of individually acknowledged entries
+// above the mark-delete position, in order, and whether that is all of
+// them.
+func (c *Cursor) AckedRanges(max int) ([]AckedRange, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := min(len(c.acks.r), max)
+	out := make([]AckedRange, n)
+	for i, r := range c.acks.r[:n] {
+		out[i] = AckedRange{LedgerID: r.LedgerID, From: r.From, To: r.To}
+	}
+	return out, n == len(c.acks.r)
+}

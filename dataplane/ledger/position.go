@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 )
 
 // Position addresses one entry of a managed ledger: the bookie ledger that
@@ -79,3 +81,14 @@ type LedgerInfo struct {
 
 // closed reports whether the ledger was closed and its counts are final.
 func (l LedgerInfo) closed() bool { return l.Timestamp != 0 }
+
+// ParsePosition reads a position written as "ledger:entry" (String's form).
+func ParsePosition(s string) (Position, bool) {
+	l, e, ok := strings.Cut(s, ":")
+	if !ok {
+		return Position{}, false
+	}
+	li, err1 := strconv.ParseInt(l, 10, 64)
+	ei, err2 := strconv.ParseInt(e, 10, 64)
+	return Position{LedgerID: li, EntryID: ei}, err1 == nil && err2 == nil
+}
