@@ -43,6 +43,7 @@ func newAgentCommand() *cobra.Command {
 			}
 			defer prov.Close() // leaves the data plane running
 			cfg.Provisioner = prov
+			cfg.PulsarClusterName = process.PulsarClusterName
 			if metering {
 				cfg.MeteringDir = filepath.Join(pcfg.DataDir, "metering")
 			}

@@ -548,7 +548,7 @@ func (a regionAgent) WatchDesiredState(ctx context.Context, req *cpv1.WatchDesir
 			return nil, a.s.toStatus(err, "")
 		}
 		resp := &cpv1.WatchDesiredStateResponse{}
-		index := map[string]int{}
+		index, peerIndex := map[string]int{}, map[string]int{}
 		pulsar := map[string]*cpv1.PulsarResourceChange{}
 		regionOf := map[string]string{}
 		for _, ch := range changes {
@@ -564,10 +564,17 @@ func (a regionAgent) WatchDesiredState(ctx context.Context, req *cpv1.WatchDesir
 				return nil, a.s.toStatus(err, ch.Name)
 			}
 			cl := m.(*cpv1.Cluster)
+			cc := &cpv1.ClusterChange{Cluster: cl, Deleted: ch.Deleted, Revision: ch.Revision}
 			if cl.Region != r.name {
+				// A peer: namespaces here may replicate to it.
+				if i, ok := peerIndex[ch.Name]; ok {
+					resp.PeerChanges[i] = cc
+				} else {
+					peerIndex[ch.Name] = len(resp.PeerChanges)
+					resp.PeerChanges = append(resp.PeerChanges, cc)
+				}
 				continue
 			}
-			cc := &cpv1.ClusterChange{Cluster: cl, Deleted: ch.Deleted, Revision: ch.Revision}
 			if i, ok := index[ch.Name]; ok {
 				resp.Changes[i] = cc
 			} else {
@@ -580,7 +587,7 @@ func (a regionAgent) WatchDesiredState(ctx context.Context, req *cpv1.WatchDesir
 		}
 		sortPulsarChanges(resp.PulsarChanges)
 		resp.Revision = after
-		if len(resp.Changes) > 0 || len(resp.PulsarChanges) > 0 || len(changes) == watchBatch {
+		if len(resp.Changes) > 0 || len(resp.PulsarChanges) > 0 || len(resp.PeerChanges) > 0 || len(changes) == watchBatch {
 			return resp, nil
 		}
 		select {

@@ -10,68 +10,20 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
-	"github.com/apache/pulsar-client-go/pulsaradmin"
-	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin/config"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
-	"github.com/magnetar-dev/magnetar/dataplane/standalone"
+	"github.com/magnetar-dev/magnetar/dataplane/replication/replicationtest"
 	"github.com/magnetar-dev/magnetar/dataplane/standalone/standalonetest"
 )
 
-// region is one cluster of a test: a standalone and an admin client.
-type region struct {
-	name  string
-	s     *standalone.Standalone
-	admin pulsaradmin.Client
-}
+type region = replicationtest.Region
 
 func startRegions(t *testing.T, names ...string) []*region {
-	t.Helper()
-	var rs []*region
-	for _, n := range names {
-		cfg := standalonetest.Config(t.TempDir(), standalonetest.FreeAddr(t))
-		cfg.Broker.ClusterName = n
-		s := standalonetest.Start(t, cfg)
-		adm, err := pulsaradmin.NewClient(&config.Config{WebServiceURL: s.WebServiceURL()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rs = append(rs, &region{name: n, s: s, admin: adm})
-	}
-	// Every cluster knows every other.
-	for _, r := range rs {
-		for _, o := range rs {
-			if o == r {
-				continue
-			}
-			if err := r.admin.Clusters().Create(utils.ClusterData{Name: o.name, ServiceURL: o.s.WebServiceURL(),
-				BrokerServiceURL: o.s.ServiceURL()}); err != nil {
-				t.Fatalf("%s: register cluster %s: %v", r.name, o.name, err)
-			}
-		}
-	}
-	return rs
+	return replicationtest.StartRegions(t, names...)
 }
 
-// replicatedNamespace creates tenant/ns replicated between all regions, in
-// each of them.
 func replicatedNamespace(t *testing.T, rs []*region, tenant, ns string) {
-	t.Helper()
-	var names []string
-	for _, r := range rs {
-		names = append(names, r.name)
-	}
-	for _, r := range rs {
-		if err := r.admin.Tenants().Create(utils.TenantData{Name: tenant, AllowedClusters: names}); err != nil {
-			t.Fatalf("%s: tenant: %v", r.name, err)
-		}
-		if err := r.admin.Namespaces().CreateNamespace(tenant + "/" + ns); err != nil {
-			t.Fatalf("%s: namespace: %v", r.name, err)
-		}
-		if err := r.admin.Namespaces().SetNamespaceReplicationClusters(tenant+"/"+ns, names); err != nil {
-			t.Fatalf("%s: replication clusters: %v", r.name, err)
-		}
-	}
+	replicationtest.ReplicatedNamespace(t, rs, tenant, ns)
 }
 
 // produce sends n messages "<prefix>-<i>" and returns their payloads.
@@ -161,8 +113,8 @@ func TestReplicationTwoWay(t *testing.T) {
 	replicatedNamespace(t, rs, "geo", "ns")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	east := standalonetest.NewClient(t, rs[0].s.ServiceURL())
-	west := standalonetest.NewClient(t, rs[1].s.ServiceURL())
+	east := standalonetest.NewClient(t, rs[0].S.ServiceURL())
+	west := standalonetest.NewClient(t, rs[1].S.ServiceURL())
 	topic := "persistent://geo/ns/two-way"
 	want := map[string][]string{
 		"e": produce(t, ctx, east, topic, "e", 500),
@@ -171,7 +123,7 @@ func TestReplicationTwoWay(t *testing.T) {
 	receiveAll(t, ctx, east, topic, "check", want)
 	receiveAll(t, ctx, west, topic, "check", want)
 
-	st, err := rs[0].admin.Topics().GetStats(mustTopic(t, topic))
+	st, err := rs[0].Admin.Topics().GetStats(mustTopic(t, topic))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +137,7 @@ func TestReplicationTwoWay(t *testing.T) {
 	if rep.InboundConnection == "" {
 		t.Fatalf("east's stats show no inbound replicator from west: %+v", rep)
 	}
-	body := scrape(t, rs[0].s.WebServiceURL()+"/metrics")
+	body := scrape(t, rs[0].S.WebServiceURL()+"/metrics")
 	for _, series := range []string{
 		`pulsar_replication_backlog{cluster="east",namespace="geo/ns",remote_cluster="west"} 0`,
 		`pulsar_replication_connected_count{cluster="east",namespace="geo/ns",remote_cluster="west"} 1`,
@@ -216,13 +168,13 @@ func TestReplicationMeshOfThreePartitioned(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	topic := "persistent://geo/mesh/parts"
-	if err := rs[0].admin.Topics().Create(mustTopic(t, topic), 3); err != nil {
+	if err := rs[0].Admin.Topics().Create(mustTopic(t, topic), 3); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string][]string{}
 	var clients []pulsar.Client
 	for i, r := range rs {
-		c := standalonetest.NewClient(t, r.s.ServiceURL())
+		c := standalonetest.NewClient(t, r.S.ServiceURL())
 		clients = append(clients, c)
 		if i == 0 {
 			continue
@@ -287,13 +239,13 @@ func receiveAllPartitioned(t *testing.T, ctx context.Context, c pulsar.Client, t
 func waitPartitioned(t *testing.T, ctx context.Context, r *region, topic string, n int) {
 	t.Helper()
 	for ctx.Err() == nil {
-		md, err := r.admin.Topics().GetMetadata(mustTopic(t, topic))
+		md, err := r.Admin.Topics().GetMetadata(mustTopic(t, topic))
 		if err == nil && md.Partitions == n {
 			return
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("%s: partitioned topic %s not created by replication", r.name, topic)
+	t.Fatalf("%s: partitioned topic %s not created by replication", r.Name, topic)
 }
 
 func mustTopic(t *testing.T, s string) utils.TopicName {
@@ -315,8 +267,8 @@ func TestReplicatedSubscriptionFailover(t *testing.T) {
 	replicatedNamespace(t, rs, "geo", "subs")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	east := standalonetest.NewClient(t, rs[0].s.ServiceURL())
-	west := standalonetest.NewClient(t, rs[1].s.ServiceURL())
+	east := standalonetest.NewClient(t, rs[0].S.ServiceURL())
+	west := standalonetest.NewClient(t, rs[1].S.ServiceURL())
 	topic := "persistent://geo/subs/orders"
 	opts := pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "billing", Type: pulsar.Shared,
 		ReplicateSubscriptionState: true, SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest}
@@ -383,14 +335,14 @@ func TestReplicationClusterRemoved(t *testing.T) {
 	replicatedNamespace(t, rs, "geo", "rm")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	east := standalonetest.NewClient(t, rs[0].s.ServiceURL())
-	west := standalonetest.NewClient(t, rs[1].s.ServiceURL())
+	east := standalonetest.NewClient(t, rs[0].S.ServiceURL())
+	west := standalonetest.NewClient(t, rs[1].S.ServiceURL())
 	topic := "persistent://geo/rm/t"
 	want := map[string][]string{"a": produce(t, ctx, east, topic, "a", 50)}
 	receiveAll(t, ctx, west, topic, "check", want)
 
 	for _, r := range rs {
-		if err := r.admin.Namespaces().SetNamespaceReplicationClusters("geo/rm", []string{"east"}); err != nil {
+		if err := r.Admin.Namespaces().SetNamespaceReplicationClusters("geo/rm", []string{"east"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -401,7 +353,7 @@ func TestReplicationClusterRemoved(t *testing.T) {
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		parts, topics, err := rs[1].admin.Topics().List(*ns)
+		parts, topics, err := rs[1].Admin.Topics().List(*ns)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -413,14 +365,14 @@ func TestReplicationClusterRemoved(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	st, err := rs[0].admin.Topics().GetStats(tn)
+	st, err := rs[0].Admin.Topics().GetStats(tn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := st.Replication["west"]; ok {
 		t.Fatalf("east still replicates to west: %+v", st.Replication)
 	}
-	is, err := rs[0].admin.Topics().GetInternalStats(tn)
+	is, err := rs[0].Admin.Topics().GetInternalStats(tn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -437,12 +389,12 @@ func TestReplicationScopes(t *testing.T) {
 	replicatedNamespace(t, rs, "geo", "scopes")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	east := standalonetest.NewClient(t, rs[0].s.ServiceURL())
-	west := standalonetest.NewClient(t, rs[1].s.ServiceURL())
+	east := standalonetest.NewClient(t, rs[0].S.ServiceURL())
+	west := standalonetest.NewClient(t, rs[1].S.ServiceURL())
 
 	localOnly := "persistent://geo/scopes/local-only"
 	produce(t, ctx, east, localOnly, "x", 1) // the topic exists before its policy is set
-	if err := rs[0].admin.Topics().SetReplicationClusters(mustTopic(t, localOnly), []string{"east"}); err != nil {
+	if err := rs[0].Admin.Topics().SetReplicationClusters(mustTopic(t, localOnly), []string{"east"}); err != nil {
 		t.Fatal(err)
 	}
 	mixed := "persistent://geo/scopes/mixed"
@@ -469,7 +421,7 @@ func TestReplicationScopes(t *testing.T) {
 	for {
 		// (west's replicator still produces here: the stats keep an
 		// inbound entry for west; the outbound cursor is what goes.)
-		is, err := rs[0].admin.Topics().GetInternalStats(mustTopic(t, localOnly))
+		is, err := rs[0].Admin.Topics().GetInternalStats(mustTopic(t, localOnly))
 		if err != nil {
 			t.Fatal(err)
 		}

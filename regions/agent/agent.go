@@ -138,6 +138,9 @@ type Agent struct {
 	// resources holds the region's Pulsar tenants, namespaces and topics
 	// by resource name (see pulsar.go).
 	resources map[string]*resourceEntry
+	// peers holds the clusters of other regions, by resource name, as the
+	// control plane last described them (replication peers, peers.go).
+	peers map[string]*cpv1.Cluster
 	// admins caches one admin client per admin URL; used only by the
 	// reconcile goroutine.
 	admins map[string]*pulsaradmin.Client
@@ -178,7 +181,7 @@ func New(cfg Config) (*Agent, error) {
 	return &Agent{
 		cfg: cfg, log: cfg.Logger.With("region", cfg.Region), conn: conn, rpc: cpv1.NewRegionAgentClient(conn), billing: cpv1.NewBillingClient(conn),
 		prov: cfg.Provisioner, kick: make(chan struct{}, 1), desired: map[string]*desiredEntry{},
-		resources: map[string]*resourceEntry{}, admins: map[string]*pulsaradmin.Client{},
+		resources: map[string]*resourceEntry{}, peers: map[string]*cpv1.Cluster{}, admins: map[string]*pulsaradmin.Client{},
 		adminTransport: http.DefaultTransport.(*http.Transport).Clone(),
 	}, nil
 }
@@ -293,6 +296,7 @@ func (a *Agent) apply(resp *cpv1.WatchDesiredStateResponse) {
 		e.cluster, e.deleted, e.revision = cl, ch.GetDeleted(), ch.GetRevision()
 	}
 	a.recordResources(resp.GetPulsarChanges())
+	a.recordPeers(resp.GetPeerChanges())
 	if resp.GetRevision() > a.revision {
 		a.revision = resp.GetRevision()
 	}

@@ -230,7 +230,12 @@ func (a *Agent) applyResource(ctx context.Context, name string, ch *cpv1.PulsarR
 		if err == nil {
 			actx, cancel := context.WithTimeout(ctx, adminTimeout)
 			var calls []string
-			calls, err = pulsaradmin.ApplyChange(actx, client, ch)
+			calls, err = a.preparePeers(actx, client, ch)
+			if err == nil {
+				var more []string
+				more, err = pulsaradmin.ApplyChange(actx, client, ch)
+				calls = append(calls, more...)
+			}
 			cancel()
 			if err == nil && len(calls) > 0 {
 				log.Info("agent: applied", "calls", strings.Join(calls, ","))

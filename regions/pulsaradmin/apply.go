@@ -3,6 +3,7 @@ package pulsaradmin
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -93,7 +94,7 @@ func TopicOf(t *cpv1.Topic) (TopicName, error) {
 
 // Apply makes the data plane match desired, a *Tenant, *Namespace or
 // *Topic of api/controlplane/v1: tenants get the data plane's cluster as
-// their allowed cluster. It returns the admin calls it made (nothing when
+// their allowed cluster (and keep the registered peers they were allowed). It returns the admin calls it made (nothing when
 // the data plane already matched).
 func Apply(ctx context.Context, c *Client, desired proto.Message) ([]string, error) {
 	switch d := desired.(type) {
@@ -106,7 +107,19 @@ func Apply(ctx context.Context, c *Client, desired proto.Message) ([]string, err
 		if err != nil {
 			return nil, err
 		}
-		return c.EnsureTenant(ctx, n[0], TenantInfo{AdminRoles: d.GetAdminRoles(), AllowedClusters: []string{cluster}})
+		// Replication peers the tenant's namespaces were allowed
+		// (AllowClusters) stay allowed.
+		allowed := []string{cluster}
+		if cur, err := c.GetTenant(ctx, n[0]); err == nil {
+			if known, err := c.Clusters(ctx); err == nil {
+				for _, a := range cur.AllowedClusters {
+					if a != cluster && slices.Contains(known, a) {
+						allowed = append(allowed, a)
+					}
+				}
+			}
+		}
+		return c.EnsureTenant(ctx, n[0], TenantInfo{AdminRoles: d.GetAdminRoles(), AllowedClusters: allowed})
 	case *cpv1.Namespace:
 		n, err := pulsarNames(d.GetName(), 2)
 		if err != nil {
@@ -115,6 +128,18 @@ func Apply(ctx context.Context, c *Client, desired proto.Message) ([]string, err
 		p, err := PoliciesOf(d.GetPolicies(), c.replCluster)
 		if err != nil {
 			return nil, err
+		}
+		if len(p.ReplicationClusters) > 0 {
+			// The API's list names the clusters replicated to; Pulsar's
+			// includes the namespace's own (a cluster missing from it
+			// deletes the namespace's topics).
+			local, err := c.localCluster(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if !slices.Contains(p.ReplicationClusters, local) {
+				p.ReplicationClusters = append([]string{local}, p.ReplicationClusters...)
+			}
 		}
 		return c.EnsureNamespace(ctx, n[0], n[1], p)
 	case *cpv1.Topic:

@@ -190,6 +190,59 @@ func (c *Client) Clusters(ctx context.Context) ([]string, error) {
 	return out, err
 }
 
+// ClusterData is the part of Pulsar's cluster record a replication peer
+// needs: where the data plane reaches it.
+type ClusterData struct {
+	ServiceURL       string `json:"serviceUrl,omitempty"`
+	BrokerServiceURL string `json:"brokerServiceUrl,omitempty"`
+}
+
+// EnsureCluster registers a remote cluster (a replication peer) or
+// updates its URLs. It returns what it did: "createCluster",
+// "updateCluster", or nothing.
+func (c *Client) EnsureCluster(ctx context.Context, name string, d ClusterData) ([]string, error) {
+	var cur ClusterData
+	err := c.do(ctx, http.MethodGet, path("clusters", name), nil, &cur)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		if err := c.do(ctx, http.MethodPut, path("clusters", name), d, nil); err != nil && !errors.Is(err, ErrConflict) {
+			return nil, err
+		}
+		return []string{"createCluster"}, nil
+	case err != nil:
+		return nil, err
+	case cur == d:
+		return nil, nil
+	}
+	if err := c.do(ctx, http.MethodPost, path("clusters", name), d, nil); err != nil {
+		return nil, err
+	}
+	return []string{"updateCluster"}, nil
+}
+
+// AllowClusters adds clusters to a tenant's allowed clusters (a namespace
+// may replicate only to those). It returns "updateTenant" or nothing.
+func (c *Client) AllowClusters(ctx context.Context, tenant string, clusters []string) ([]string, error) {
+	cur, err := c.GetTenant(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	next := slices.Clone(cur.AllowedClusters)
+	for _, cl := range clusters {
+		if !slices.Contains(next, cl) {
+			next = append(next, cl)
+		}
+	}
+	if len(next) == len(cur.AllowedClusters) {
+		return nil, nil
+	}
+	cur.AllowedClusters, cur.AdminRoles = next, nonNil(cur.AdminRoles)
+	if err := c.do(ctx, http.MethodPost, path("tenants", tenant), cur, nil); err != nil {
+		return nil, err
+	}
+	return []string{"updateTenant"}, nil
+}
+
 // localCluster is WithClusterName's name or the only cluster listed.
 func (c *Client) localCluster(ctx context.Context) (string, error) {
 	if c.cluster != "" {

@@ -145,7 +145,7 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 		}
 		e.provs = append(e.provs, prov)
 		a, err := agent.New(agent.Config{Region: r, ControlPlaneURL: "http://" + e.srv.Addr().String(), APIKey: key,
-			Provisioner: prov, Logger: cfg.Logger, PollTimeout: cfg.PollTimeout,
+			Provisioner: prov, PulsarClusterName: process.PulsarClusterName, Logger: cfg.Logger, PollTimeout: cfg.PollTimeout,
 			MeteringDir: filepath.Join(dir, "regions", r, "metering"), MeteringInterval: cfg.MeteringInterval})
 		if err != nil {
 			return nil, err

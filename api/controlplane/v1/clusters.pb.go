@@ -1252,6 +1252,10 @@ type WatchDesiredStateResponse struct {
 	// shallowest first (tenants, namespaces, topics). Resources of clusters
 	// that no longer exist are left out.
 	PulsarChanges []*PulsarResourceChange `protobuf:"bytes,3,rep,name=pulsar_changes,json=pulsarChanges,proto3" json:"pulsar_changes,omitempty"`
+	// Clusters of other regions that changed (or were deleted) after
+	// after_revision: the peers a region's namespaces may replicate to, with
+	// the URLs the region's data planes reach them at.
+	PeerChanges   []*ClusterChange `protobuf:"bytes,4,rep,name=peer_changes,json=peerChanges,proto3" json:"peer_changes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1303,6 +1307,13 @@ func (x *WatchDesiredStateResponse) GetRevision() int64 {
 func (x *WatchDesiredStateResponse) GetPulsarChanges() []*PulsarResourceChange {
 	if x != nil {
 		return x.PulsarChanges
+	}
+	return nil
+}
+
+func (x *WatchDesiredStateResponse) GetPeerChanges() []*ClusterChange {
+	if x != nil {
+		return x.PeerChanges
 	}
 	return nil
 }
@@ -1612,11 +1623,12 @@ const file_api_controlplane_v1_clusters_proto_rawDesc = "" +
 	"\adeleted\x18\x04 \x01(\bR\adeleted\x12\x1a\n" +
 	"\brevision\x18\x05 \x01(\x03R\brevisionB\n" +
 	"\n" +
-	"\bresource\"\xd1\x01\n" +
+	"\bresource\"\x9d\x02\n" +
 	"\x19WatchDesiredStateResponse\x12A\n" +
 	"\achanges\x18\x01 \x03(\v2'.magnetar.controlplane.v1.ClusterChangeR\achanges\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\x03R\brevision\x12U\n" +
-	"\x0epulsar_changes\x18\x03 \x03(\v2..magnetar.controlplane.v1.PulsarResourceChangeR\rpulsarChanges\"\xdc\x02\n" +
+	"\x0epulsar_changes\x18\x03 \x03(\v2..magnetar.controlplane.v1.PulsarResourceChangeR\rpulsarChanges\x12J\n" +
+	"\fpeer_changes\x18\x04 \x03(\v2'.magnetar.controlplane.v1.ClusterChangeR\vpeerChanges\"\xdc\x02\n" +
 	"\x1aReportClusterStatusRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12P\n" +
 	"\x05state\x18\x02 \x01(\x0e2:.magnetar.controlplane.v1.ReportClusterStatusRequest.StateR\x05state\x12\x1f\n" +
@@ -1738,50 +1750,51 @@ var file_api_controlplane_v1_clusters_proto_depIdxs = []int32{
 	33, // 15: magnetar.controlplane.v1.PulsarResourceChange.topic:type_name -> magnetar.controlplane.v1.Topic
 	19, // 16: magnetar.controlplane.v1.WatchDesiredStateResponse.changes:type_name -> magnetar.controlplane.v1.ClusterChange
 	20, // 17: magnetar.controlplane.v1.WatchDesiredStateResponse.pulsar_changes:type_name -> magnetar.controlplane.v1.PulsarResourceChange
-	0,  // 18: magnetar.controlplane.v1.ReportClusterStatusRequest.state:type_name -> magnetar.controlplane.v1.ReportClusterStatusRequest.State
-	34, // 19: magnetar.controlplane.v1.ReportResourceStatusRequest.state:type_name -> magnetar.controlplane.v1.PulsarResourceState
-	35, // 20: magnetar.controlplane.v1.HeartbeatRequest.status:type_name -> magnetar.controlplane.v1.RegionStatus
-	1,  // 21: magnetar.controlplane.v1.Regions.GetRegion:input_type -> magnetar.controlplane.v1.GetRegionRequest
-	2,  // 22: magnetar.controlplane.v1.Regions.ListRegions:input_type -> magnetar.controlplane.v1.ListRegionsRequest
-	4,  // 23: magnetar.controlplane.v1.Regions.CreateRegion:input_type -> magnetar.controlplane.v1.CreateRegionRequest
-	5,  // 24: magnetar.controlplane.v1.Regions.UpdateRegion:input_type -> magnetar.controlplane.v1.UpdateRegionRequest
-	6,  // 25: magnetar.controlplane.v1.Regions.DeleteRegion:input_type -> magnetar.controlplane.v1.DeleteRegionRequest
-	7,  // 26: magnetar.controlplane.v1.Clusters.GetCluster:input_type -> magnetar.controlplane.v1.GetClusterRequest
-	8,  // 27: magnetar.controlplane.v1.Clusters.ListClusters:input_type -> magnetar.controlplane.v1.ListClustersRequest
-	10, // 28: magnetar.controlplane.v1.Clusters.CreateCluster:input_type -> magnetar.controlplane.v1.CreateClusterRequest
-	11, // 29: magnetar.controlplane.v1.Clusters.UpdateCluster:input_type -> magnetar.controlplane.v1.UpdateClusterRequest
-	12, // 30: magnetar.controlplane.v1.Clusters.DeleteCluster:input_type -> magnetar.controlplane.v1.DeleteClusterRequest
-	13, // 31: magnetar.controlplane.v1.Operations.GetOperation:input_type -> magnetar.controlplane.v1.GetOperationRequest
-	14, // 32: magnetar.controlplane.v1.Operations.ListOperations:input_type -> magnetar.controlplane.v1.ListOperationsRequest
-	16, // 33: magnetar.controlplane.v1.Operations.WaitOperation:input_type -> magnetar.controlplane.v1.WaitOperationRequest
-	17, // 34: magnetar.controlplane.v1.Operations.CancelOperation:input_type -> magnetar.controlplane.v1.CancelOperationRequest
-	18, // 35: magnetar.controlplane.v1.RegionAgent.WatchDesiredState:input_type -> magnetar.controlplane.v1.WatchDesiredStateRequest
-	22, // 36: magnetar.controlplane.v1.RegionAgent.ReportClusterStatus:input_type -> magnetar.controlplane.v1.ReportClusterStatusRequest
-	24, // 37: magnetar.controlplane.v1.RegionAgent.Heartbeat:input_type -> magnetar.controlplane.v1.HeartbeatRequest
-	23, // 38: magnetar.controlplane.v1.RegionAgent.ReportResourceStatus:input_type -> magnetar.controlplane.v1.ReportResourceStatusRequest
-	25, // 39: magnetar.controlplane.v1.Regions.GetRegion:output_type -> magnetar.controlplane.v1.Region
-	3,  // 40: magnetar.controlplane.v1.Regions.ListRegions:output_type -> magnetar.controlplane.v1.ListRegionsResponse
-	25, // 41: magnetar.controlplane.v1.Regions.CreateRegion:output_type -> magnetar.controlplane.v1.Region
-	25, // 42: magnetar.controlplane.v1.Regions.UpdateRegion:output_type -> magnetar.controlplane.v1.Region
-	36, // 43: magnetar.controlplane.v1.Regions.DeleteRegion:output_type -> google.protobuf.Empty
-	27, // 44: magnetar.controlplane.v1.Clusters.GetCluster:output_type -> magnetar.controlplane.v1.Cluster
-	9,  // 45: magnetar.controlplane.v1.Clusters.ListClusters:output_type -> magnetar.controlplane.v1.ListClustersResponse
-	29, // 46: magnetar.controlplane.v1.Clusters.CreateCluster:output_type -> magnetar.controlplane.v1.Operation
-	29, // 47: magnetar.controlplane.v1.Clusters.UpdateCluster:output_type -> magnetar.controlplane.v1.Operation
-	29, // 48: magnetar.controlplane.v1.Clusters.DeleteCluster:output_type -> magnetar.controlplane.v1.Operation
-	29, // 49: magnetar.controlplane.v1.Operations.GetOperation:output_type -> magnetar.controlplane.v1.Operation
-	15, // 50: magnetar.controlplane.v1.Operations.ListOperations:output_type -> magnetar.controlplane.v1.ListOperationsResponse
-	29, // 51: magnetar.controlplane.v1.Operations.WaitOperation:output_type -> magnetar.controlplane.v1.Operation
-	29, // 52: magnetar.controlplane.v1.Operations.CancelOperation:output_type -> magnetar.controlplane.v1.Operation
-	21, // 53: magnetar.controlplane.v1.RegionAgent.WatchDesiredState:output_type -> magnetar.controlplane.v1.WatchDesiredStateResponse
-	27, // 54: magnetar.controlplane.v1.RegionAgent.ReportClusterStatus:output_type -> magnetar.controlplane.v1.Cluster
-	25, // 55: magnetar.controlplane.v1.RegionAgent.Heartbeat:output_type -> magnetar.controlplane.v1.Region
-	20, // 56: magnetar.controlplane.v1.RegionAgent.ReportResourceStatus:output_type -> magnetar.controlplane.v1.PulsarResourceChange
-	39, // [39:57] is the sub-list for method output_type
-	21, // [21:39] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	19, // 18: magnetar.controlplane.v1.WatchDesiredStateResponse.peer_changes:type_name -> magnetar.controlplane.v1.ClusterChange
+	0,  // 19: magnetar.controlplane.v1.ReportClusterStatusRequest.state:type_name -> magnetar.controlplane.v1.ReportClusterStatusRequest.State
+	34, // 20: magnetar.controlplane.v1.ReportResourceStatusRequest.state:type_name -> magnetar.controlplane.v1.PulsarResourceState
+	35, // 21: magnetar.controlplane.v1.HeartbeatRequest.status:type_name -> magnetar.controlplane.v1.RegionStatus
+	1,  // 22: magnetar.controlplane.v1.Regions.GetRegion:input_type -> magnetar.controlplane.v1.GetRegionRequest
+	2,  // 23: magnetar.controlplane.v1.Regions.ListRegions:input_type -> magnetar.controlplane.v1.ListRegionsRequest
+	4,  // 24: magnetar.controlplane.v1.Regions.CreateRegion:input_type -> magnetar.controlplane.v1.CreateRegionRequest
+	5,  // 25: magnetar.controlplane.v1.Regions.UpdateRegion:input_type -> magnetar.controlplane.v1.UpdateRegionRequest
+	6,  // 26: magnetar.controlplane.v1.Regions.DeleteRegion:input_type -> magnetar.controlplane.v1.DeleteRegionRequest
+	7,  // 27: magnetar.controlplane.v1.Clusters.GetCluster:input_type -> magnetar.controlplane.v1.GetClusterRequest
+	8,  // 28: magnetar.controlplane.v1.Clusters.ListClusters:input_type -> magnetar.controlplane.v1.ListClustersRequest
+	10, // 29: magnetar.controlplane.v1.Clusters.CreateCluster:input_type -> magnetar.controlplane.v1.CreateClusterRequest
+	11, // 30: magnetar.controlplane.v1.Clusters.UpdateCluster:input_type -> magnetar.controlplane.v1.UpdateClusterRequest
+	12, // 31: magnetar.controlplane.v1.Clusters.DeleteCluster:input_type -> magnetar.controlplane.v1.DeleteClusterRequest
+	13, // 32: magnetar.controlplane.v1.Operations.GetOperation:input_type -> magnetar.controlplane.v1.GetOperationRequest
+	14, // 33: magnetar.controlplane.v1.Operations.ListOperations:input_type -> magnetar.controlplane.v1.ListOperationsRequest
+	16, // 34: magnetar.controlplane.v1.Operations.WaitOperation:input_type -> magnetar.controlplane.v1.WaitOperationRequest
+	17, // 35: magnetar.controlplane.v1.Operations.CancelOperation:input_type -> magnetar.controlplane.v1.CancelOperationRequest
+	18, // 36: magnetar.controlplane.v1.RegionAgent.WatchDesiredState:input_type -> magnetar.controlplane.v1.WatchDesiredStateRequest
+	22, // 37: magnetar.controlplane.v1.RegionAgent.ReportClusterStatus:input_type -> magnetar.controlplane.v1.ReportClusterStatusRequest
+	24, // 38: magnetar.controlplane.v1.RegionAgent.Heartbeat:input_type -> magnetar.controlplane.v1.HeartbeatRequest
+	23, // 39: magnetar.controlplane.v1.RegionAgent.ReportResourceStatus:input_type -> magnetar.controlplane.v1.ReportResourceStatusRequest
+	25, // 40: magnetar.controlplane.v1.Regions.GetRegion:output_type -> magnetar.controlplane.v1.Region
+	3,  // 41: magnetar.controlplane.v1.Regions.ListRegions:output_type -> magnetar.controlplane.v1.ListRegionsResponse
+	25, // 42: magnetar.controlplane.v1.Regions.CreateRegion:output_type -> magnetar.controlplane.v1.Region
+	25, // 43: magnetar.controlplane.v1.Regions.UpdateRegion:output_type -> magnetar.controlplane.v1.Region
+	36, // 44: magnetar.controlplane.v1.Regions.DeleteRegion:output_type -> google.protobuf.Empty
+	27, // 45: magnetar.controlplane.v1.Clusters.GetCluster:output_type -> magnetar.controlplane.v1.Cluster
+	9,  // 46: magnetar.controlplane.v1.Clusters.ListClusters:output_type -> magnetar.controlplane.v1.ListClustersResponse
+	29, // 47: magnetar.controlplane.v1.Clusters.CreateCluster:output_type -> magnetar.controlplane.v1.Operation
+	29, // 48: magnetar.controlplane.v1.Clusters.UpdateCluster:output_type -> magnetar.controlplane.v1.Operation
+	29, // 49: magnetar.controlplane.v1.Clusters.DeleteCluster:output_type -> magnetar.controlplane.v1.Operation
+	29, // 50: magnetar.controlplane.v1.Operations.GetOperation:output_type -> magnetar.controlplane.v1.Operation
+	15, // 51: magnetar.controlplane.v1.Operations.ListOperations:output_type -> magnetar.controlplane.v1.ListOperationsResponse
+	29, // 52: magnetar.controlplane.v1.Operations.WaitOperation:output_type -> magnetar.controlplane.v1.Operation
+	29, // 53: magnetar.controlplane.v1.Operations.CancelOperation:output_type -> magnetar.controlplane.v1.Operation
+	21, // 54: magnetar.controlplane.v1.RegionAgent.WatchDesiredState:output_type -> magnetar.controlplane.v1.WatchDesiredStateResponse
+	27, // 55: magnetar.controlplane.v1.RegionAgent.ReportClusterStatus:output_type -> magnetar.controlplane.v1.Cluster
+	25, // 56: magnetar.controlplane.v1.RegionAgent.Heartbeat:output_type -> magnetar.controlplane.v1.Region
+	20, // 57: magnetar.controlplane.v1.RegionAgent.ReportResourceStatus:output_type -> magnetar.controlplane.v1.PulsarResourceChange
+	40, // [40:58] is the sub-list for method output_type
+	22, // [22:40] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_api_controlplane_v1_clusters_proto_init() }

@@ -251,6 +251,17 @@ func dirName(name string) (string, error) {
 	return parts[1] + "-" + parts[3], nil
 }
 
+// PulsarClusterName is the Pulsar cluster name the data plane of a cluster
+// ("organizations/{org}/clusters/{cluster}") registers: "{org}-{cluster}",
+// its directory's name ("" for a malformed name).
+func PulsarClusterName(name string) string {
+	dn, err := dirName(name)
+	if err != nil {
+		return ""
+	}
+	return dn
+}
+
 // Apply converges the cluster to spec and returns its status.
 func (p *Provisioner) Apply(ctx context.Context, spec provisioner.ClusterSpec) (provisioner.ClusterStatus, error) {
 	if err := spec.Validate(); err != nil {

@@ -1,0 +1,43 @@
+// Package failover gives users of the Apache Pulsar Go client
+// (github.com/apache/pulsar-client-go, which has no cluster-level failover:
+// apache/pulsar-client-go#929) what the Java client's
+// ControlledClusterFailover and AutoClusterFailover give Java users: a
+// client that moves its producers and consumers to another cluster while
+// the caller keeps the same handles.
+//
+// Two ways to decide the cluster:
+//
+//   - Controlled (NewControlled): poll an HTTP endpoint that answers the
+//     JSON the Java client's ControlledClusterFailover reads,
+//     {"serviceUrl", "tlsTrustCertsFilePath", "authPluginClassName",
+//     "authParamsString"}, every CheckInterval; a different answer is a
+//     switch. Magnetar's control plane and region agents serve such an
+//     endpoint per replication group; any other server works too.
+//   - Automatic (NewAutomatic): probe the primary (a TCP connection to its
+//     service URL, as AutoClusterFailover does) every CheckInterval; once it
+//     has failed for FailoverDelay, switch to the first healthy secondary;
+//     once the primary has been healthy again for SwitchBackDelay, switch
+//     back. The decisions are a pure function of probe results and time
+//     (decide), tested on their own.
+//
+// A switch creates a pulsar.Client for the new cluster, re-creates every
+// producer and consumer there with the options they were created with, and
+// swaps them under the handles; the old ones are closed in the background.
+// Consumers should use a replicated subscription (ReplicateSubscriptionState)
+// on a geo-replicated topic, so the new cluster knows what was
+// acknowledged.
+//
+// Sends in flight at a switch: Producer.Send and SendAsync retry a send
+// that failed on the old cluster on the new one (up to MaxSwitchRetries
+// times), and otherwise return the error: a send is never dropped silently.
+// A send that failed on the old cluster may still have been stored there
+// (and replicated): across a switch delivery is at least once, as with the
+// Java client. Messages received from the old cluster are acknowledged
+// there (Message keeps its consumer); if that cluster is gone the
+// acknowledgement fails and the message comes again from the new one.
+//
+// Concurrency: every method of Client, Producer and Consumer is safe for
+// concurrent use. Client owns one goroutine (the provider's loop) and one
+// per consumer (the pump from the current underlying consumer); Close stops
+// them and waits.
+package failover

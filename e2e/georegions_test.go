@@ -1,0 +1,84 @@
+package e2e
+
+import (
+	"net/http"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestUpCrossRegionReplication: through the control plane only, a cluster
+// in each of `magnetar up`'s two regions and a namespace in each naming
+// the other as a replication cluster; the region agents register each
+// other's cluster in their data planes, and messages produced in either
+// region arrive in the other, once each and in order.
+func TestUpCrossRegionReplication(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process-level test")
+	}
+	dir := t.TempDir()
+	killDataPlaneOnCleanup(t, dir)
+	addr := FreeAddr(t)
+	p := Start(t, "up", "up", "--data-dir", dir, "--listen", addr)
+	interruptOnCleanup(t, p)
+	p.WaitListening(addr, 30*time.Second)
+	key := readKey(t, filepath.Join(dir, "bootstrap.key"))
+	cp := cpClient{t: t, base: "http://" + addr}
+	waitFor(t, "the regions to be registered", 30*time.Second, func() bool {
+		code, out := cp.call(key, "GET", "/v1/regions", nil)
+		regs, _ := out["regions"].([]any)
+		return code == http.StatusOK && len(regs) == 2
+	})
+	cp.mustCall(key, "POST", "/v1/organizations?organizationId=acme", map[string]any{"displayName": "Acme"})
+	clusters := map[string]string{"east": "regions/local-a", "west": "regions/local-b"}
+	ops := map[string]string{}
+	for id, region := range clusters {
+		op := cp.mustCall(key, "POST", "/v1/organizations/acme/clusters?clusterId="+id, map[string]any{
+			"region": region, "size": map[string]any{"brokers": 1, "bookies": 1}})
+		ops[id] = op["name"].(string)
+	}
+	urls := map[string]string{}
+	for id, op := range ops {
+		resp, _ := cp.waitOp(key, op, 2*time.Minute)["response"].(map[string]any)
+		urls[id], _ = resp["serviceUrl"].(string)
+	}
+	for id := range clusters {
+		other := "west"
+		if id == "west" {
+			other = "east"
+		}
+		base := "/v1/organizations/acme/clusters/" + id
+		cp.mustCall(key, "POST", base+"/tenants?tenantId=shop", map[string]any{})
+		cp.mustCall(key, "POST", base+"/tenants/shop/namespaces?namespaceId=orders", map[string]any{
+			"policies": map[string]any{
+				"retention":           map[string]any{"timeMinutes": 60, "sizeMb": 100},
+				"replicationClusters": []string{"organizations/acme/clusters/" + other},
+			}})
+	}
+	for id := range clusters {
+		res := "/v1/organizations/acme/clusters/" + id + "/tenants/shop/namespaces/orders"
+		var last map[string]any
+		waitFor(t, res+" to be APPLIED", 2*time.Minute, func() bool {
+			code, out := cp.call(key, "GET", res, nil)
+			last = out
+			return code == http.StatusOK && out["state"] == "APPLIED"
+		})
+		if msg, _ := last["statusMessage"].(string); msg != "" {
+			t.Fatalf("%s: %v", res, last)
+		}
+	}
+
+	topic := "persistent://shop/orders/events"
+	ce, cw := pulsarClient(t, urls["east"][len("pulsar://"):]), pulsarClient(t, urls["west"][len("pulsar://"):])
+	le, lw := startLoad(t, ce, topic, "e", 200), startLoad(t, cw, topic, "w", 200)
+	time.Sleep(3 * time.Second) // two-way load
+	ae, _ := le.finish()
+	aw, _ := lw.finish()
+	waitFor(t, "both directions drained", time.Minute, func() bool {
+		return len(readTopic(t, ce, topic, time.Second)) == len(readTopic(t, cw, topic, time.Second)) &&
+			len(readTopic(t, cw, topic, time.Second)) >= len(ae)+len(aw)
+	})
+	lists := [][]string{readTopic(t, ce, topic, 2*time.Second), readTopic(t, cw, topic, 2*time.Second)}
+	checkReplicated(t, []string{"east", "west"}, lists, map[string]int{"e": 0, "w": 1},
+		map[string]map[string]bool{"e": ae, "w": aw})
+}
