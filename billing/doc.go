@@ -51,6 +51,15 @@
 // passed, then FINALIZED, after which it never changes; corrections are
 // credit notes, separate documents referring to a finalized invoice.
 //
+// # Budgets
+//
+// Budget.Evaluate compares a month's spending with a budget's amount and
+// alert thresholds and says which thresholds are newly reached (each is
+// alerted once a month).
+//
+// UsageReport (report.go) is the JSON a broker serves at
+// GET /magnetar/v1/usage; Sample sums it for the roll-up.
+//
 // Concurrency: values and pure functions; a Rollup is not safe for
 // concurrent use.
 package billing
