@@ -42,3 +42,13 @@ func (r UsageReport) Sample(source string) Sample {
 	}
 	return s
 }
+
+// Namespace returns the usage of tenant/ns (zero if the report has none).
+func (r UsageReport) Namespace(tenant, ns string) NamespaceUsage {
+	for _, n := range r.Namespaces {
+		if n.Tenant == tenant && n.Namespace == ns {
+			return n
+		}
+	}
+	return NamespaceUsage{}
+}

@@ -13,15 +13,6 @@ import (
 	"github.com/magnetar-dev/magnetar/dataplane/broker"
 )
 
-func nsUsage(u broker.Usage, tenant, ns string) broker.NamespaceUsage {
-	for _, n := range u.Namespaces {
-		if n.Tenant == tenant && n.Namespace == ns {
-			return n
-		}
-	}
-	return broker.NamespaceUsage{}
-}
-
 // TestUsageCounters: messages and payload bytes in and out are counted per
 // namespace exactly, for single messages and batches, and served on
 // /magnetar/v1/usage with the process epoch, and as Prometheus series.
@@ -61,14 +52,14 @@ func TestUsageCounters(t *testing.T) {
 	if u.Epoch != before.Epoch {
 		t.Fatalf("epoch changed within the process: %s -> %s", before.Epoch, u.Epoch)
 	}
-	d := nsUsage(u, "public", "default")
+	d := u.Namespace("public", "default")
 	if d.MessagesIn != 7 || d.BytesIn != int64(wantBytes) || d.MessagesOut != 7 || d.BytesOut != int64(wantBytes) {
 		t.Fatalf("public/default usage %+v, want 7 messages and %d bytes each way", d, wantBytes)
 	}
 	if d.Topics != 1 || d.Partitions != 1 || d.StorageBytes <= 0 {
 		t.Fatalf("public/default gauges %+v", d)
 	}
-	b := nsUsage(u, "public", "billed")
+	b := u.Namespace("public", "billed")
 	if b.MessagesIn != 9 || b.BytesIn != 18 || b.MessagesOut != 0 || b.Topics != 1 || b.Partitions != 3 {
 		t.Fatalf("public/billed usage %+v", b)
 	}
@@ -81,7 +72,7 @@ func TestUsageCounters(t *testing.T) {
 	var got broker.Usage
 	err = json.NewDecoder(resp.Body).Decode(&got)
 	resp.Body.Close()
-	if err != nil || resp.StatusCode != 200 || got.Epoch != u.Epoch || nsUsage(got, "public", "default").BytesIn != int64(wantBytes) {
+	if err != nil || resp.StatusCode != 200 || got.Epoch != u.Epoch || got.Namespace("public", "default").BytesIn != int64(wantBytes) {
 		t.Fatalf("GET /magnetar/v1/usage: %d %+v %v", resp.StatusCode, got, err)
 	}
 	resp, err = http.Get(e.sa.WebServiceURL() + "/metrics")
@@ -102,7 +93,7 @@ func TestUsageCounters(t *testing.T) {
 
 	// Geo-replication's counter.
 	e.sa.Broker().CountReplicatedOut(broker.TopicName{Domain: broker.Persistent, Tenant: "public", Namespace: "billed", Local: "parts"}, 2, 40)
-	if b := nsUsage(e.sa.Broker().Usage(), "public", "billed"); b.MessagesReplicatedOut != 2 || b.BytesReplicatedOut != 40 {
+	if b := e.sa.Broker().Usage().Namespace("public", "billed"); b.MessagesReplicatedOut != 2 || b.BytesReplicatedOut != 40 {
 		t.Fatalf("replicated out %+v", b)
 	}
 }
@@ -122,7 +113,7 @@ func TestUsageBatches(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	d := nsUsage(e.sa.Broker().Usage(), "public", "default")
+	d := e.sa.Broker().Usage().Namespace("public", "default")
 	if d.MessagesIn != 10 || d.BytesIn < 100 || d.BytesIn > 100+10*64 {
 		t.Fatalf("batched usage %+v", d)
 	}

@@ -7,18 +7,8 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
-	"github.com/magnetar-dev/magnetar/billing"
 	"github.com/magnetar-dev/magnetar/dataplane/standalone/standalonetest"
 )
-
-func nsUsage(u billing.UsageReport, tenant, ns string) billing.NamespaceUsage {
-	for _, n := range u.Namespaces {
-		if n.Tenant == tenant && n.Namespace == ns {
-			return n
-		}
-	}
-	return billing.NamespaceUsage{}
-}
 
 // TestReplicationMetered: what a replicator sends is metered at the source
 // as replicated out (messages and payload bytes), and not as messages in
@@ -28,8 +18,8 @@ func TestReplicationMetered(t *testing.T) {
 	replicatedNamespace(t, rs, "geo", "ns")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	east := standalonetest.NewClient(t, rs[0].s.ServiceURL())
-	west := standalonetest.NewClient(t, rs[1].s.ServiceURL())
+	east := standalonetest.NewClient(t, rs[0].S.ServiceURL())
+	west := standalonetest.NewClient(t, rs[1].S.ServiceURL())
 	topic := "persistent://geo/ns/metered"
 	sent := produceWith(t, ctx, east, pulsar.ProducerOptions{Topic: topic, DisableBatching: true}, "m", 120)
 	var bytes int64
@@ -40,7 +30,7 @@ func TestReplicationMetered(t *testing.T) {
 
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		e := nsUsage(rs[0].s.Broker().Usage(), "geo", "ns")
+		e := rs[0].S.Broker().Usage().Namespace("geo", "ns")
 		if e.MessagesReplicatedOut == 120 && e.BytesReplicatedOut == bytes {
 			if e.MessagesIn != 120 || e.BytesIn != bytes {
 				t.Fatalf("east usage %+v, want 120 messages and %d bytes in", e, bytes)
@@ -52,7 +42,7 @@ func TestReplicationMetered(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	w := nsUsage(rs[1].s.Broker().Usage(), "geo", "ns")
+	w := rs[1].S.Broker().Usage().Namespace("geo", "ns")
 	if w.MessagesIn != 0 || w.BytesIn != 0 || w.MessagesReplicatedOut != 0 {
 		t.Fatalf("west bills the replicated messages: %+v", w)
 	}
