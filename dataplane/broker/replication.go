@@ -192,6 +192,7 @@ func (t *Topic) startReplicator(ctx context.Context, remote string) error {
 		Prepare: func(ctx context.Context, c *replication.Conn) error {
 			return s.prepareRemoteTopic(ctx, remote, t.name)
 		},
+		Confirmed: func(msgs, bytes int64) { s.CountReplicatedOut(t.name, msgs, bytes) },
 		Schema: func(ctx context.Context, version []byte) (*pb.Schema, error) {
 			e, _, err := s.schemas.getSchema(ctx, t.name.Base(), version)
 			if errors.Is(err, ErrNotFound) {

@@ -101,6 +101,9 @@ type Config struct {
 	MaxInFlight      int
 	MaxInFlightBytes int
 	Log              *slog.Logger
+	// Confirmed, when set, is told the messages and payload bytes of every
+	// entry the remote confirmed (usage metering: bytes_replicated_out).
+	Confirmed func(msgs, payloadBytes int64)
 }
 
 // Stats is a replicator's state, as topic stats show it.
@@ -225,6 +228,7 @@ type pending struct {
 	seq     uint64
 	done    bool // confirmed by the remote, or not to be sent
 	size    int
+	payload int // payload bytes, for Config.Confirmed
 	msgs    int32
 	publish time.Time
 }
@@ -361,6 +365,9 @@ func (r *Replicator) onEvent(ev *pb.BaseCommand, queue []pending) (int, error) {
 				q.done = true
 				r.msgOut.Add(uint64(max(q.msgs, 1)))
 				r.bytesOut.Add(uint64(q.size))
+				if r.cfg.Confirmed != nil {
+					r.cfg.Confirmed(int64(max(q.msgs, 1)), int64(q.payload))
+				}
 				return q.size, nil
 			}
 		}
@@ -430,6 +437,7 @@ func (r *Replicator) prepare(ctx context.Context, conn *Conn, e ledger.Entry, me
 	}
 	p.seq = seq
 	p.msgs = int32(protocol.NumMessages(meta))
+	p.payload = len(payload)
 	p.publish = time.UnixMilli(int64(meta.GetPublishTime()))
 	meta.ReplicatedFrom = new(r.cfg.LocalCluster)
 	meta.Properties = append(meta.Properties, &pb.KeyValue{Key: new(SourcePositionProperty),
