@@ -338,15 +338,9 @@ func TestControlPlaneKill9MidProvisioning(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process-level test")
 	}
-	cpDir, agentDir := t.TempDir(), t.TempDir()
+	agentDir := t.TempDir()
 	killDataPlaneOnCleanup(t, agentDir)
-	addr := FreeAddr(t)
-	cpProc := Start(t, "controlplane", "controlplane", "--data-dir", cpDir, "--listen", addr)
-	cpProc.WaitListening(addr, 30*time.Second)
-	keyFile := filepath.Join(cpDir, "bootstrap.key")
-	opKey := readKey(t, keyFile)
-	cp := cpClient{t: t, base: "http://" + addr}
-	cp.mustCall(opKey, "POST", "/v1/regions?regionId=r1", map[string]any{})
+	cpProc, cp, addr, keyFile, opKey := startControlPlaneProcess(t)
 	agentProc := Start(t, "agent", "agent", "--region", "r1", "--control-plane", "http://"+addr,
 		"--api-key-file", keyFile, "--data-dir", agentDir, "--poll-timeout", "5s")
 	interruptOnCleanup(t, agentProc)

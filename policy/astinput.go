@@ -21,6 +21,8 @@ var (
 	kAllowedRegions = ast.StringTerm("allowed_regions")
 	kMaxClusters    = ast.StringTerm("max_clusters")
 	kClusterCount   = ast.StringTerm("cluster_count")
+	kBudgetExceeded = ast.StringTerm("budget_exceeded")
+	kBudgetMessage  = ast.StringTerm("budget_message")
 )
 
 // inputValue converts in to the AST value the policies read as `input`,
@@ -68,12 +70,19 @@ func inputValue(in *Input) ast.Value {
 	for i, r := range in.Org.AllowedRegions {
 		regions[i] = ast.StringTerm(r)
 	}
-	org := ast.ObjectTerm(
+	orgItems := [][2]*ast.Term{
 		ast.Item(kName, ast.StringTerm(in.Org.Name)),
 		ast.Item(kAllowedRegions, nullOrArray(in.Org.AllowedRegions == nil, regions)),
 		ast.Item(kMaxClusters, ast.IntNumberTerm(in.Org.MaxClusters)),
 		ast.Item(kClusterCount, ast.IntNumberTerm(in.Org.ClusterCount)),
-	)
+	}
+	if in.Org.BudgetExceeded { // omitempty, as the JSON form
+		orgItems = append(orgItems, ast.Item(kBudgetExceeded, ast.BooleanTerm(true)))
+	}
+	if in.Org.BudgetMessage != "" {
+		orgItems = append(orgItems, ast.Item(kBudgetMessage, ast.StringTerm(in.Org.BudgetMessage)))
+	}
+	org := ast.ObjectTerm(orgItems...)
 
 	return ast.NewObject(
 		ast.Item(kPrincipal, principal),

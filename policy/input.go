@@ -67,6 +67,10 @@ type OrgFacts struct {
 	MaxClusters int `json:"max_clusters"`
 	// ClusterCount is how many clusters the organization has now.
 	ClusterCount int `json:"cluster_count"`
+	// BudgetExceeded: an enforcing budget's amount is reached this month;
+	// BudgetMessage says which and by how much.
+	BudgetExceeded bool   `json:"budget_exceeded,omitempty"`
+	BudgetMessage  string `json:"budget_message,omitempty"`
 }
 
 // Decision is the outcome. When Allow is false, Reasons says why in words a

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -19,6 +20,7 @@ func newAgentCommand() *cobra.Command {
 	var cfg agent.Config
 	var pcfg process.Config
 	var keyFile string
+	var metering bool
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Run a region agent: pull the region's desired state from the control plane and run its clusters as local processes",
@@ -42,6 +44,9 @@ func newAgentCommand() *cobra.Command {
 			defer prov.Close() // leaves the data plane running
 			cfg.Provisioner = prov
 			cfg.PulsarClusterName = process.PulsarClusterName
+			if metering {
+				cfg.MeteringDir = filepath.Join(pcfg.DataDir, "metering")
+			}
 			a, err := agent.New(cfg)
 			if err != nil {
 				return err
@@ -58,6 +63,8 @@ func newAgentCommand() *cobra.Command {
 	f.StringVar(&pcfg.Binary, "binary", "", "magnetar binary to run data-plane processes with (default: this binary)")
 	f.DurationVar(&cfg.PollTimeout, "poll-timeout", agent.DefaultPollTimeout, "long-poll timeout of the desired-state watch")
 	f.DurationVar(&cfg.ReconcileInterval, "reconcile-interval", agent.DefaultReconcileInterval, "period of the full reconcile (repairs crashed processes)")
+	f.BoolVar(&metering, "metering", true, "meter the clusters' usage (state under <data-dir>/metering) and send it to the control plane")
+	f.DurationVar(&cfg.MeteringInterval, "metering-interval", agent.DefaultMeteringInterval, "period of the brokers' usage scrape")
 	f.DurationVar(&pcfg.StopGrace, "stop-grace", 10*time.Second, "time between SIGTERM and SIGKILL when stopping a process")
 	// Tiered storage of every cluster the agent runs: one bucket, a prefix
 	// per cluster; the brokers take credentials from the agent's

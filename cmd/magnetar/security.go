@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -48,7 +49,8 @@ func (s *securityFlags) register(f *pflag.FlagSet) {
 // apply sets bc's TLS and auth fields.
 func (s *securityFlags) apply(bc *broker.Config) error {
 	if s.certFile != "" || s.keyFile != "" {
-		r, err := auth.NewCertReloader(auth.TLSFiles{CertFile: s.certFile, KeyFile: s.keyFile, TrustFile: s.trustFile, RequireClientCert: s.requireClientCert})
+		r, err := auth.NewCertReloader(auth.TLSFiles{CertFile: s.certFile, KeyFile: s.keyFile, TrustFile: s.trustFile,
+			RequireClientCert: s.requireClientCert, Log: slog.Default()})
 		if err != nil {
 			return err
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/magnetar-dev/magnetar/controlplane/apiserver"
+	"github.com/magnetar-dev/magnetar/regions/agent"
 	"github.com/magnetar-dev/magnetar/regions/up"
 )
 
@@ -47,5 +48,6 @@ func newUpCommand() *cobra.Command {
 	f.StringVar(&cfg.Listen, "listen", apiserver.DefaultListen, "address of the control plane's gRPC and REST API")
 	f.StringSliceVar(&cfg.Regions, "regions", up.DefaultRegions, "ids of the regions to register and run")
 	f.StringVar(&cfg.Binary, "binary", "", "magnetar binary to run data-plane processes with (default: this binary)")
+	f.DurationVar(&cfg.MeteringInterval, "metering-interval", agent.DefaultMeteringInterval, "period of the agents' usage scrape of the brokers")
 	return cmd
 }

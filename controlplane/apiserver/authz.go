@@ -109,8 +109,8 @@ func displayName(t target) string {
 	return t.kind.collection
 }
 
-// orgFacts loads what admission needs about org. Counting clusters costs a
-// query, so only cluster creation asks for it.
+// orgFacts loads what admission needs about org. Counting clusters and
+// evaluating budgets cost queries, so only cluster creation asks for them.
 func (s *Server) orgFacts(ctx context.Context, org string, count bool) (policy.OrgFacts, error) {
 	f := policy.OrgFacts{Name: org}
 	obj, err := s.store.Get(ctx, kindOrganization.collection, org)
@@ -133,6 +133,9 @@ func (s *Server) orgFacts(ctx context.Context, org string, count bool) (policy.O
 			return f, err
 		}
 		f.ClusterCount = n
+		if err := s.budgetFacts(ctx, &f); err != nil {
+			return f, err
+		}
 	}
 	return f, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -38,7 +39,16 @@ type Config struct {
 	// TracerProvider for the gRPC spans; default an SDK tracer provider
 	// without exporter (spans are created and propagated, not exported).
 	TracerProvider trace.TracerProvider
+	// BillingGrace is how long after a month its invoice stays a draft
+	// (late usage still changes it); default DefaultBillingGrace.
+	BillingGrace time.Duration
+	// Now is the clock of billing (periods, finalization); default
+	// time.Now.
+	Now func() time.Time
 }
+
+// DefaultBillingGrace is the default Config.BillingGrace.
+const DefaultBillingGrace = 48 * time.Hour
 
 // Validate fills defaults and checks required fields.
 func (c *Config) Validate() error {
@@ -53,6 +63,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.BillingGrace <= 0 {
+		c.BillingGrace = DefaultBillingGrace
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	return nil
 }

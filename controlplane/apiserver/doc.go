@@ -49,6 +49,17 @@
 // removed with it. Their ids are checked by the policy's Pulsar naming rule
 // (admission), as Resource.Kind "tenants"/"namespaces"/"topics" and ID.
 //
+// Billing (svc_billing.go, svc_budgets.go; docs/billing.md): region agents
+// ingest hourly usage totals (operators only; idempotent through the store's
+// UsageStore and billing.Ingest), organizations list their usage with
+// aggregation, and read invoices: a draft is computed from the usage and
+// the price books on every read; the first read after the month's grace
+// period (Config.BillingGrace) finalizes it and stores it, after which it
+// never changes (late usage becomes adjustments on the open month; credit
+// notes correct it). Budgets are evaluated against the current draft after
+// each ingestion and on read; an exceeded enforcing budget is an admission
+// fact (policy.OrgFacts.BudgetExceeded) of cluster creation.
+//
 // Concurrency: all methods are safe for concurrent use. Every write and its
 // audit event run in one store transaction. Goroutines: Serve owns the HTTP
 // server, the in-process gRPC server and a watcher of ctx; Shutdown stops

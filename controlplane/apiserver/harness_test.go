@@ -75,11 +75,21 @@ func newHarness(t testing.TB, dsn string) *harness {
 
 func startHarness(t testing.TB, st store.Store, keyFile string) *harness {
 	t.Helper()
+	return startHarnessWith(t, st, keyFile, nil)
+}
+
+// startHarnessWith is startHarness with a change to the server's config.
+func startHarnessWith(t testing.TB, st store.Store, keyFile string, change func(*Config)) *harness {
+	t.Helper()
 	engine, err := policy.New()
 	if err != nil {
 		t.Fatalf("policy.New: %v", err)
 	}
-	srv, err := New(Config{Listen: "127.0.0.1:0", Store: st, Authorizer: engine, Logger: quietLogger(), BootstrapKeyFile: keyFile})
+	cfg := Config{Listen: "127.0.0.1:0", Store: st, Authorizer: engine, Logger: quietLogger(), BootstrapKeyFile: keyFile}
+	if change != nil {
+		change(&cfg)
+	}
+	srv, err := New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

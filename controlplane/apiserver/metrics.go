@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/magnetar-dev/magnetar/controlplane/store"
 	"github.com/magnetar-dev/magnetar/policy"
 )
 
@@ -18,6 +19,7 @@ import (
 type metrics struct {
 	decisions    metric.Int64Counter // by outcome: allow, denied, or the admission code
 	authFailures metric.Int64Counter
+	usage        metric.Int64Counter // usage records ingested, by outcome: accepted, duplicate, adjusted
 }
 
 func newMetrics(m metric.Meter) (*metrics, error) {
@@ -31,7 +33,31 @@ func newMetrics(m metric.Meter) (*metrics, error) {
 	if err != nil {
 		return nil, fmt.Errorf("apiserver: metrics: %w", err)
 	}
-	return &metrics{decisions: d, authFailures: a}, nil
+	u, err := m.Int64Counter("magnetar.controlplane.usage.records",
+		metric.WithDescription("Usage records ingested, by outcome (accepted, duplicate, adjusted)."))
+	if err != nil {
+		return nil, fmt.Errorf("apiserver: metrics: %w", err)
+	}
+	return &metrics{decisions: d, authFailures: a, usage: u}, nil
+}
+
+func (m *metrics) usageIngested(ctx context.Context, changes []store.UsageChange) {
+	var n [3]int64
+	for _, ch := range changes {
+		switch {
+		case !ch.Apply:
+			n[1]++
+		case ch.Adjustment:
+			n[2]++
+		default:
+			n[0]++
+		}
+	}
+	for i, outcome := range []string{"accepted", "duplicate", "adjusted"} {
+		if n[i] > 0 {
+			m.usage.Add(ctx, n[i], metric.WithAttributes(attribute.String("outcome", outcome)))
+		}
+	}
 }
 
 func (m *metrics) decision(ctx context.Context, d policy.Decision) {

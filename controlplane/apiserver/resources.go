@@ -90,6 +90,8 @@ func (k *kind) parentKind() *kind {
 		return kindTenant
 	case "namespaces":
 		return kindNamespace
+	case "invoices":
+		return kindInvoice
 	}
 	return nil
 }

@@ -105,6 +105,9 @@ func New(cfg Config) (*Server, error) {
 	cpv1.RegisterTenantsServer(s.grpc, tenants{s: s})
 	cpv1.RegisterNamespacesServer(s.grpc, namespaces{s: s})
 	cpv1.RegisterTopicsServer(s.grpc, topics{s: s})
+	cpv1.RegisterBillingServer(s.grpc, billingSvc{s: s})
+	cpv1.RegisterPriceBooksServer(s.grpc, priceBooks{s: s})
+	cpv1.RegisterBudgetsServer(s.grpc, budgets{s: s})
 
 	// The gateway is a gRPC client of s.grpc over an in-process pipe, so
 	// REST calls take the same interceptors as gRPC calls.
@@ -129,6 +132,7 @@ func New(cfg Config) (*Server, error) {
 		cpv1.RegisterRoleBindingsHandler, cpv1.RegisterAuditEventsHandler, cpv1.RegisterRegionsHandler,
 		cpv1.RegisterClustersHandler, cpv1.RegisterOperationsHandler, cpv1.RegisterRegionAgentHandler,
 		cpv1.RegisterTenantsHandler, cpv1.RegisterNamespacesHandler, cpv1.RegisterTopicsHandler,
+		cpv1.RegisterBillingHandler, cpv1.RegisterPriceBooksHandler, cpv1.RegisterBudgetsHandler,
 	} {
 		if err := reg(context.Background(), gw, s.gwConn); err != nil {
 			s.gwConn.Close()

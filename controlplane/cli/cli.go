@@ -50,11 +50,13 @@ prints the API's response as protobuf JSON.`
 
 // Constructors returns the constructors of the CLI's top-level commands
 // (org, region, serviceaccount, apikey, rolebinding, cluster, tenant,
-// namespace, topic, operation), for the magnetar binary to register.
+// namespace, topic, operation, usage, invoice, pricebook, budget), for the magnetar
+// binary to register.
 func Constructors() []func() *cobra.Command {
 	return []func() *cobra.Command{
 		newOrgCommand, newRegionCommand, newServiceAccountCommand, newAPIKeyCommand, newRoleBindingCommand,
 		newClusterCommand, newTenantCommand, newNamespaceCommand, newTopicCommand, newOperationCommand,
+		newUsageCommand, newInvoiceCommand, newPriceBookCommand, newBudgetCommand,
 	}
 }
 

@@ -6,5 +6,9 @@
 // The store keeps opaque objects (the API layer's resources) keyed by kind
 // and resource name, plus a change log ordered by a global revision that
 // region agents follow, request ids for idempotent creates, and the audit
-// log. It does not know the API's message types.
+// log. It does not know the API's message types. UsageStore (usage.go)
+// adds hourly usage records for billing: per idempotency key the newest
+// total and revision (a head) and the entries each billing period bills;
+// the caller decides from the head what a record does (billing.Ingest),
+// inside the store's transaction.
 package store

@@ -116,6 +116,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case len(seg) == 1 && seg[0] == "metrics":
 		promhttp.HandlerFor(h.svc.Metrics(), promhttp.HandlerOpts{}).ServeHTTP(w, r)
 		return
+	case len(seg) == 3 && seg[0] == "magnetar" && seg[1] == "v1" && seg[2] == "usage" && r.Method == http.MethodGet:
+		writeJSON(w, http.StatusOK, h.svc.Usage()) // billing counters (broker/usage.go); superusers only
+		return
 	case len(seg) >= 3 && seg[0] == "lookup" && seg[1] == "v2" && seg[2] == "topic":
 		q.seg = seg[3:]
 		err = h.lookup(q)

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync"
 	"time"
@@ -23,6 +24,8 @@ type TLSFiles struct {
 	// certificate; otherwise one is verified when given (Pulsar's
 	// tlsRequireTrustedClientCertOnConnect).
 	RequireClientCert bool
+	// Log, when set, is told of every reload and failed reload.
+	Log *slog.Logger
 }
 
 // CertReloader serves TLSFiles and re-reads them when their size or
@@ -107,7 +110,16 @@ func (r *CertReloader) current() (*tls.Certificate, *x509.CertPool) {
 		if st := r.stamps(); st != r.stamp {
 			// A failed reload (a half-written file) keeps the old pair and
 			// is retried at the next check.
-			r.lastErr = r.load(st)
+			err := r.load(st)
+			if log := r.files.Log; log != nil {
+				switch {
+				case err != nil && (r.lastErr == nil || r.lastErr.Error() != err.Error()):
+					log.Warn("TLS files changed but do not load; serving the previous certificate", "cert", r.files.CertFile, "err", err)
+				case err == nil:
+					log.Info("TLS certificate reloaded", "cert", r.files.CertFile)
+				}
+			}
+			r.lastErr = err
 		}
 	}
 	return r.cert, r.pool

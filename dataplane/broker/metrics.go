@@ -29,10 +29,11 @@ type metrics struct {
 	rateRefused       *prometheus.CounterVec // by limit
 	authFailures      prometheus.Counter
 	authRefreshes     prometheus.Counter
+	usage             *usageMeter // per-namespace billing counters (usage.go)
 }
 
 func newMetrics(s *Service) *metrics {
-	m := &metrics{reg: prometheus.NewRegistry()}
+	m := &metrics{reg: prometheus.NewRegistry(), usage: newUsageMeter()}
 	m.lookups = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pulsar_lookup_answers_total", Help: "Topic lookups answered, by answer (connect, redirect, failed).",
 	}, []string{"answer"})
@@ -92,7 +93,7 @@ func newMetrics(s *Service) *metrics {
 	}, func() float64 { return float64(len(s.openTopics())) })
 	m.reg.MustRegister(m.lookups, m.bundleAcquired, m.bundleReleased, m.topicLoads, m.inMessages, m.inBytes, m.publishSeconds,
 		m.outMessages, m.outBytes, m.sessionLost, m.loadManagerMoves, m.publishThrottled, m.dispatchThrottled, m.rateRefused, m.authFailures, m.authRefreshes, topics,
-		newReplCollector(s),
+		newReplCollector(s), newUsageCollector(m.usage),
 		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(forcedCycles)),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

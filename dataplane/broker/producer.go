@@ -242,7 +242,7 @@ func (c *conn) handleSend(s *pb.CommandSend, data []byte) error {
 	op := publishOps.Get().(*publishOp)
 	num := s.GetNumMessages()
 	*op = publishOp{c: c, p: p, dd: dd, prodID: prodID, seq: seq, highest: highest,
-		dedup: dk, size: n, numMessages: num, start: start}
+		dedup: dk, size: n, numMessages: num, payload: int64(protocol.PayloadSize(data)), start: start}
 	// data is the reader's fresh buffer: the topic keeps it without a copy.
 	t := p.topic
 	t.publish(data, op)
@@ -267,6 +267,7 @@ type publishOp struct {
 	dedup       dedupSend // set when dd is
 	size        int64
 	numMessages int32
+	payload     int64     // payload bytes, for usage metering (usage.go)
 	start       time.Time // when the SEND was read (publishSeconds)
 }
 
@@ -277,6 +278,7 @@ var publishOps = sync.Pool{New: func() any { return new(publishOp) }}
 func (op *publishOp) AddComplete(pos ledger.Position, err error) {
 	c, p, dd := op.c, op.p, op.dd
 	prodID, seq, highest, dk, n, num := op.prodID, op.seq, op.highest, op.dedup, op.size, op.numMessages
+	payload := op.payload
 	c.s.metrics.publishSeconds.Observe(time.Since(op.start).Seconds())
 	*op = publishOp{}
 	publishOps.Put(op)
@@ -309,6 +311,8 @@ func (op *publishOp) AddComplete(pos ledger.Position, err error) {
 	if p.replicator {
 		p.replMsgs.Add(uint64(max(num, 1)))
 		p.replBytes.Add(uint64(n))
+	} else {
+		c.s.metrics.usage.in(p.topic.name, num, payload) // replicated in is billed at the source, as replicated out
 	}
 	c.sendFrame(outFrame{isReceipt: true, receipt: sendReceipt{producerID: prodID, sequenceID: seq, highestSequenceID: highest,
 		ledgerID: uint64(pos.LedgerID), entryID: uint64(pos.EntryID)}})

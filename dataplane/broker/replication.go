@@ -29,6 +29,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -181,15 +182,17 @@ func (t *Topic) startReplicator(ctx context.Context, remote string) error {
 			if err != nil {
 				return nil, fmt.Errorf("cluster %q: %w", remote, err)
 			}
-			url, opts, err := replicationDialOptions(cd)
+			url, pool, err := s.replPools.get(remote, cd)
 			if err != nil {
 				return nil, err
 			}
-			return replication.DialTopic(ctx, url, topic, opts)
+			return pool.DialTopic(ctx, url, topic)
 		},
+		Release: (*replication.Conn).Release,
 		Prepare: func(ctx context.Context, c *replication.Conn) error {
 			return s.prepareRemoteTopic(ctx, remote, t.name)
 		},
+		Confirmed: func(msgs, bytes int64) { s.CountReplicatedOut(t.name, msgs, bytes) },
 		Schema: func(ctx context.Context, version []byte) (*pb.Schema, error) {
 			e, _, err := s.schemas.getSchema(ctx, t.name.Base(), version)
 			if errors.Is(err, ErrNotFound) {
@@ -205,8 +208,8 @@ func (t *Topic) startReplicator(ctx context.Context, remote string) error {
 			return sc, nil
 		},
 		Throttle: (&replThrottle{t: t}).wait,
-		Markers: func(ctx context.Context) [][]byte {
-			return t.replicatedSubscriptionUpdates(ctx, remote)
+		Markers: func(ctx context.Context, max int) [][]byte {
+			return t.replicatedSubscriptionUpdates(ctx, remote, max)
 		},
 		Log: s.log,
 	})
@@ -261,6 +264,42 @@ func (t *Topic) replicators() map[string]*replication.Replicator {
 		out[k] = rr.r
 	}
 	return out
+}
+
+// replPools holds one connection pool per remote cluster, for the
+// cluster record it was made from: a changed record (new URL, token or
+// certificates) gets a new pool, and sessions on the old one end as they
+// fail or stop.
+type replPools struct {
+	mu    sync.Mutex
+	pools map[string]*replPool                    // by remote cluster
+	owner map[*replication.Conn]*replication.Pool // who to release a connection to
+}
+
+type replPool struct {
+	record string // the cluster record's JSON the pool was made from
+	url    string
+	pool   *replication.Pool
+}
+
+// get returns the URL and pool for a remote cluster's current record.
+func (ps *replPools) get(remote string, cd ClusterData) (string, *replication.Pool, error) {
+	rec, _ := json.Marshal(cd)
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if p := ps.pools[remote]; p != nil && p.record == string(rec) {
+		return p.url, p.pool, nil
+	}
+	url, opts, err := replicationDialOptions(cd)
+	if err != nil {
+		return "", nil, err
+	}
+	if ps.pools == nil {
+		ps.pools = map[string]*replPool{}
+	}
+	p := &replPool{record: string(rec), url: url, pool: replication.NewPool(opts)}
+	ps.pools[remote] = p
+	return url, p.pool, nil
 }
 
 // replicationDialOptions returns the URL and client settings to reach a

@@ -126,10 +126,10 @@ func entryOrigin(local string, e ledger.Entry, meta *pb.MessageMetadata) (string
 	return "", ledger.Position{}, false
 }
 
-// replicatedSubscriptionUpdates returns the marker payloads to send to
-// remote now: the states of the topic's replicated subscriptions that
+// replicatedSubscriptionUpdates returns at most max marker payloads to
+// send to remote now: the states of the topic's replicated subscriptions that
 // changed since last sent there, or were last sent replSubResend ago.
-func (t *Topic) replicatedSubscriptionUpdates(ctx context.Context, remote string) [][]byte {
+func (t *Topic) replicatedSubscriptionUpdates(ctx context.Context, remote string, max int) [][]byte {
 	t.mu.Lock()
 	subs := make([]*Subscription, 0, len(t.subs))
 	for _, s := range t.subs {
@@ -138,6 +138,9 @@ func (t *Topic) replicatedSubscriptionUpdates(ctx context.Context, remote string
 	t.mu.Unlock()
 	var out [][]byte
 	for _, s := range subs {
+		if len(out) >= max {
+			break // the others go at the next call
+		}
 		s.mu.Lock()
 		src := s.replSrc
 		s.mu.Unlock()

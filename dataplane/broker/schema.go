@@ -9,6 +9,7 @@ import (
 	"net/url"
 
 	pb "github.com/magnetar-dev/magnetar/api/pulsarwire"
+	"github.com/magnetar-dev/magnetar/dataplane/auth"
 	"github.com/magnetar-dev/magnetar/dataplane/metadata"
 	"github.com/magnetar-dev/magnetar/dataplane/protocol"
 	"google.golang.org/protobuf/proto"
@@ -133,6 +134,13 @@ func (c *conn) handleGetSchema(g *pb.CommandGetSchema) {
 	if err == nil {
 		ctx, cancel := c.ctx()
 		defer cancel()
+		// Reading a schema needs what a lookup needs (produce or consume).
+		if aerr := c.authorize(ctx, auth.ActionLookup, tn, ""); aerr != nil {
+			code, msg := protocol.ServerErrorOf(aerr)
+			resp.ErrorCode, resp.ErrorMessage = code.Enum(), proto.String(msg)
+			c.send(&pb.BaseCommand{Type: pb.BaseCommand_GET_SCHEMA_RESPONSE.Enum(), GetSchemaResponse: resp})
+			return
+		}
 		var e *SchemaEntry
 		var v int64
 		e, v, err = c.s.schemas.getSchema(ctx, tn, g.GetSchemaVersion())
@@ -158,7 +166,10 @@ func (c *conn) handleGetOrCreateSchema(g *pb.CommandGetOrCreateSchema) {
 	if err == nil {
 		ctx, cancel := c.ctx()
 		defer cancel()
-		resp.SchemaVersion, err = c.s.schemas.addSchema(ctx, tn, g.GetSchema())
+		// Registering a schema is part of producing.
+		if err = c.authorize(ctx, auth.ActionProduce, tn, ""); err == nil {
+			resp.SchemaVersion, err = c.s.schemas.addSchema(ctx, tn, g.GetSchema())
+		}
 	}
 	if err != nil {
 		code, msg := protocol.ServerErrorOf(err)

@@ -23,6 +23,10 @@ import (
 // Lock order: Service.mu, then Topic.mu, then Subscription.mu; a conn's
 // own mutex is taken last and never held while calling into topics.
 type Service struct {
+	// replPools shares replicator connections per remote cluster
+	// (replication.go).
+	replPools replPools
+
 	cfg     Config
 	md      metadata.Store
 	res     *Resources

@@ -559,6 +559,7 @@ func (s *Subscription) deliver(entries []ledger.Entry, gen uint64) (sent, msgs, 
 		c.conn.sendFrame(outFrame{cmd: cmd, payload: e.Data})
 		s.topic.s.metrics.outMessages.Add(float64(info.numMessages))
 		s.topic.s.metrics.outBytes.Add(float64(len(e.Data)))
+		s.topic.s.metrics.usage.out(s.topic.name, info.numMessages, e.Data)
 		sent++
 		msgs += info.numMessages
 		bytes += len(e.Data)
@@ -644,4 +645,5 @@ func (s *Subscription) deliverNonPersistent(pos ledger.Position, data []byte) {
 	c.conn.sendFrame(outFrame{cmd: protocol.NewMessage(c.id, id, 0, nil, nil), payload: data})
 	s.topic.s.metrics.outMessages.Add(float64(info.numMessages))
 	s.topic.s.metrics.outBytes.Add(float64(len(data)))
+	s.topic.s.metrics.usage.out(s.topic.name, info.numMessages, data)
 }

@@ -59,6 +59,8 @@ type Conn struct {
 	// broker is the broker a proxied connection is meant for ("" before
 	// the first lookup).
 	broker string
+	// pool, when set, shares the connection (Release gives it back).
+	pool *Pool
 
 	wmu sync.Mutex
 	bw  *bufio.Writer
@@ -69,11 +71,12 @@ type Conn struct {
 	pending map[uint64]chan *pb.BaseCommand
 	err     error
 
-	// events carries the producer's SEND_RECEIPT, SEND_ERROR and
-	// CLOSE_PRODUCER frames, in the order the broker sent them.
-	events chan *pb.BaseCommand
-	done   chan struct{}
-	wg     sync.WaitGroup
+	// producers routes each producer's SEND_RECEIPT, SEND_ERROR and
+	// CLOSE_PRODUCER frames, in the order the broker sent them (under mu).
+	producers map[uint64]chan *pb.BaseCommand
+	prodID    atomic.Uint64
+	done      chan struct{}
+	wg        sync.WaitGroup
 }
 
 // parseServiceURL returns host:port and whether TLS is asked for, from a
@@ -152,9 +155,9 @@ func dial(ctx context.Context, serviceURL, brokerURL string, opts DialOptions) (
 	}
 	c := &Conn{
 		nc: nc, opts: opts, addr: addr, broker: broker, bw: bufio.NewWriterSize(nc, 64<<10),
-		pending: map[uint64]chan *pb.BaseCommand{},
-		events:  make(chan *pb.BaseCommand, 4096),
-		done:    make(chan struct{}),
+		pending:   map[uint64]chan *pb.BaseCommand{},
+		producers: map[uint64]chan *pb.BaseCommand{},
+		done:      make(chan struct{}),
 	}
 	rd := protocol.NewReader(nc)
 	if err := c.handshake(dctx, rd); err != nil {
@@ -226,9 +229,52 @@ func (c *Conn) Err() error {
 	return c.err
 }
 
-// Events carries the producer frames (SEND_RECEIPT, SEND_ERROR,
-// CLOSE_PRODUCER) in arrival order.
-func (c *Conn) Events() <-chan *pb.BaseCommand { return c.events }
+// Producer registers a new producer id on the connection and returns it
+// with the channel its frames (SEND_RECEIPT, SEND_ERROR, CLOSE_PRODUCER)
+// arrive on, in order. window bounds the frames that can wait there: the
+// producer must have at most that many SENDs unanswered, so the reader
+// never waits for it (and never holds up the connection's other
+// producers).
+func (c *Conn) Producer(window int) (uint64, <-chan *pb.BaseCommand) {
+	id := c.prodID.Add(1)
+	ch := make(chan *pb.BaseCommand, window+16)
+	c.mu.Lock()
+	c.producers[id] = ch
+	c.mu.Unlock()
+	return id, ch
+}
+
+// CloseProducer closes a producer on the broker and forgets its id.
+func (c *Conn) CloseProducer(ctx context.Context, producerID uint64) error {
+	c.mu.Lock()
+	delete(c.producers, producerID)
+	c.mu.Unlock()
+	id := c.reqID.Add(1)
+	_, err := c.call(ctx, id, &pb.BaseCommand{Type: pb.BaseCommand_CLOSE_PRODUCER.Enum(),
+		CloseProducer: &pb.CommandCloseProducer{ProducerId: new(producerID), RequestId: new(id)}})
+	return err
+}
+
+// producerOf is the producer id a producer frame is for.
+func producerOf(cmd *pb.BaseCommand) uint64 {
+	switch cmd.GetType() {
+	case pb.BaseCommand_SEND_RECEIPT:
+		return cmd.GetSendReceipt().GetProducerId()
+	case pb.BaseCommand_SEND_ERROR:
+		return cmd.GetSendError().GetProducerId()
+	}
+	return cmd.GetCloseProducer().GetProducerId()
+}
+
+// Release gives a pooled connection back to its pool (which closes it once
+// its last user released it); a connection from Dial is closed.
+func (c *Conn) Release() {
+	if c.pool != nil {
+		c.pool.release(c)
+		return
+	}
+	c.Close()
+}
 
 // Close ends the connection and waits for its reader.
 func (c *Conn) Close() {
@@ -295,9 +341,19 @@ func (c *Conn) readLoop(rd *protocol.Reader) {
 				ClientVersion: new(clientVersion), ProtocolVersion: new(int32(protocolVersion)),
 				Response: &pb.AuthData{AuthMethodName: new(c.opts.AuthMethod), AuthData: data}}}, nil)
 		case pb.BaseCommand_SEND_RECEIPT, pb.BaseCommand_SEND_ERROR, pb.BaseCommand_CLOSE_PRODUCER:
+			c.mu.Lock()
+			ch := c.producers[producerOf(cmd)]
+			c.mu.Unlock()
+			if ch == nil {
+				continue // a producer closed meanwhile
+			}
 			select {
-			case c.events <- cmd:
-			case <-c.done:
+			case ch <- cmd:
+			default:
+				// Its owner sent more than its window: it cannot be
+				// trusted to keep up; end the connection rather than
+				// stall every producer on it.
+				c.fail(errors.New("replication: a producer's frames overflowed its window"))
 				return
 			}
 		default:
@@ -468,46 +524,6 @@ const markerSequence = ^uint64(0)
 func (c *Conn) SendMarker(producerID uint64, hp []byte) error {
 	s := &pb.CommandSend{ProducerId: new(producerID), SequenceId: new(markerSequence), NumMessages: new(int32(1)), Marker: new(true)}
 	return c.write(&pb.BaseCommand{Type: pb.BaseCommand_SEND.Enum(), Send: s}, hp)
-}
-
-// DialTopic connects to the broker that owns topic in the cluster at
-// serviceURL, following lookup redirects.
-func DialTopic(ctx context.Context, serviceURL, topic string, opts DialOptions) (*Conn, error) {
-	url, brokerURL := serviceURL, ""
-	authoritative := false
-	for range 10 {
-		c, err := dial(ctx, url, brokerURL, opts)
-		if err != nil {
-			return nil, err
-		}
-		lr, err := c.Lookup(ctx, topic, authoritative)
-		if err != nil {
-			c.Close()
-			return nil, err
-		}
-		target := lr.GetBrokerServiceUrl()
-		if opts.TLS != nil && lr.GetBrokerServiceUrlTls() != "" {
-			target = lr.GetBrokerServiceUrlTls()
-		}
-		here := c.addr
-		if opts.ProxyURL != "" {
-			here = c.broker
-		}
-		if lr.GetResponse() == pb.CommandLookupTopicResponse_Connect && (target == "" || lr.GetProxyThroughServiceUrl() || sameBroker(target, here)) {
-			return c, nil
-		}
-		c.Close()
-		if target == "" {
-			return nil, fmt.Errorf("replication: lookup of %s at %s named no broker", topic, url)
-		}
-		url, brokerURL, authoritative = target, target, lr.GetAuthoritative()
-		if lr.GetResponse() == pb.CommandLookupTopicResponse_Connect {
-			// The owner: connect there and look up once more (it answers
-			// Connect for itself).
-			authoritative = true
-		}
-	}
-	return nil, ErrRedirects
 }
 
 func sameBroker(url, addr string) bool {

@@ -46,7 +46,9 @@
 //
 // # Concurrency
 //
-// Run owns a replicator's session state and its connection; Wake and Stats
-// may be called from any goroutine. Conn has one reading goroutine; its
+// Run owns a replicator's session state and its producer; Wake and Stats
+// may be called from any goroutine. A Pool shares connections among the
+// replicators to one remote cluster (one per remote broker); Conn has one
+// reading goroutine that routes each producer's frames to it, and its
 // writes are serialized.
 package replication

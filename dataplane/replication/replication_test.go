@@ -452,3 +452,28 @@ func TestReplicationScopes(t *testing.T) {
 		}
 	}
 }
+
+// TestReplicatorsShareConnections: the replicators of many topics reach
+// the remote broker over one connection (each with its own producer).
+func TestReplicatorsShareConnections(t *testing.T) {
+	rs := startRegions(t, "east", "west")
+	replicatedNamespace(t, rs, "geo", "many")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	east := standalonetest.NewClient(t, rs[0].S.ServiceURL())
+	west := standalonetest.NewClient(t, rs[1].S.ServiceURL())
+	addrs := map[string]bool{}
+	for i := range 10 {
+		topic := fmt.Sprintf("persistent://geo/many/t%d", i)
+		want := map[string][]string{"m": produce(t, ctx, east, topic, "m", 5)}
+		receiveAll(t, ctx, west, topic, "check", want)
+		st, err := rs[1].Admin.Topics().GetStats(mustTopic(t, topic))
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs[st.Replication["east"].InboundConnection] = true
+	}
+	if len(addrs) != 1 {
+		t.Fatalf("east's replicators of 10 topics came from %d connections: %v", len(addrs), addrs)
+	}
+}

@@ -27,6 +27,10 @@ const (
 	SourcePositionProperty = "__MSG_PROP_REPL_SOURCE_POSITION"
 )
 
+// markerWindow is how many marker SENDs (replicated subscription states) a
+// replicator may have unanswered besides its data window.
+const markerWindow = 256
+
 // maxBackoff caps the pause between a replicator's connection attempts
 // while its remote is unreachable: how long a healed link may wait.
 const maxBackoff = 10 * time.Second
@@ -71,8 +75,12 @@ type Config struct {
 	// replicator's durable cursor on it (Prefix + RemoteCluster).
 	Ledger *ledger.ManagedLedger
 	Cursor *ledger.Cursor
-	// Connect returns a connection to the remote broker that owns Topic.
+	// Connect returns a connection to the remote broker that owns Topic;
+	// Release, when set, gives it back at the end of a session (default:
+	// the connection is closed). Connections may be shared: a replicator
+	// uses its own producer on it.
 	Connect func(ctx context.Context) (*Conn, error)
+	Release func(*Conn)
 	// Prepare, when set, runs once per session before the producer is
 	// created (for example to create the partitioned topic remotely).
 	Prepare func(ctx context.Context, c *Conn) error
@@ -83,16 +91,19 @@ type Config struct {
 	// Throttle, when set, waits until msgs messages of bytes may be sent
 	// (the replicator dispatch rate).
 	Throttle func(ctx context.Context, msgs, bytes int) error
-	// Markers, when set, is asked every second for marker payloads
+	// Markers, when set, is asked every second for at most max marker payloads
 	// (headers and payload) to send after the data sent so far: SENDs with
 	// marker set, never stored by the remote (replicated subscription
 	// states).
-	Markers func(ctx context.Context) [][]byte
+	Markers func(ctx context.Context, max int) [][]byte
 	// MaxInFlight bounds the SENDs awaiting receipts (default 1000);
 	// MaxInFlightBytes their bytes (default 8 MiB).
 	MaxInFlight      int
 	MaxInFlightBytes int
 	Log              *slog.Logger
+	// Confirmed, when set, is told the messages and payload bytes of every
+	// entry the remote confirmed (usage metering: bytes_replicated_out).
+	Confirmed func(msgs, payloadBytes int64)
 }
 
 // Stats is a replicator's state, as topic stats show it.
@@ -217,6 +228,7 @@ type pending struct {
 	seq     uint64
 	done    bool // confirmed by the remote, or not to be sent
 	size    int
+	payload int // payload bytes, for Config.Confirmed
 	msgs    int32
 	publish time.Time
 }
@@ -228,13 +240,25 @@ func (r *Replicator) session(ctx context.Context) (progressed bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	defer conn.Close()
+	if r.cfg.Release != nil {
+		defer r.cfg.Release(conn)
+	} else {
+		defer conn.Close()
+	}
 	if r.cfg.Prepare != nil {
 		if err := r.cfg.Prepare(ctx, conn); err != nil {
 			return false, err
 		}
 	}
-	const producerID = 1
+	producerID, events := conn.Producer(r.cfg.MaxInFlight + markerWindow)
+	defer func() {
+		// The connection may serve other replicators: close only this
+		// producer (the broker forgets it; its unanswered SENDs are
+		// re-sent by the next session and deduplicated).
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		conn.CloseProducer(cctx, producerID)
+	}()
 	last, err := conn.CreateProducer(ctx, r.cfg.Topic, producerID, Prefix+r.cfg.LocalCluster)
 	if err != nil {
 		return false, fmt.Errorf("create producer on %s: %w", r.cfg.RemoteCluster, err)
@@ -305,13 +329,13 @@ func (r *Replicator) session(ctx context.Context) (progressed bool, err error) {
 			r.mu.Unlock()
 			lastTick, lastMsgs, lastBytes = now, m, b
 			if r.cfg.Markers != nil {
-				for _, hp := range r.cfg.Markers(ctx) {
+				for _, hp := range r.cfg.Markers(ctx, markerWindow/2) {
 					if err := conn.SendMarker(producerID, hp); err != nil {
 						return progressed, err
 					}
 				}
 			}
-		case ev := <-conn.Events():
+		case ev := <-events:
 			for {
 				n, err := r.onEvent(ev, queue)
 				if err != nil {
@@ -320,7 +344,7 @@ func (r *Replicator) session(ctx context.Context) (progressed bool, err error) {
 				inflightBytes -= n
 				progressed = true
 				select {
-				case ev = <-conn.Events():
+				case ev = <-events:
 					continue
 				default:
 				}
@@ -341,6 +365,9 @@ func (r *Replicator) onEvent(ev *pb.BaseCommand, queue []pending) (int, error) {
 				q.done = true
 				r.msgOut.Add(uint64(max(q.msgs, 1)))
 				r.bytesOut.Add(uint64(q.size))
+				if r.cfg.Confirmed != nil {
+					r.cfg.Confirmed(int64(max(q.msgs, 1)), int64(q.payload))
+				}
 				return q.size, nil
 			}
 		}
@@ -410,6 +437,7 @@ func (r *Replicator) prepare(ctx context.Context, conn *Conn, e ledger.Entry, me
 	}
 	p.seq = seq
 	p.msgs = int32(protocol.NumMessages(meta))
+	p.payload = len(payload)
 	p.publish = time.UnixMilli(int64(meta.GetPublishTime()))
 	meta.ReplicatedFrom = new(r.cfg.LocalCluster)
 	meta.Properties = append(meta.Properties, &pb.KeyValue{Key: new(SourcePositionProperty),

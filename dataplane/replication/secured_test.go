@@ -3,6 +3,7 @@ package replication_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -15,8 +16,11 @@ import (
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin/config"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
+	pb "github.com/magnetar-dev/magnetar/api/pulsarwire"
 	"github.com/magnetar-dev/magnetar/dataplane/auth"
 	"github.com/magnetar-dev/magnetar/dataplane/auth/authtest"
+	"github.com/magnetar-dev/magnetar/dataplane/protocol"
+	"github.com/magnetar-dev/magnetar/dataplane/replication"
 	"github.com/magnetar-dev/magnetar/dataplane/standalone"
 	"github.com/magnetar-dev/magnetar/dataplane/standalone/standalonetest"
 	"github.com/magnetar-dev/magnetar/policy"
@@ -192,4 +196,32 @@ func newTokenClient(t *testing.T, url, token string) pulsar.Client {
 	}
 	t.Cleanup(c.Close)
 	return c
+}
+
+// TestSchemaRequestsAuthorized: GET_OR_CREATE_SCHEMA needs produce on the
+// topic; a role without it is refused, a superuser is not.
+func TestSchemaRequestsAuthorized(t *testing.T) {
+	r := startSecuredRegion(t, "solo")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	schema := &pb.Schema{Name: new("s"), Type: pb.Schema_String.Enum(), SchemaData: []byte{}}
+	for _, tc := range []struct {
+		role    string
+		wantErr bool
+	}{{"nobody", true}, {"admin", false}} {
+		tok := r.token(t, tc.role)
+		c, err := replication.Dial(ctx, r.s.ServiceURL(), replication.DialOptions{AuthMethod: "token",
+			AuthData: func() ([]byte, error) { return []byte(tok), nil }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.GetOrCreateSchema(ctx, "persistent://public/default/schema-authz", schema)
+		c.Close()
+		if tc.wantErr != (err != nil) {
+			t.Fatalf("role %s: GET_OR_CREATE_SCHEMA: %v, want error %v", tc.role, err, tc.wantErr)
+		}
+		if err != nil && !errors.Is(err, protocol.ErrAuthorization) {
+			t.Fatalf("role %s: %v, want an authorization error", tc.role, err)
+		}
+	}
 }

@@ -21,6 +21,11 @@ collections := {
 	"tenants": {"scope": "cluster", "verbs": standard_verbs},
 	"namespaces": {"scope": "cluster", "verbs": standard_verbs},
 	"topics": {"scope": "cluster", "verbs": (standard_verbs | {"produce", "consume"})},
+	"usageRecords": {"scope": "org", "verbs": {"list", "create"}},
+	"invoices": {"scope": "org", "verbs": {"get", "list", "export"}},
+	"creditNotes": {"scope": "org", "verbs": {"get", "list", "create"}},
+	"priceBooks": {"scope": "global", "verbs": {"get", "list", "create"}},
+	"budgets": {"scope": "org", "verbs": standard_verbs},
 }
 
 # known is every action the policy knows, e.g. "clusters.create".
@@ -41,11 +46,14 @@ operator_only := {
 	"regions.create",
 	"regions.update",
 	"regions.delete",
+	"usageRecords.create",
+	"creditNotes.create",
+	"priceBooks.create",
 }
 
 # public are actions every authenticated principal may take on global
 # resources.
-public := {"regions.get", "regions.list"}
+public := {"regions.get", "regions.list", "priceBooks.get", "priceBooks.list"}
 
 # collection and verb split an action; both are undefined for a malformed one.
 collection(action) := parts[0] if {

@@ -82,3 +82,10 @@ deny contains {"code": "RESOURCE_EXHAUSTED", "message": msg} if {
 	have + 1 > max_clusters
 	msg := sprintf("organization has %d clusters, limit is %d", [have, max_clusters])
 }
+
+# An enforcing budget reached this month refuses new clusters.
+deny contains {"code": "FAILED_PRECONDITION", "message": msg} if {
+	action == "clusters.create"
+	object.get(input.org, "budget_exceeded", false) == true
+	msg := sprintf("budget: %s", [object.get(input.org, "budget_message", "the organization's budget is exceeded")])
+}

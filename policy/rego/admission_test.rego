@@ -74,3 +74,13 @@ test_several_denies if {
 	req_in := create_cluster("Bad", "regions/ap-south", {"allowed_regions": ["regions/us-east"], "cluster_count": 9})
 	count(admission.deny) == 3 with input as req_in
 }
+
+test_budget_exceeded_refuses_clusters if {
+	req_in := {
+		"action": "clusters.create", "resource": {"kind": "clusters", "id": "c2", "attributes": {"region": "regions/a"}},
+		"org": {"cluster_count": 0, "budget_exceeded": true, "budget_message": "organizations/acme/budgets/m: spent 12.00 of 10.00 USD in 2026-12"},
+	}
+	{"code": "FAILED_PRECONDITION", "message": "budget: organizations/acme/budgets/m: spent 12.00 of 10.00 USD in 2026-12"} in admission.deny with input as req_in
+	ok := json.patch(req_in, [{"op": "replace", "path": "/org/budget_exceeded", "value": false}])
+	count(admission.deny) == 0 with input as ok
+}

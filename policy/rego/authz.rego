@@ -136,6 +136,17 @@ granted if {
 	under(target, b.resource)
 }
 
+billing_actions := {"usageRecords.list", "invoices.get", "invoices.list", "invoices.export", "creditNotes.get", "creditNotes.list"}
+
+# roles/billing.viewer on the organization: its usage, invoices and credit
+# notes (roles/viewer reads them too, but not the CSV export).
+granted if {
+	some b in input.principal.bindings
+	b.role == "roles/billing.viewer"
+	b.resource == input.resource.org
+	input.action in billing_actions
+}
+
 pulsar_roles := {
 	"roles/pulsar.producer": "produce",
 	"roles/pulsar.consumer": "consume",

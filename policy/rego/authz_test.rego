@@ -135,3 +135,29 @@ test_no_reasons_when_allowed if {
 	p := user([{"role": "roles/org.admin", "resource": acme}])
 	count(authz.reasons) == 0 with input as req(p, "clusters.get", "clusters", prod)
 }
+
+test_billing_own_org_only if {
+	admin := user([{"role": "roles/org.admin", "resource": acme}])
+	authz.allow with input as {"principal": admin, "action": "invoices.get", "resource": {"kind": "invoices", "name": "organizations/acme/invoices/2026-12", "org": acme}}
+	authz.allow with input as {"principal": admin, "action": "usageRecords.list", "resource": {"kind": "usageRecords", "parent": acme, "org": acme}}
+	not authz.allow with input as {"principal": admin, "action": "invoices.get", "resource": {"kind": "invoices", "name": "organizations/other/invoices/2026-12", "org": "organizations/other"}}
+	not authz.allow with input as {"principal": admin, "action": "usageRecords.list", "resource": {"kind": "usageRecords", "parent": "organizations/other", "org": "organizations/other"}}
+}
+
+test_billing_viewer if {
+	bv := user([{"role": "roles/billing.viewer", "resource": acme}])
+	authz.allow with input as {"principal": bv, "action": "invoices.export", "resource": {"kind": "invoices", "name": "organizations/acme/invoices/2026-12", "org": acme}}
+	authz.allow with input as {"principal": bv, "action": "usageRecords.list", "resource": {"kind": "usageRecords", "parent": acme, "org": acme}}
+	not authz.allow with input as {"principal": bv, "action": "clusters.list", "resource": {"kind": "clusters", "parent": acme, "org": acme}}
+	v := user([{"role": "roles/viewer", "resource": acme}])
+	authz.allow with input as {"principal": v, "action": "invoices.get", "resource": {"kind": "invoices", "name": "organizations/acme/invoices/2026-12", "org": acme}}
+	not authz.allow with input as {"principal": v, "action": "invoices.export", "resource": {"kind": "invoices", "name": "organizations/acme/invoices/2026-12", "org": acme}}
+}
+
+test_billing_writes_operator_only if {
+	admin := user([{"role": "roles/org.admin", "resource": acme}])
+	not authz.allow with input as {"principal": admin, "action": "usageRecords.create", "resource": {"kind": "usageRecords", "name": ""}}
+	not authz.allow with input as {"principal": admin, "action": "creditNotes.create", "resource": {"kind": "creditNotes", "parent": "organizations/acme/invoices/2026-11", "org": acme}}
+	not authz.allow with input as {"principal": admin, "action": "priceBooks.create", "resource": {"kind": "priceBooks", "name": "priceBooks/cheap"}}
+	authz.allow with input as {"principal": admin, "action": "priceBooks.list", "resource": {"kind": "priceBooks", "name": ""}}
+}

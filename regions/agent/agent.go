@@ -68,6 +68,15 @@ type Config struct {
 	// AdminOptions are extra options of every pulsaradmin.Client the agent
 	// creates (e.g. pulsaradmin.WithToken). Default none.
 	AdminOptions []pulsaradmin.Option
+	// MeteringDir holds the usage roll-up (metering.go); "" turns
+	// metering off.
+	MeteringDir string
+	// MeteringInterval is the period of the brokers' usage scrape; default
+	// DefaultMeteringInterval.
+	MeteringInterval time.Duration
+	// Now is the metering clock (the hour usage is attributed to); default
+	// time.Now.
+	Now func() time.Time
 }
 
 // Validate fills defaults and checks required fields.
@@ -99,19 +108,27 @@ func (c *Config) Validate() error {
 	if c.HeartbeatInterval <= 0 {
 		c.HeartbeatInterval = DefaultHeartbeatInterval
 	}
+	if c.MeteringInterval <= 0 {
+		c.MeteringInterval = DefaultMeteringInterval
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 	return nil
 }
 
 // Agent reconciles one region. See the package doc.
 type Agent struct {
-	cfg   Config
-	log   *slog.Logger
-	conn  *grpc.ClientConn
-	rpc   cpv1.RegionAgentClient
-	prov  provisioner.Provisioner
-	kick  chan struct{} // wakes the reconcile loop; capacity 1
-	ran   bool
-	runMu sync.Mutex
+	cfg  Config
+	log  *slog.Logger
+	conn *grpc.ClientConn
+	rpc  cpv1.RegionAgentClient
+	// billing sends usage records (metering.go).
+	billing cpv1.BillingClient
+	prov    provisioner.Provisioner
+	kick    chan struct{} // wakes the reconcile loop; capacity 1
+	ran     bool
+	runMu   sync.Mutex
 
 	mu       sync.Mutex
 	revision int64                    // after_revision of the next watch
@@ -162,7 +179,7 @@ func New(cfg Config) (*Agent, error) {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
 	return &Agent{
-		cfg: cfg, log: cfg.Logger.With("region", cfg.Region), conn: conn, rpc: cpv1.NewRegionAgentClient(conn),
+		cfg: cfg, log: cfg.Logger.With("region", cfg.Region), conn: conn, rpc: cpv1.NewRegionAgentClient(conn), billing: cpv1.NewBillingClient(conn),
 		prov: cfg.Provisioner, kick: make(chan struct{}, 1), desired: map[string]*desiredEntry{},
 		resources: map[string]*resourceEntry{}, peers: map[string]*cpv1.Cluster{}, admins: map[string]*pulsaradmin.Client{},
 		adminTransport: http.DefaultTransport.(*http.Transport).Clone(),
@@ -193,11 +210,22 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer a.conn.Close()
 	a.log.Info("agent: starting", "control_plane", a.cfg.ControlPlaneURL)
 
+	var m *meter
+	if a.cfg.MeteringDir != "" {
+		var err error
+		if m, err = a.newMeter(); err != nil {
+			return err
+		}
+	}
 	var wg sync.WaitGroup
 	wg.Add(3)
 	go func() { defer wg.Done(); a.watchLoop(ctx) }()
 	go func() { defer wg.Done(); a.reconcileLoop(ctx) }()
 	go func() { defer wg.Done(); a.heartbeatLoop(ctx) }()
+	if m != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); a.meteringLoop(ctx, m) }()
+	}
 	wg.Wait()
 	a.adminTransport.CloseIdleConnections()
 	a.log.Info("agent: stopped")

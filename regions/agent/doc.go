@@ -37,7 +37,13 @@
 //     lists: "standalone" for `magnetar broker`'s default, "<org>-<cluster>"
 //     for the process provisioner);
 //   - heartbeat: RegionAgent.Heartbeat every HeartbeatInterval with a
-//     summary (HEALTHY when every cluster is ready, else DEGRADED).
+//     summary (HEALTHY when every cluster is ready, else DEGRADED);
+//   - metering (with Config.MeteringDir): every MeteringInterval reads the
+//     usage counters of every broker of every ready cluster
+//     (GET /magnetar/v1/usage), rolls them up into hourly totals
+//     (billing.Rollup), writes them durably to MeteringDir/usage.json and
+//     then sends the changed totals with Billing.IngestUsageRecords (see
+//     metering.go for why each step may be cut short by a crash).
 //
 // Static stability: when the control plane cannot be reached the agent
 // keeps reconciling the last desired state it has (so the data plane keeps
@@ -47,7 +53,7 @@
 // start restarts nothing that did not change.
 //
 // Callers: `magnetar agent` and `magnetar up`. Concurrency: Run may be
-// called once; its three goroutines are owned by Run, which returns after
+// called once; its three goroutines (four with metering) are owned by Run, which returns after
 // they stop. State shared between them is guarded by Agent.mu, which is
 // never held across I/O; the admin clients are used by the reconcile
 // goroutine only, and their idle connections are closed when Run returns.

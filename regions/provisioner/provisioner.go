@@ -97,7 +97,10 @@ type ProcessHealth struct {
 	Index int
 	PID   int
 	// Addr is the main address: the client URL, bookie or broker address.
-	Addr     string
+	Addr string
+	// HTTPAddr is a broker's admin and metrics listener, host:port ("" for
+	// other roles).
+	HTTPAddr string
 	Alive    bool
 	Healthy  bool
 	Restarts int

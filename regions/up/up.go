@@ -42,6 +42,9 @@ type Config struct {
 	Binary string
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+	// MeteringInterval of the agents' usage scrape; default
+	// agent.DefaultMeteringInterval.
+	MeteringInterval time.Duration
 	// PollTimeout of the agents' watch; default agent.DefaultPollTimeout.
 	PollTimeout time.Duration
 }
@@ -142,7 +145,8 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 		}
 		e.provs = append(e.provs, prov)
 		a, err := agent.New(agent.Config{Region: r, ControlPlaneURL: "http://" + e.srv.Addr().String(), APIKey: key,
-			Provisioner: prov, PulsarClusterName: process.PulsarClusterName, Logger: cfg.Logger, PollTimeout: cfg.PollTimeout})
+			Provisioner: prov, PulsarClusterName: process.PulsarClusterName, Logger: cfg.Logger, PollTimeout: cfg.PollTimeout,
+			MeteringDir: filepath.Join(dir, "regions", r, "metering"), MeteringInterval: cfg.MeteringInterval})
 		if err != nil {
 			return nil, err
 		}

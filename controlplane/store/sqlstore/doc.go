@@ -33,6 +33,12 @@
 //	request_ids(kind, request_id, name, uid, create_time)  PRIMARY KEY (kind, request_id)
 //	audit(seq PK, time, org, principal, method, resource, request_id, outcome, detail)
 //	        index (org, seq)
+//	usage_heads(idem_key PK, org, cluster, region, meter, hour, total, revision, update_time)
+//	        the newest total of each usage key (store.UsageStore)
+//	usage_entries(seq PK, idem_key, entry, org, cluster, region, meter, hour, quantity, period,
+//	        revision, update_time)   UNIQUE (idem_key, entry); indexes (org, seq), (org, period)
+//	        entry 0 is the hour's usage, updated in place; an adjustment is a new
+//	        row with entry = the record's revision; seq comes from counters 'usage_seq'
 //
 // Times are BIGINT microseconds since the Unix epoch, UTC, in both
 // dialects, and come back as UTC time.Time values with microsecond

@@ -83,6 +83,44 @@ var migrations = []migration{
 			`CREATE INDEX audit_org_seq ON audit (org, seq)`,
 		},
 	},
+	{
+		version: 2,
+		name:    "usage",
+		stmts: []string{
+			`INSERT INTO counters (name, value) VALUES ('usage_seq', 0)`,
+			// One row per idempotency key: the newest total and revision.
+			`CREATE TABLE usage_heads (
+				idem_key    TEXT PRIMARY KEY,
+				org         TEXT NOT NULL,
+				cluster     TEXT NOT NULL,
+				region      TEXT NOT NULL,
+				meter       TEXT NOT NULL,
+				hour        BIGINT NOT NULL,
+				total       BIGINT NOT NULL,
+				revision    BIGINT NOT NULL,
+				update_time BIGINT NOT NULL
+			)`,
+			// What each billing period bills per key: the usage entry
+			// (entry 0) and adjustments (entry = the record's revision).
+			`CREATE TABLE usage_entries (
+				seq         BIGINT PRIMARY KEY,
+				idem_key    TEXT NOT NULL,
+				entry       BIGINT NOT NULL,
+				org         TEXT NOT NULL,
+				cluster     TEXT NOT NULL,
+				region      TEXT NOT NULL,
+				meter       TEXT NOT NULL,
+				hour        BIGINT NOT NULL,
+				quantity    BIGINT NOT NULL,
+				period      TEXT NOT NULL,
+				revision    BIGINT NOT NULL,
+				update_time BIGINT NOT NULL,
+				UNIQUE (idem_key, entry)
+			)`,
+			`CREATE INDEX usage_entries_org_seq ON usage_entries (org, seq)`,
+			`CREATE INDEX usage_entries_org_period ON usage_entries (org, period)`,
+		},
+	},
 }
 
 // ErrSchemaTooNew is returned by Open when the database has a migration

@@ -282,3 +282,11 @@ func TestSQLiteFileWAL(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestUsageSQLite(t *testing.T) {
+	storetest.RunUsage(t, func(t *testing.T) store.Store { return open(t, fileDSN(t)) })
+}
+
+func TestUsagePostgres(t *testing.T) {
+	storetest.RunUsage(t, func(t *testing.T) store.Store { return open(t, pgtest.DSN(t)) })
+}

@@ -549,7 +549,7 @@ func (p *Provisioner) status(c *cluster) provisioner.ClusterStatus {
 	st := provisioner.ClusterStatus{Name: c.st.Name, Size: c.st.Size, Revision: c.st.Revision}
 	var waiting, failed []string
 	for _, m := range c.members() {
-		ph := provisioner.ProcessHealth{Role: m.Role, Index: m.Index, PID: m.PID, Addr: m.Addr, Restarts: m.restarts, Message: m.lastErr}
+		ph := provisioner.ProcessHealth{Role: m.Role, Index: m.Index, PID: m.PID, Addr: m.Addr, HTTPAddr: m.HTTPAddr, Restarts: m.restarts, Message: m.lastErr}
 		ph.Alive = m.PID != 0 && alive(m.PID, m.Args)
 		ph.Healthy = ph.Alive && p.healthy(m)
 		if !ph.Healthy {
