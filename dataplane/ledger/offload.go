@@ -336,6 +336,13 @@ func (ml *ManagedLedger) offloadLoop(o *offloadState) {
 		}
 		if i < 0 {
 			o.running = false
+			if failed == nil && !o.gone && ml.closingBelowLocked(o.upTo) {
+				// A ledger the request covers is still being closed:
+				// the request stays, and the pass after its close (the
+				// seal asks for one) starts the offload again.
+				ml.mu.Unlock()
+				return
+			}
 			o.upTo = 0
 			if failed != nil {
 				o.status.State, o.status.LastError = OffloadError, failed.Error()
@@ -362,6 +369,20 @@ func (ml *ManagedLedger) offloadLoop(o *offloadState) {
 			failed = err
 		}
 	}
+}
+
+// closingBelowLocked reports whether a ledger with id below upTo is not
+// closed yet, other than the one being written.
+func (ml *ManagedLedger) closingBelowLocked(upTo int64) bool {
+	for _, l := range ml.ledgers {
+		if l.ID >= upTo {
+			break
+		}
+		if w := ml.writers[l.ID]; (!l.closed() || w != nil) && w != ml.cur {
+			return true
+		}
+	}
+	return false
 }
 
 // firstUnoffloadedLocked returns the first entry of the oldest ledger
