@@ -1,0 +1,178 @@
+package terraform
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
+
+	cpv1 "github.com/magnetar-dev/magnetar/api/controlplane/v1"
+)
+
+// appliedTimeout bounds how long a create or update of a Pulsar tenant,
+// namespace or topic waits for the region agent to apply it.
+const appliedTimeout = 5 * time.Minute
+
+// Pulsar resource attributes set by the region agent.
+
+func pulsarStateAttribute() schema.StringAttribute {
+	return schema.StringAttribute{Computed: true, Description: "Where the resource stands in the data plane as the region agent last reported it: PENDING, APPLIED or FAILED. Create and update wait for APPLIED."}
+}
+
+func pulsarStatusAttribute() schema.StringAttribute {
+	return schema.StringAttribute{Computed: true, Description: "Last message from the region agent, e.g. why applying failed."}
+}
+
+type tenantResource struct{ configured }
+
+var (
+	_ resource.ResourceWithConfigure   = (*tenantResource)(nil)
+	_ resource.ResourceWithImportState = (*tenantResource)(nil)
+)
+
+func newTenantResource() resource.Resource { return &tenantResource{} }
+
+type tenantModel struct {
+	ID            types.String `tfsdk:"id"`
+	Cluster       types.String `tfsdk:"cluster"`
+	TenantID      types.String `tfsdk:"tenant_id"`
+	AdminRoles    types.List   `tfsdk:"admin_roles"`
+	State         types.String `tfsdk:"state"`
+	StatusMessage types.String `tfsdk:"status_message"`
+	UID           types.String `tfsdk:"uid"`
+	Etag          types.String `tfsdk:"etag"`
+	CreateTime    types.String `tfsdk:"create_time"`
+	UpdateTime    types.String `tfsdk:"update_time"`
+}
+
+func (r *tenantResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_pulsar_tenant"
+}
+
+func (r *tenantResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	resp.Schema = schema.Schema{
+		Description: "A Pulsar tenant in a cluster. Its allowed clusters are implied: the cluster it lives in. The control plane records it and the cluster's region agent applies it to the data plane; create and update wait until it is applied. A tenant can only be deleted once it has no namespaces.",
+		Attributes: map[string]schema.Attribute{
+			"id":          idAttribute(kindTenant),
+			"cluster":     parentArgument("parent", kindCluster, "Cluster the tenant lives in"),
+			"tenant_id":   idArgument("tenant_id", pulsarID, "Pulsar tenant name: 1 to 255 letters, digits, '_', '-', '=', ':' and '.'."),
+			"admin_roles": stringListArgument(fmt.Sprintf("Pulsar roles (token subjects) that administer the tenant in the data plane; at most %d.", 64)),
+			"state":          pulsarStateAttribute(),
+			"status_message": pulsarStatusAttribute(),
+			"uid":            uidAttribute(),
+			"etag":           etagAttribute(),
+			"create_time":    createTimeAttribute(),
+			"update_time":    updateTimeAttribute(),
+		},
+	}
+}
+
+func (m *tenantModel) fill(t *cpv1.Tenant) {
+	m.ID = types.StringValue(t.GetName())
+	parent, id := split(t.GetName())
+	m.Cluster, m.TenantID = types.StringValue(parent), types.StringValue(id)
+	m.AdminRoles = stringList(t.GetAdminRoles())
+	m.State = types.StringValue(t.GetState().String())
+	m.StatusMessage = types.StringValue(t.GetStatusMessage())
+	m.UID = types.StringValue(t.GetUid())
+	m.Etag = types.StringValue(t.GetEtag())
+	m.CreateTime = timeString(t.GetCreateTime())
+	m.UpdateTime = timeString(t.GetUpdateTime())
+}
+
+func (r *tenantResource) get(ctx context.Context, name string) (*cpv1.Tenant, error) {
+	return r.client.Tenants.GetTenant(ctx, &cpv1.GetTenantRequest{Name: name})
+}
+
+func (r *tenantResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var plan tenantModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	t := &cpv1.Tenant{AdminRoles: listStrings(ctx, plan.AdminRoles, &resp.Diagnostics)}
+	out, err := r.client.Tenants.CreateTenant(ctx, &cpv1.CreateTenantRequest{Parent: plan.Cluster.ValueString(),
+		TenantId: plan.TenantID.ValueString(), Tenant: t, RequestId: newRequestID()})
+	if err != nil {
+		apiError(&resp.Diagnostics, "Create Pulsar tenant "+plan.TenantID.ValueString(), err)
+		return
+	}
+	r.waitAndStore(ctx, out.GetName(), &plan, &resp.State, &resp.Diagnostics)
+}
+
+// waitAndStore waits until the tenant is applied and stores it; a tenant
+// not applied in time is stored too (the agent keeps trying) with an error.
+func (r *tenantResource) waitAndStore(ctx context.Context, name string, m *tenantModel, st stateSetter, diags *diagsT) {
+	wctx, cancel := context.WithTimeout(ctx, appliedTimeout)
+	defer cancel()
+	t, err := waitApplied(wctx, name, func(ctx context.Context) (*cpv1.Tenant, error) { return r.get(ctx, name) })
+	if t != nil {
+		m.fill(t)
+		diags.Append(st.Set(ctx, m)...)
+	}
+	if err != nil {
+		diags.AddError("Apply "+name, err.Error())
+	}
+}
+
+func (r *tenantResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var state tenantModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	out, err := r.get(ctx, state.ID.ValueString())
+	if isNotFound(err) {
+		resp.State.RemoveResource(ctx)
+		return
+	}
+	if err != nil {
+		apiError(&resp.Diagnostics, "Read "+state.ID.ValueString(), err)
+		return
+	}
+	state.fill(out)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+}
+
+func (r *tenantResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var plan, state tenantModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	name := state.ID.ValueString()
+	t := &cpv1.Tenant{Name: name, AdminRoles: listStrings(ctx, plan.AdminRoles, &resp.Diagnostics)}
+	_, err := updateFresh(ctx, state.Etag.ValueString(), func(ctx context.Context) (string, error) {
+		o, err := r.get(ctx, name)
+		return o.GetEtag(), err
+	}, func(ctx context.Context, etag string) (*cpv1.Tenant, error) {
+		t.Etag = etag
+		return r.client.Tenants.UpdateTenant(ctx, &cpv1.UpdateTenantRequest{Tenant: t, UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"admin_roles"}}})
+	})
+	if err != nil {
+		apiError(&resp.Diagnostics, "Update "+name, err)
+		return
+	}
+	r.waitAndStore(ctx, name, &plan, &resp.State, &resp.Diagnostics)
+}
+
+func (r *tenantResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var state tenantModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	_, err := r.client.Tenants.DeleteTenant(ctx, &cpv1.DeleteTenantRequest{Name: state.ID.ValueString()})
+	if err != nil && !isNotFound(err) {
+		apiError(&resp.Diagnostics, "Delete "+state.ID.ValueString(), err)
+	}
+}
+
+func (r *tenantResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	importByName(ctx, kindTenant, req, resp)
+}
