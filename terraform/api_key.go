@@ -58,12 +58,12 @@ func (r *apiKeyResource) Schema(_ context.Context, _ resource.SchemaRequest, res
 			"display_name": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(""),
 				Description: "Human-readable name. Changing it replaces the key.", PlanModifiers: replace()},
 			"expire_time": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(""),
-				Description: "When the key stops working (RFC 3339, in the future); empty means never. Changing it replaces the key.",
+				Description:   "When the key stops working (RFC 3339, in the future); empty means never. Changing it replaces the key.",
 				PlanModifiers: replace(), Validators: []validator.String{futureTime{}}},
 			"secret": schema.StringAttribute{Computed: true, Sensitive: true,
 				Description:   "The key itself (mgk_...), to send as \"authorization: Bearer <secret>\". Known only to the Terraform run that created the key; empty after import.",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
-			"state": schema.StringAttribute{Computed: true, Description: "ACTIVE, REVOKED or EXPIRED."},
+			"state":       schema.StringAttribute{Computed: true, Description: "ACTIVE, REVOKED or EXPIRED."},
 			"revoke_time": schema.StringAttribute{Computed: true, Description: "When the key was revoked (RFC 3339); empty unless REVOKED."},
 			"uid": schema.StringAttribute{Computed: true, Description: "Public part of the key; the secret begins with mgk_<uid>_.",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
@@ -179,7 +179,9 @@ type futureTime struct{}
 
 func (futureTime) Description(context.Context) string { return "an RFC 3339 time in the future" }
 
-func (futureTime) MarkdownDescription(context.Context) string { return "an RFC 3339 time in the future" }
+func (futureTime) MarkdownDescription(context.Context) string {
+	return "an RFC 3339 time in the future"
+}
 
 func (futureTime) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
 	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() || req.ConfigValue.ValueString() == "" {

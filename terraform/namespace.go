@@ -35,16 +35,16 @@ var (
 func newNamespaceResource() resource.Resource { return &namespaceResource{} }
 
 type namespaceModel struct {
-	ID            types.String      `tfsdk:"id"`
-	Tenant        types.String      `tfsdk:"tenant"`
-	NamespaceID   types.String      `tfsdk:"namespace_id"`
+	ID            types.String       `tfsdk:"id"`
+	Tenant        types.String       `tfsdk:"tenant"`
+	NamespaceID   types.String       `tfsdk:"namespace_id"`
 	Policies      *namespacePolicies `tfsdk:"policies"`
-	State         types.String      `tfsdk:"state"`
-	StatusMessage types.String      `tfsdk:"status_message"`
-	UID           types.String      `tfsdk:"uid"`
-	Etag          types.String      `tfsdk:"etag"`
-	CreateTime    types.String      `tfsdk:"create_time"`
-	UpdateTime    types.String      `tfsdk:"update_time"`
+	State         types.String       `tfsdk:"state"`
+	StatusMessage types.String       `tfsdk:"status_message"`
+	UID           types.String       `tfsdk:"uid"`
+	Etag          types.String       `tfsdk:"etag"`
+	CreateTime    types.String       `tfsdk:"create_time"`
+	UpdateTime    types.String       `tfsdk:"update_time"`
 }
 
 // namespacePolicies mirrors cpv1.NamespacePolicies; a null attribute is a
@@ -380,4 +380,3 @@ func (v listSize) ValidateList(_ context.Context, req validator.ListRequest, res
 		resp.Diagnostics.AddAttributeError(req.Path, "Invalid "+v.field, fmt.Sprintf("%s: must have %d to %d elements (leave it out for none)", v.field, v.lo, v.hi))
 	}
 }
-

@@ -57,10 +57,10 @@ func (r *tenantResource) Schema(_ context.Context, _ resource.SchemaRequest, res
 	resp.Schema = schema.Schema{
 		Description: "A Pulsar tenant in a cluster. Its allowed clusters are implied: the cluster it lives in. The control plane records it and the cluster's region agent applies it to the data plane; create and update wait until it is applied. A tenant can only be deleted once it has no namespaces.",
 		Attributes: map[string]schema.Attribute{
-			"id":          idAttribute(kindTenant),
-			"cluster":     parentArgument("parent", kindCluster, "Cluster the tenant lives in"),
-			"tenant_id":   idArgument("tenant_id", pulsarID, "Pulsar tenant name: 1 to 255 letters, digits, '_', '-', '=', ':' and '.'."),
-			"admin_roles": stringListArgument(fmt.Sprintf("Pulsar roles (token subjects) that administer the tenant in the data plane; at most %d.", 64)),
+			"id":             idAttribute(kindTenant),
+			"cluster":        parentArgument("parent", kindCluster, "Cluster the tenant lives in"),
+			"tenant_id":      idArgument("tenant_id", pulsarID, "Pulsar tenant name: 1 to 255 letters, digits, '_', '-', '=', ':' and '.'."),
+			"admin_roles":    stringListArgument(fmt.Sprintf("Pulsar roles (token subjects) that administer the tenant in the data plane; at most %d.", 64)),
 			"state":          pulsarStateAttribute(),
 			"status_message": pulsarStatusAttribute(),
 			"uid":            uidAttribute(),

@@ -202,7 +202,9 @@ func (partitionsOnlyGrow) Description(context.Context) string {
 	return "partitions can only be increased; a non-partitioned topic stays non-partitioned"
 }
 
-func (p partitionsOnlyGrow) MarkdownDescription(ctx context.Context) string { return p.Description(ctx) }
+func (p partitionsOnlyGrow) MarkdownDescription(ctx context.Context) string {
+	return p.Description(ctx)
+}
 
 func (partitionsOnlyGrow) PlanModifyInt64(_ context.Context, req planmodifier.Int64Request, resp *planmodifier.Int64Response) {
 	if req.StateValue.IsNull() || req.PlanValue.IsUnknown() || req.PlanValue.IsNull() {
