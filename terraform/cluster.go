@@ -133,7 +133,13 @@ func (r *clusterResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	}
 	var state clusterModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() || !state.DeletionProtection.ValueBool() {
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if !req.Plan.Raw.IsNull() && len(resp.RequiresReplace) == 0 {
+		r.keepStatus(ctx, state, req, resp)
+	}
+	if !state.DeletionProtection.ValueBool() {
 		return
 	}
 	what := ""
@@ -147,6 +153,23 @@ func (r *clusterResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	}
 	resp.Diagnostics.AddError("Cluster is protected from deletion",
 		fmt.Sprintf("cannot %s %s: cluster.deletion_protection: is true; set it to false before deleting the cluster", what, state.ID.ValueString()))
+}
+
+// keepStatus plans the agent-reported attributes as they are when an
+// update leaves the size of a READY cluster alone: such an update is
+// done by the API at once and the data plane does not change, so the plan
+// shows only what the configuration changes.
+func (r *clusterResource) keepStatus(ctx context.Context, state clusterModel, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	var plan clusterModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() || state.State.ValueString() != cpv1.Cluster_READY.String() ||
+		!plan.Brokers.Equal(state.Brokers) || !plan.Bookies.Equal(state.Bookies) {
+		return
+	}
+	for name, v := range map[string]types.String{"state": state.State, "service_url": state.ServiceURL,
+		"admin_url": state.AdminURL, "status_message": state.StatusMessage} {
+		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, pathOf(name), v)...)
+	}
 }
 
 func (r *clusterResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
