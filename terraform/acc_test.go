@@ -126,7 +126,7 @@ type estate struct {
 	Protected                           bool
 	AdminRoles                          string
 	RetentionMinutes, TTL               int
-	Partitions                          int
+	Partitions, Bookies                 int
 }
 
 func (e *env) config(s estate) string {
@@ -163,6 +163,7 @@ resource "magnetar_cluster" "dev" {
   region              = "regions/local-a"
   display_name        = %[3]q
   deletion_protection = %[4]t
+  bookies             = %[9]d
   timeouts {
     create = "4m"
   }
@@ -202,7 +203,7 @@ data "magnetar_regions" "all" {}
 data "magnetar_cluster" "dev" {
   id = magnetar_cluster.dev.id
 }
-`, s.OrgName, s.SADescription, s.ClusterName, s.Protected, s.AdminRoles, s.RetentionMinutes, s.TTL, s.Partitions)
+`, s.OrgName, s.SADescription, s.ClusterName, s.Protected, s.AdminRoles, s.RetentionMinutes, s.TTL, s.Partitions, s.Bookies)
 }
 
 // TestAccEstate drives every resource through Terraform against a real
@@ -226,10 +227,10 @@ func TestAccEstate(t *testing.T) {
 	apiMsg := status.Convert(err).Message()
 
 	v1 := estate{OrgName: "Acme", SADescription: "deploys", ClusterName: "Development", Protected: true,
-		AdminRoles: `"shop-admin"`, RetentionMinutes: 60, TTL: 3600, Partitions: 2}
+		AdminRoles: `"shop-admin"`, RetentionMinutes: 60, TTL: 3600, Partitions: 2, Bookies: 1}
 	v2 := v1
 	v2.OrgName, v2.SADescription, v2.ClusterName = "Acme Corp", "deploys the shop", "Dev"
-	v2.AdminRoles, v2.RetentionMinutes, v2.TTL, v2.Partitions = `"shop-admin", "ops"`, 120, 7200, 3
+	v2.AdminRoles, v2.RetentionMinutes, v2.TTL, v2.Partitions, v2.Bookies = `"shop-admin", "ops"`, 120, 7200, 3, 2
 	v3 := v2
 	v3.Protected = false
 
@@ -301,6 +302,9 @@ func TestAccEstate(t *testing.T) {
 				Check: resource.ComposeAggregateTestCheckFunc(
 					resource.TestCheckResourceAttr(org, "display_name", "Acme Corp"),
 					resource.TestCheckResourceAttr(cluster, "display_name", "Dev"),
+					resource.TestCheckResourceAttr(cluster, "bookies", "2"),
+					resource.TestCheckResourceAttr(cluster, "state", "READY"),
+					checkRoundTrip(cluster, topic),
 					resource.TestCheckResourceAttr(tenant, "admin_roles.#", "2"),
 					resource.TestCheckResourceAttr(topic, "partitions", "3"),
 					func(*tfterraform.State) error {
@@ -477,4 +481,27 @@ func (c onlyChanged) CheckPlan(_ context.Context, req plancheck.CheckPlanRequest
 		return
 	}
 	resp.Error = fmt.Errorf("%s: not in the plan", c.addr)
+}
+
+// TestAccQuickstartPlans plans examples/quickstart as README.md tells a
+// user to apply it, with the provider configured from the environment
+// only ($MAGNETAR_ENDPOINT, $MAGNETAR_API_KEY_FILE).
+func TestAccQuickstartPlans(t *testing.T) {
+	terraformCLI(t)
+	e := startEnv(t)
+	raw, err := os.ReadFile("examples/quickstart/main.tf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(terraform.EnvEndpoint, e.up.Addr())
+	t.Setenv(terraform.EnvAPIKeyFile, e.up.KeyFile())
+	t.Setenv("TF_ACC_PROVIDER_NAMESPACE", "magnetar-dev") // the example's source address
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: providers,
+		Steps: []resource.TestStep{{
+			Config:             string(raw),
+			PlanOnly:           true,
+			ExpectNonEmptyPlan: true,
+		}},
+	})
 }

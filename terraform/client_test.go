@@ -247,3 +247,5 @@ func TestPatternsMatchThePolicy(t *testing.T) {
 		t.Errorf("the API server's idPattern is no longer %s", looseID)
 	}
 }
+
+func writeKey(path, body string) error { return os.WriteFile(path, []byte(body), 0o600) }
