@@ -151,15 +151,10 @@ func (r *apiKeyResource) Update(ctx context.Context, req resource.UpdateRequest,
 }
 
 func (r *apiKeyResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	var state apiKeyModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	_, err := r.client.ServiceAccounts.DeleteApiKey(ctx, &cpv1.DeleteApiKeyRequest{Name: state.ID.ValueString()})
-	if err != nil && !isNotFound(err) {
-		apiError(&resp.Diagnostics, "Delete "+state.ID.ValueString(), err)
-	}
+	deleteResource[apiKeyModel, *cpv1.ApiKey](ctx, req, resp, func(ctx context.Context, name string) error {
+		_, err := r.client.ServiceAccounts.DeleteApiKey(ctx, &cpv1.DeleteApiKeyRequest{Name: name})
+		return err
+	})
 }
 
 func (r *apiKeyResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
@@ -191,3 +186,5 @@ func (futureTime) ValidateString(_ context.Context, req validator.StringRequest,
 		resp.Diagnostics.AddAttributeError(req.Path, "Invalid expire_time", fmt.Sprintf("api_key.expire_time: %q is not an RFC 3339 time", req.ConfigValue.ValueString()))
 	}
 }
+
+func (m *apiKeyModel) resourceName() string { return m.ID.ValueString() }

@@ -254,6 +254,10 @@ func (c *Client) waitOperation(ctx context.Context, op *cpv1.Operation) (*cpv1.O
 	return op, nil
 }
 
+// errNotApplied is wrapped by waitApplied's error when the resource exists
+// but the region agent did not apply it in time.
+var errNotApplied = errors.New("not applied to the data plane")
+
 // appliedPoll is how often waitApplied reads a Pulsar resource.
 const appliedPoll = 300 * time.Millisecond
 
@@ -279,7 +283,7 @@ func waitApplied[T interface {
 			if msg == "" {
 				msg = "no message from the region agent"
 			}
-			return r, fmt.Errorf("timed out waiting for %s to be applied to the data plane (state %s: %s)", name, r.GetState(), msg)
+			return r, fmt.Errorf("timed out waiting for %s: %w (state %s: %s)", name, errNotApplied, r.GetState(), msg)
 		case <-t.C:
 		}
 	}

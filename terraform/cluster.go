@@ -223,22 +223,7 @@ func (r *clusterResource) settle(ctx context.Context, name string, m *clusterMod
 }
 
 func (r *clusterResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	var state clusterModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	out, err := r.get(ctx, state.ID.ValueString())
-	if isNotFound(err) {
-		resp.State.RemoveResource(ctx)
-		return
-	}
-	if err != nil {
-		apiError(&resp.Diagnostics, "Read "+state.ID.ValueString(), err)
-		return
-	}
-	state.fill(out)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+	readResource[clusterModel, *cpv1.Cluster](ctx, req, resp, r.get)
 }
 
 func (r *clusterResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
@@ -312,3 +297,5 @@ func (r *clusterResource) Delete(ctx context.Context, req resource.DeleteRequest
 func (r *clusterResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
 	importByName(ctx, kindCluster, req, resp)
 }
+
+func (m *clusterData) resourceName() string { return m.ID.ValueString() }

@@ -2,6 +2,7 @@ package terraform
 
 import (
 	"context"
+	"errors"
 	"regexp"
 	"strings"
 	"time"
@@ -20,6 +21,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/timestamppb"
+
+	cpv1 "github.com/magnetar-dev/magnetar/api/controlplane/v1"
 )
 
 func pathOf(name string) path.Path { return path.Root(name) }
@@ -139,4 +142,83 @@ type stateSetter interface {
 	Set(context.Context, any) diag.Diagnostics
 }
 
-type diagsT = diag.Diagnostics
+// apiModel is a resource's model: M filled from the API's message P, and
+// named by its id attribute.
+type apiModel[M any, P any] interface {
+	*M
+	resourceName() string
+	fill(P)
+}
+
+// readResource is the Read of a resource: it gets the resource named by
+// the state's id and stores what the API answers; a resource the API no
+// longer has is removed from the state, so the next plan creates it again.
+func readResource[M any, P any, PM apiModel[M, P]](ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse,
+	get func(context.Context, string) (P, error)) {
+	var m M
+	resp.Diagnostics.Append(req.State.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	name := PM(&m).resourceName()
+	out, err := get(ctx, name)
+	if isNotFound(err) {
+		resp.State.RemoveResource(ctx)
+		return
+	}
+	if err != nil {
+		apiError(&resp.Diagnostics, "Read "+name, err)
+		return
+	}
+	PM(&m).fill(out)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}
+
+// deleteResource is the Delete of a resource: del with the state's id; a
+// resource already gone is deleted.
+func deleteResource[M any, P any, PM apiModel[M, P]](ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse,
+	del func(ctx context.Context, name string) error) {
+	var m M
+	resp.Diagnostics.Append(req.State.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	name := PM(&m).resourceName()
+	if err := del(ctx, name); err != nil && !isNotFound(err) {
+		apiError(&resp.Diagnostics, "Delete "+name, err)
+	}
+}
+
+// pulsarResource is a Tenant, Namespace or Topic as the API returns it.
+type pulsarResource interface {
+	GetState() cpv1.PulsarResourceState
+	GetStatusMessage() string
+}
+
+// waitAndStore waits until the region agent has applied the Pulsar
+// resource name and stores it in st; one not applied within
+// appliedTimeout is stored too (the agent keeps trying), with an error.
+func waitAndStore[M any, P pulsarResource, PM apiModel[M, P]](ctx context.Context, name string, m *M,
+	get func(context.Context, string) (P, error), st stateSetter, diags *diag.Diagnostics) {
+	wctx, cancel := context.WithTimeout(ctx, appliedTimeout)
+	defer cancel()
+	out, err := waitApplied(wctx, name, func(ctx context.Context) (P, error) { return get(ctx, name) })
+	if err == nil || errors.Is(err, errNotApplied) {
+		PM(m).fill(out)
+		diags.Append(st.Set(ctx, m)...)
+	}
+	if err != nil {
+		diags.AddError("Apply "+name, err.Error())
+	}
+}
+
+// etagOf re-reads the etag of the resource name with get, for updateFresh.
+func etagOf[P interface{ GetEtag() string }](get func(context.Context, string) (P, error), name string) func(context.Context) (string, error) {
+	return func(ctx context.Context) (string, error) {
+		r, err := get(ctx, name)
+		if err != nil {
+			return "", err
+		}
+		return r.GetEtag(), nil
+	}
+}

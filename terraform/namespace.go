@@ -286,39 +286,11 @@ func (r *namespaceResource) Create(ctx context.Context, req resource.CreateReque
 		apiError(&resp.Diagnostics, "Create Pulsar namespace "+plan.NamespaceID.ValueString(), err)
 		return
 	}
-	r.waitAndStore(ctx, out.GetName(), &plan, &resp.State, &resp.Diagnostics)
-}
-
-func (r *namespaceResource) waitAndStore(ctx context.Context, name string, m *namespaceModel, st stateSetter, diags *diag.Diagnostics) {
-	wctx, cancel := context.WithTimeout(ctx, appliedTimeout)
-	defer cancel()
-	n, err := waitApplied(wctx, name, func(ctx context.Context) (*cpv1.Namespace, error) { return r.get(ctx, name) })
-	if n != nil {
-		m.fill(n)
-		diags.Append(st.Set(ctx, m)...)
-	}
-	if err != nil {
-		diags.AddError("Apply "+name, err.Error())
-	}
+	waitAndStore(ctx, out.GetName(), &plan, r.get, &resp.State, &resp.Diagnostics)
 }
 
 func (r *namespaceResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	var state namespaceModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	out, err := r.get(ctx, state.ID.ValueString())
-	if isNotFound(err) {
-		resp.State.RemoveResource(ctx)
-		return
-	}
-	if err != nil {
-		apiError(&resp.Diagnostics, "Read "+state.ID.ValueString(), err)
-		return
-	}
-	state.fill(out)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+	readResource[namespaceModel, *cpv1.Namespace](ctx, req, resp, r.get)
 }
 
 func (r *namespaceResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
@@ -330,10 +302,7 @@ func (r *namespaceResource) Update(ctx context.Context, req resource.UpdateReque
 	}
 	name := state.ID.ValueString()
 	ns := &cpv1.Namespace{Name: name, Policies: plan.Policies.toProto(ctx, &resp.Diagnostics)}
-	_, err := updateFresh(ctx, state.Etag.ValueString(), func(ctx context.Context) (string, error) {
-		o, err := r.get(ctx, name)
-		return o.GetEtag(), err
-	}, func(ctx context.Context, etag string) (*cpv1.Namespace, error) {
+	_, err := updateFresh(ctx, state.Etag.ValueString(), etagOf(r.get, name), func(ctx context.Context, etag string) (*cpv1.Namespace, error) {
 		ns.Etag = etag
 		return r.client.Namespaces.UpdateNamespace(ctx, &cpv1.UpdateNamespaceRequest{Namespace: ns, UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"policies"}}})
 	})
@@ -341,19 +310,14 @@ func (r *namespaceResource) Update(ctx context.Context, req resource.UpdateReque
 		apiError(&resp.Diagnostics, "Update "+name, err)
 		return
 	}
-	r.waitAndStore(ctx, name, &plan, &resp.State, &resp.Diagnostics)
+	waitAndStore(ctx, name, &plan, r.get, &resp.State, &resp.Diagnostics)
 }
 
 func (r *namespaceResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	var state namespaceModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	_, err := r.client.Namespaces.DeleteNamespace(ctx, &cpv1.DeleteNamespaceRequest{Name: state.ID.ValueString()})
-	if err != nil && !isNotFound(err) {
-		apiError(&resp.Diagnostics, "Delete "+state.ID.ValueString(), err)
-	}
+	deleteResource[namespaceModel, *cpv1.Namespace](ctx, req, resp, func(ctx context.Context, name string) error {
+		_, err := r.client.Namespaces.DeleteNamespace(ctx, &cpv1.DeleteNamespaceRequest{Name: name})
+		return err
+	})
 }
 
 func (r *namespaceResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
@@ -380,3 +344,5 @@ func (v listSize) ValidateList(_ context.Context, req validator.ListRequest, res
 		resp.Diagnostics.AddAttributeError(req.Path, "Invalid "+v.field, fmt.Sprintf("%s: must have %d to %d elements (leave it out for none)", v.field, v.lo, v.hi))
 	}
 }
+
+func (m *namespaceModel) resourceName() string { return m.ID.ValueString() }

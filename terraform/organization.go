@@ -89,23 +89,12 @@ func (r *organizationResource) Create(ctx context.Context, req resource.CreateRe
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 }
 
+func (r *organizationResource) get(ctx context.Context, name string) (*cpv1.Organization, error) {
+	return r.client.Organizations.GetOrganization(ctx, &cpv1.GetOrganizationRequest{Name: name})
+}
+
 func (r *organizationResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	var state organizationModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	out, err := r.client.Organizations.GetOrganization(ctx, &cpv1.GetOrganizationRequest{Name: state.ID.ValueString()})
-	if isNotFound(err) {
-		resp.State.RemoveResource(ctx)
-		return
-	}
-	if err != nil {
-		apiError(&resp.Diagnostics, "Read "+state.ID.ValueString(), err)
-		return
-	}
-	state.fill(out)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+	readResource[organizationModel, *cpv1.Organization](ctx, req, resp, r.get)
 }
 
 func (r *organizationResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
@@ -121,10 +110,7 @@ func (r *organizationResource) Update(ctx context.Context, req resource.UpdateRe
 	m.add(!plan.MaxClusters.Equal(state.MaxClusters), "max_clusters")
 	org := &cpv1.Organization{Name: state.ID.ValueString(), DisplayName: plan.DisplayName.ValueString(),
 		AllowedRegions: listStrings(ctx, plan.AllowedRegions, &resp.Diagnostics), MaxClusters: int32(plan.MaxClusters.ValueInt64())}
-	out, err := updateFresh(ctx, state.Etag.ValueString(), func(ctx context.Context) (string, error) {
-		o, err := r.client.Organizations.GetOrganization(ctx, &cpv1.GetOrganizationRequest{Name: org.Name})
-		return o.GetEtag(), err
-	}, func(ctx context.Context, etag string) (*cpv1.Organization, error) {
+	out, err := updateFresh(ctx, state.Etag.ValueString(), etagOf(r.get, org.Name), func(ctx context.Context, etag string) (*cpv1.Organization, error) {
 		org.Etag = etag
 		return r.client.Organizations.UpdateOrganization(ctx, &cpv1.UpdateOrganizationRequest{Organization: org, UpdateMask: &fieldmaskpb.FieldMask{Paths: m}})
 	})
@@ -137,17 +123,14 @@ func (r *organizationResource) Update(ctx context.Context, req resource.UpdateRe
 }
 
 func (r *organizationResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	var state organizationModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	_, err := r.client.Organizations.DeleteOrganization(ctx, &cpv1.DeleteOrganizationRequest{Name: state.ID.ValueString()})
-	if err != nil && !isNotFound(err) {
-		apiError(&resp.Diagnostics, "Delete "+state.ID.ValueString(), err)
-	}
+	deleteResource[organizationModel, *cpv1.Organization](ctx, req, resp, func(ctx context.Context, name string) error {
+		_, err := r.client.Organizations.DeleteOrganization(ctx, &cpv1.DeleteOrganizationRequest{Name: name})
+		return err
+	})
 }
 
 func (r *organizationResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
 	importByName(ctx, kindOrganization, req, resp)
 }
+
+func (m *organizationModel) resourceName() string { return m.ID.ValueString() }

@@ -107,22 +107,9 @@ func (r *roleBindingResource) Create(ctx context.Context, req resource.CreateReq
 }
 
 func (r *roleBindingResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	var state roleBindingModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	out, err := r.client.RoleBindings.GetRoleBinding(ctx, &cpv1.GetRoleBindingRequest{Name: state.ID.ValueString()})
-	if isNotFound(err) {
-		resp.State.RemoveResource(ctx)
-		return
-	}
-	if err != nil {
-		apiError(&resp.Diagnostics, "Read "+state.ID.ValueString(), err)
-		return
-	}
-	state.fill(out)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+	readResource[roleBindingModel, *cpv1.RoleBinding](ctx, req, resp, func(ctx context.Context, name string) (*cpv1.RoleBinding, error) {
+		return r.client.RoleBindings.GetRoleBinding(ctx, &cpv1.GetRoleBindingRequest{Name: name})
+	})
 }
 
 // Update is never called with a change: every argument replaces the binding.
@@ -133,17 +120,14 @@ func (r *roleBindingResource) Update(ctx context.Context, req resource.UpdateReq
 }
 
 func (r *roleBindingResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	var state roleBindingModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	_, err := r.client.RoleBindings.DeleteRoleBinding(ctx, &cpv1.DeleteRoleBindingRequest{Name: state.ID.ValueString()})
-	if err != nil && !isNotFound(err) {
-		apiError(&resp.Diagnostics, "Delete "+state.ID.ValueString(), err)
-	}
+	deleteResource[roleBindingModel, *cpv1.RoleBinding](ctx, req, resp, func(ctx context.Context, name string) error {
+		_, err := r.client.RoleBindings.DeleteRoleBinding(ctx, &cpv1.DeleteRoleBindingRequest{Name: name})
+		return err
+	})
 }
 
 func (r *roleBindingResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
 	importByName(ctx, kindRoleBinding, req, resp)
 }
+
+func (m *roleBindingModel) resourceName() string { return m.ID.ValueString() }

@@ -87,22 +87,7 @@ func (r *serviceAccountResource) get(ctx context.Context, name string) (*cpv1.Se
 }
 
 func (r *serviceAccountResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	var state serviceAccountModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	out, err := r.get(ctx, state.ID.ValueString())
-	if isNotFound(err) {
-		resp.State.RemoveResource(ctx)
-		return
-	}
-	if err != nil {
-		apiError(&resp.Diagnostics, "Read "+state.ID.ValueString(), err)
-		return
-	}
-	state.fill(out)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+	readResource[serviceAccountModel, *cpv1.ServiceAccount](ctx, req, resp, r.get)
 }
 
 func (r *serviceAccountResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
@@ -116,10 +101,7 @@ func (r *serviceAccountResource) Update(ctx context.Context, req resource.Update
 	m.add(!plan.DisplayName.Equal(state.DisplayName), "display_name")
 	m.add(!plan.Description.Equal(state.Description), "description")
 	sa := &cpv1.ServiceAccount{Name: state.ID.ValueString(), DisplayName: plan.DisplayName.ValueString(), Description: plan.Description.ValueString()}
-	out, err := updateFresh(ctx, state.Etag.ValueString(), func(ctx context.Context) (string, error) {
-		o, err := r.get(ctx, sa.Name)
-		return o.GetEtag(), err
-	}, func(ctx context.Context, etag string) (*cpv1.ServiceAccount, error) {
+	out, err := updateFresh(ctx, state.Etag.ValueString(), etagOf(r.get, sa.Name), func(ctx context.Context, etag string) (*cpv1.ServiceAccount, error) {
 		sa.Etag = etag
 		return r.client.ServiceAccounts.UpdateServiceAccount(ctx, &cpv1.UpdateServiceAccountRequest{ServiceAccount: sa, UpdateMask: &fieldmaskpb.FieldMask{Paths: m}})
 	})
@@ -132,17 +114,14 @@ func (r *serviceAccountResource) Update(ctx context.Context, req resource.Update
 }
 
 func (r *serviceAccountResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	var state serviceAccountModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	_, err := r.client.ServiceAccounts.DeleteServiceAccount(ctx, &cpv1.DeleteServiceAccountRequest{Name: state.ID.ValueString()})
-	if err != nil && !isNotFound(err) {
-		apiError(&resp.Diagnostics, "Delete "+state.ID.ValueString(), err)
-	}
+	deleteResource[serviceAccountModel, *cpv1.ServiceAccount](ctx, req, resp, func(ctx context.Context, name string) error {
+		_, err := r.client.ServiceAccounts.DeleteServiceAccount(ctx, &cpv1.DeleteServiceAccountRequest{Name: name})
+		return err
+	})
 }
 
 func (r *serviceAccountResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
 	importByName(ctx, kindServiceAccount, req, resp)
 }
+
+func (m *serviceAccountModel) resourceName() string { return m.ID.ValueString() }

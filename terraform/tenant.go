@@ -101,41 +101,11 @@ func (r *tenantResource) Create(ctx context.Context, req resource.CreateRequest,
 		apiError(&resp.Diagnostics, "Create Pulsar tenant "+plan.TenantID.ValueString(), err)
 		return
 	}
-	r.waitAndStore(ctx, out.GetName(), &plan, &resp.State, &resp.Diagnostics)
-}
-
-// waitAndStore waits until the tenant is applied and stores it; a tenant
-// not applied in time is stored too (the agent keeps trying) with an error.
-func (r *tenantResource) waitAndStore(ctx context.Context, name string, m *tenantModel, st stateSetter, diags *diagsT) {
-	wctx, cancel := context.WithTimeout(ctx, appliedTimeout)
-	defer cancel()
-	t, err := waitApplied(wctx, name, func(ctx context.Context) (*cpv1.Tenant, error) { return r.get(ctx, name) })
-	if t != nil {
-		m.fill(t)
-		diags.Append(st.Set(ctx, m)...)
-	}
-	if err != nil {
-		diags.AddError("Apply "+name, err.Error())
-	}
+	waitAndStore(ctx, out.GetName(), &plan, r.get, &resp.State, &resp.Diagnostics)
 }
 
 func (r *tenantResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	var state tenantModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	out, err := r.get(ctx, state.ID.ValueString())
-	if isNotFound(err) {
-		resp.State.RemoveResource(ctx)
-		return
-	}
-	if err != nil {
-		apiError(&resp.Diagnostics, "Read "+state.ID.ValueString(), err)
-		return
-	}
-	state.fill(out)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+	readResource[tenantModel, *cpv1.Tenant](ctx, req, resp, r.get)
 }
 
 func (r *tenantResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
@@ -147,10 +117,7 @@ func (r *tenantResource) Update(ctx context.Context, req resource.UpdateRequest,
 	}
 	name := state.ID.ValueString()
 	t := &cpv1.Tenant{Name: name, AdminRoles: listStrings(ctx, plan.AdminRoles, &resp.Diagnostics)}
-	_, err := updateFresh(ctx, state.Etag.ValueString(), func(ctx context.Context) (string, error) {
-		o, err := r.get(ctx, name)
-		return o.GetEtag(), err
-	}, func(ctx context.Context, etag string) (*cpv1.Tenant, error) {
+	_, err := updateFresh(ctx, state.Etag.ValueString(), etagOf(r.get, name), func(ctx context.Context, etag string) (*cpv1.Tenant, error) {
 		t.Etag = etag
 		return r.client.Tenants.UpdateTenant(ctx, &cpv1.UpdateTenantRequest{Tenant: t, UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"admin_roles"}}})
 	})
@@ -158,21 +125,18 @@ func (r *tenantResource) Update(ctx context.Context, req resource.UpdateRequest,
 		apiError(&resp.Diagnostics, "Update "+name, err)
 		return
 	}
-	r.waitAndStore(ctx, name, &plan, &resp.State, &resp.Diagnostics)
+	waitAndStore(ctx, name, &plan, r.get, &resp.State, &resp.Diagnostics)
 }
 
 func (r *tenantResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	var state tenantModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	_, err := r.client.Tenants.DeleteTenant(ctx, &cpv1.DeleteTenantRequest{Name: state.ID.ValueString()})
-	if err != nil && !isNotFound(err) {
-		apiError(&resp.Diagnostics, "Delete "+state.ID.ValueString(), err)
-	}
+	deleteResource[tenantModel, *cpv1.Tenant](ctx, req, resp, func(ctx context.Context, name string) error {
+		_, err := r.client.Tenants.DeleteTenant(ctx, &cpv1.DeleteTenantRequest{Name: name})
+		return err
+	})
 }
 
 func (r *tenantResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
 	importByName(ctx, kindTenant, req, resp)
 }
+
+func (m *tenantModel) resourceName() string { return m.ID.ValueString() }

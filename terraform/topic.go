@@ -120,39 +120,11 @@ func (r *topicResource) Create(ctx context.Context, req resource.CreateRequest, 
 		apiError(&resp.Diagnostics, "Create Pulsar topic "+plan.TopicID.ValueString(), err)
 		return
 	}
-	r.waitAndStore(ctx, out.GetName(), &plan, &resp.State, &resp.Diagnostics)
-}
-
-func (r *topicResource) waitAndStore(ctx context.Context, name string, m *topicModel, st stateSetter, diags *diagsT) {
-	wctx, cancel := context.WithTimeout(ctx, appliedTimeout)
-	defer cancel()
-	t, err := waitApplied(wctx, name, func(ctx context.Context) (*cpv1.Topic, error) { return r.get(ctx, name) })
-	if t != nil {
-		m.fill(t)
-		diags.Append(st.Set(ctx, m)...)
-	}
-	if err != nil {
-		diags.AddError("Apply "+name, err.Error())
-	}
+	waitAndStore(ctx, out.GetName(), &plan, r.get, &resp.State, &resp.Diagnostics)
 }
 
 func (r *topicResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	var state topicModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	out, err := r.get(ctx, state.ID.ValueString())
-	if isNotFound(err) {
-		resp.State.RemoveResource(ctx)
-		return
-	}
-	if err != nil {
-		apiError(&resp.Diagnostics, "Read "+state.ID.ValueString(), err)
-		return
-	}
-	state.fill(out)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+	readResource[topicModel, *cpv1.Topic](ctx, req, resp, r.get)
 }
 
 func (r *topicResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
@@ -164,10 +136,7 @@ func (r *topicResource) Update(ctx context.Context, req resource.UpdateRequest, 
 	}
 	name := state.ID.ValueString()
 	t := &cpv1.Topic{Name: name, Partitions: int32(plan.Partitions.ValueInt64())}
-	_, err := updateFresh(ctx, state.Etag.ValueString(), func(ctx context.Context) (string, error) {
-		o, err := r.get(ctx, name)
-		return o.GetEtag(), err
-	}, func(ctx context.Context, etag string) (*cpv1.Topic, error) {
+	_, err := updateFresh(ctx, state.Etag.ValueString(), etagOf(r.get, name), func(ctx context.Context, etag string) (*cpv1.Topic, error) {
 		t.Etag = etag
 		return r.client.Topics.UpdateTopic(ctx, &cpv1.UpdateTopicRequest{Topic: t, UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"partitions"}}})
 	})
@@ -175,19 +144,14 @@ func (r *topicResource) Update(ctx context.Context, req resource.UpdateRequest, 
 		apiError(&resp.Diagnostics, "Update "+name, err)
 		return
 	}
-	r.waitAndStore(ctx, name, &plan, &resp.State, &resp.Diagnostics)
+	waitAndStore(ctx, name, &plan, r.get, &resp.State, &resp.Diagnostics)
 }
 
 func (r *topicResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	var state topicModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	_, err := r.client.Topics.DeleteTopic(ctx, &cpv1.DeleteTopicRequest{Name: state.ID.ValueString()})
-	if err != nil && !isNotFound(err) {
-		apiError(&resp.Diagnostics, "Delete "+state.ID.ValueString(), err)
-	}
+	deleteResource[topicModel, *cpv1.Topic](ctx, req, resp, func(ctx context.Context, name string) error {
+		_, err := r.client.Topics.DeleteTopic(ctx, &cpv1.DeleteTopicRequest{Name: name})
+		return err
+	})
 }
 
 func (r *topicResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
@@ -218,3 +182,5 @@ func (partitionsOnlyGrow) PlanModifyInt64(_ context.Context, req planmodifier.In
 		resp.Diagnostics.AddAttributeError(req.Path, "Invalid partitions", fmt.Sprintf("topic.partitions: can only be increased (now %d)", was))
 	}
 }
+
+func (m *topicModel) resourceName() string { return m.ID.ValueString() }
