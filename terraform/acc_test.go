@@ -327,8 +327,9 @@ func TestAccEstate(t *testing.T) {
 			importStep(tenant),
 			importStep(ns),
 			importStep(topic),
-			// Drift: a description changed through the API and a topic
-			// deleted through it are exactly what the plan puts back.
+			// Drift: a description changed through the API, a key revoked
+			// and a topic deleted through it are exactly what the plan
+			// puts back.
 			{
 				PreConfig: func() {
 					ctx := e.ctx(t)
@@ -340,6 +341,9 @@ func TestAccEstate(t *testing.T) {
 					if _, err := sas.UpdateServiceAccount(ctx, &cpv1.UpdateServiceAccountRequest{ServiceAccount: cur}); err != nil {
 						t.Fatal(err)
 					}
+					if _, err := sas.RevokeApiKey(ctx, &cpv1.RevokeApiKeyRequest{Name: "organizations/acme/serviceAccounts/ci/apiKeys/deploy"}); err != nil {
+						t.Fatal(err)
+					}
 					if _, err := topics.DeleteTopic(ctx, &cpv1.DeleteTopicRequest{Name: "organizations/acme/clusters/dev/tenants/shop/namespaces/orders/topics/payments"}); err != nil {
 						t.Fatal(err)
 					}
@@ -349,8 +353,8 @@ func TestAccEstate(t *testing.T) {
 					plancheck.ExpectResourceAction(sa, plancheck.ResourceActionUpdate),
 					expectOnlyChanged(sa, "description"),
 					plancheck.ExpectResourceAction(topic, plancheck.ResourceActionCreate),
+					plancheck.ExpectResourceAction(key, plancheck.ResourceActionDestroyBeforeCreate),
 					plancheck.ExpectResourceAction(org, plancheck.ResourceActionNoop),
-					plancheck.ExpectResourceAction(key, plancheck.ResourceActionNoop),
 					plancheck.ExpectResourceAction(binding, plancheck.ResourceActionNoop),
 					plancheck.ExpectResourceAction(cluster, plancheck.ResourceActionNoop),
 					plancheck.ExpectResourceAction(tenant, plancheck.ResourceActionNoop),
@@ -359,6 +363,8 @@ func TestAccEstate(t *testing.T) {
 				Check: resource.ComposeAggregateTestCheckFunc(
 					resource.TestCheckResourceAttr(sa, "description", "deploys the shop"),
 					resource.TestCheckResourceAttr(topic, "state", "APPLIED"),
+					resource.TestCheckResourceAttr(key, "state", "ACTIVE"),
+					e.checkKeyWorks(key),
 				),
 			},
 			// Deletion protection: destroy fails at plan time.
@@ -400,7 +406,7 @@ func (e *env) checkKeyWorks(key string) resource.TestCheckFunc {
 		if err != nil {
 			return fmt.Errorf("GetOrganization with the new key: %w", err)
 		}
-		if o.GetDisplayName() != "Acme" {
+		if o.GetName() != "organizations/acme" {
 			return fmt.Errorf("GetOrganization with the new key: %v", o)
 		}
 		return nil
@@ -504,4 +510,65 @@ func TestAccQuickstartPlans(t *testing.T) {
 			ExpectNonEmptyPlan: true,
 		}},
 	})
+}
+
+// TestAccPlanTimeValidation plans configurations the API would refuse:
+// each fails at plan time with the API's message, before any call.
+func TestAccPlanTimeValidation(t *testing.T) {
+	terraformCLI(t)
+	provider := "provider \"magnetar\" {\n  endpoint = \"127.0.0.1:1\"\n  api_key  = \"unused\"\n}\n"
+	cases := []struct{ config, msg string }{
+		{`resource "magnetar_service_account" "x" {
+  organization       = "acme"
+  service_account_id = "ci"
+}`, `parent: "acme" is not a organizations name (organizations/{organization})`},
+		{`resource "magnetar_cluster" "x" {
+  organization = "organizations/acme"
+  cluster_id   = "dev"
+  region       = "regions/local-a"
+  brokers      = 0
+}`, "cluster.size.brokers: must be between 1 and 64"},
+		{`resource "magnetar_role_binding" "x" {
+  organization    = "organizations/acme"
+  role_binding_id = "b"
+  role            = "roles/root"
+  member          = "organizations/acme/serviceAccounts/ci"
+  resource        = "organizations/acme"
+}`, "role_binding.role: must be one of roles/org.admin, roles/cluster.admin, roles/viewer, roles/pulsar.producer, roles/pulsar.consumer"},
+		{`resource "magnetar_role_binding" "x" {
+  organization    = "organizations/acme"
+  role_binding_id = "b"
+  role            = "roles/viewer"
+  member          = "organizations/other/serviceAccounts/ci"
+  resource        = "organizations/acme"
+}`, "role_binding.member: must be a principal of organizations/acme"},
+		{`resource "magnetar_pulsar_tenant" "x" {
+  cluster   = "organizations/acme/clusters/dev"
+  tenant_id = "a/b"
+}`, "tenant_id: must match ^[A-Za-z0-9_=:.-]{1,255}$"},
+		{`resource "magnetar_pulsar_namespace" "x" {
+  tenant       = "organizations/acme/clusters/dev/tenants/shop"
+  namespace_id = "orders"
+  policies = {
+    auto_topic_creation = {
+      allow = true
+    }
+  }
+}`, "namespace.policies.auto_topic_creation.type: required (NON_PARTITIONED or PARTITIONED) when allow is true"},
+		{`resource "magnetar_pulsar_namespace" "x" {
+  tenant       = "organizations/acme/clusters/dev/tenants/shop"
+  namespace_id = "orders"
+  policies = {
+    retention = {
+      time_minutes = -2
+      size_mb      = 10
+    }
+  }
+}`, "namespace.policies.retention.time_minutes: must be -1 (unlimited) or more"},
+	}
+	steps := make([]resource.TestStep, len(cases))
+	for i, c := range cases {
+		steps[i] = resource.TestStep{Config: provider + c.config, PlanOnly: true, ExpectError: wrapped(c.msg)}
+	}
+	resource.Test(t, resource.TestCase{ProtoV6ProviderFactories: providers, Steps: steps})
 }

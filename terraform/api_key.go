@@ -22,6 +22,7 @@ type apiKeyResource struct{ configured }
 var (
 	_ resource.ResourceWithConfigure   = (*apiKeyResource)(nil)
 	_ resource.ResourceWithImportState = (*apiKeyResource)(nil)
+	_ resource.ResourceWithModifyPlan  = (*apiKeyResource)(nil)
 )
 
 func newAPIKeyResource() resource.Resource { return &apiKeyResource{} }
@@ -50,7 +51,7 @@ func replace() []planmodifier.String {
 
 func (r *apiKeyResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
-		Description: "An API key of a service account. The secret is returned once, when the key is created, and kept only in the Terraform state (sensitive); the service stores a hash of it. Keys cannot be changed: any change replaces the key. Destroying the resource deletes the key.",
+		Description: "An API key of a service account. The secret is returned once, when the key is created, and kept only in the Terraform state (sensitive); the service stores a hash of it. Keys cannot be changed: any change replaces the key, and so does a key found revoked or expired. Destroying the resource deletes the key.",
 		Attributes: map[string]schema.Attribute{
 			"id":              idAttribute(kindAPIKey),
 			"service_account": parentArgument("parent", kindServiceAccount, "Service account the key authenticates as"),
@@ -141,6 +142,22 @@ func (r *apiKeyResource) Read(ctx context.Context, req resource.ReadRequest, res
 		state.ExpireTime = exp
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+}
+
+// ModifyPlan replaces a key that was revoked or has expired: it no
+// longer authenticates, so the configuration's key is not there.
+func (r *apiKeyResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.State.Raw.IsNull() || req.Plan.Raw.IsNull() {
+		return
+	}
+	var st types.String
+	resp.Diagnostics.Append(req.State.GetAttribute(ctx, pathOf("state"), &st)...)
+	if s := st.ValueString(); s == cpv1.ApiKey_REVOKED.String() || s == cpv1.ApiKey_EXPIRED.String() {
+		// Terraform replaces only for attributes whose planned value
+		// differs: plan the state a new key has.
+		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, pathOf("state"), cpv1.ApiKey_ACTIVE.String())...)
+		resp.RequiresReplace = append(resp.RequiresReplace, pathOf("state"))
+	}
 }
 
 // Update is never called with a change: every argument replaces the key.

@@ -28,8 +28,9 @@ const (
 type namespaceResource struct{ configured }
 
 var (
-	_ resource.ResourceWithConfigure   = (*namespaceResource)(nil)
-	_ resource.ResourceWithImportState = (*namespaceResource)(nil)
+	_ resource.ResourceWithConfigure      = (*namespaceResource)(nil)
+	_ resource.ResourceWithImportState    = (*namespaceResource)(nil)
+	_ resource.ResourceWithValidateConfig = (*namespaceResource)(nil)
 )
 
 func newNamespaceResource() resource.Resource { return &namespaceResource{} }
@@ -158,6 +159,30 @@ func (r *namespaceResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 			"create_time":    createTimeAttribute(),
 			"update_time":    updateTimeAttribute(),
 		},
+	}
+}
+
+// ValidateConfig repeats the API's rules that tie policies together, with
+// its messages.
+func (r *namespaceResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	var m namespaceModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() || m.Policies == nil || m.Policies.AutoTopicCreation == nil {
+		return
+	}
+	a := m.Policies.AutoTopicCreation
+	if a.Allow.IsUnknown() || a.Type.IsUnknown() || a.DefaultPartitions.IsUnknown() || !a.Allow.ValueBool() {
+		return // the API checks type and partitions only when allow is true
+	}
+	f := namespaceFieldBase + "auto_topic_creation."
+	at := pathOf("policies").AtName("auto_topic_creation")
+	switch {
+	case a.Type.IsNull():
+		resp.Diagnostics.AddAttributeError(at.AtName("type"), "Invalid auto_topic_creation", f+"type: required (NON_PARTITIONED or PARTITIONED) when allow is true")
+	case a.Type.ValueString() == "PARTITIONED" && a.DefaultPartitions.IsNull():
+		resp.Diagnostics.AddAttributeError(at.AtName("default_partitions"), "Invalid auto_topic_creation", fmt.Sprintf("%sdefault_partitions: must be between 1 and %d for PARTITIONED", f, maxPartitions))
+	case a.Type.ValueString() != "PARTITIONED" && !a.DefaultPartitions.IsNull():
+		resp.Diagnostics.AddAttributeError(at.AtName("default_partitions"), "Invalid auto_topic_creation", f+"default_partitions: must be 0 for NON_PARTITIONED")
 	}
 }
 
