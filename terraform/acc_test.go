@@ -147,6 +147,7 @@ resource "magnetar_api_key" "ci" {
   service_account = magnetar_service_account.ci.id
   api_key_id      = "deploy"
   display_name    = "deploy key"
+  expire_time     = "2099-01-01T00:00:00Z"
 }
 
 resource "magnetar_role_binding" "ci_viewer" {
@@ -202,6 +203,26 @@ data "magnetar_regions" "all" {}
 
 data "magnetar_cluster" "dev" {
   id = magnetar_cluster.dev.id
+}
+
+data "magnetar_organization" "acme" {
+  id = magnetar_organization.acme.id
+}
+
+data "magnetar_service_account" "ci" {
+  id = magnetar_service_account.ci.id
+}
+
+data "magnetar_pulsar_tenant" "shop" {
+  id = magnetar_pulsar_tenant.shop.id
+}
+
+data "magnetar_pulsar_namespace" "orders" {
+  id = magnetar_pulsar_namespace.orders.id
+}
+
+data "magnetar_pulsar_topic" "payments" {
+  id = magnetar_pulsar_topic.payments.id
 }
 `, s.OrgName, s.SADescription, s.ClusterName, s.Protected, s.AdminRoles, s.RetentionMinutes, s.TTL, s.Partitions, s.Bookies)
 }
@@ -282,6 +303,12 @@ func TestAccEstate(t *testing.T) {
 					resource.TestCheckResourceAttr(topic, "pulsar_name", "persistent://shop/orders/payments"),
 					resource.TestCheckResourceAttr("data.magnetar_regions.all", "regions.0.name", "regions/local-a"),
 					resource.TestCheckResourceAttrPair("data.magnetar_cluster.dev", "service_url", cluster, "service_url"),
+					resource.TestCheckResourceAttr("data.magnetar_organization.acme", "display_name", "Acme"),
+					resource.TestCheckResourceAttr("data.magnetar_service_account.ci", "description", "deploys"),
+					resource.TestCheckResourceAttr("data.magnetar_pulsar_tenant.shop", "admin_roles.0", "shop-admin"),
+					resource.TestCheckResourceAttr("data.magnetar_pulsar_namespace.orders", "policies.backlog_quota.policy", "PRODUCER_EXCEPTION"),
+					resource.TestCheckResourceAttr("data.magnetar_pulsar_topic.payments", "partitions", "2"),
+					resource.TestCheckResourceAttr(key, "expire_time", "2099-01-01T00:00:00Z"),
 					e.checkKeyWorks(key),
 					checkRoundTrip(cluster, topic),
 				),
