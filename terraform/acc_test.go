@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"reflect"
@@ -354,20 +355,14 @@ func TestAccEstate(t *testing.T) {
 			importStep(tenant),
 			importStep(ns),
 			importStep(topic),
-			// Drift: a description changed through the API, a key revoked
-			// and a topic deleted through it are exactly what the plan
-			// puts back.
+			// Drift: a description changed through REST, a display name
+			// through the CLI, a key revoked and a topic deleted through
+			// gRPC are exactly what the plan puts back.
 			{
 				PreConfig: func() {
 					ctx := e.ctx(t)
-					cur, err := sas.GetServiceAccount(ctx, &cpv1.GetServiceAccountRequest{Name: "organizations/acme/serviceAccounts/ci"})
-					if err != nil {
-						t.Fatal(err)
-					}
-					cur.Description = "changed out of band"
-					if _, err := sas.UpdateServiceAccount(ctx, &cpv1.UpdateServiceAccountRequest{ServiceAccount: cur}); err != nil {
-						t.Fatal(err)
-					}
+					e.rest(t, "PATCH", "/v1/organizations/acme/serviceAccounts/ci", `{"description": "changed out of band"}`)
+					e.cli(t, "cluster", "update", "acme/dev", "--display-name", "Changed by CLI")
 					if _, err := sas.RevokeApiKey(ctx, &cpv1.RevokeApiKeyRequest{Name: "organizations/acme/serviceAccounts/ci/apiKeys/deploy"}); err != nil {
 						t.Fatal(err)
 					}
@@ -383,12 +378,14 @@ func TestAccEstate(t *testing.T) {
 					plancheck.ExpectResourceAction(key, plancheck.ResourceActionDestroyBeforeCreate),
 					plancheck.ExpectResourceAction(org, plancheck.ResourceActionNoop),
 					plancheck.ExpectResourceAction(binding, plancheck.ResourceActionNoop),
-					plancheck.ExpectResourceAction(cluster, plancheck.ResourceActionNoop),
+					plancheck.ExpectResourceAction(cluster, plancheck.ResourceActionUpdate),
+					expectOnlyChanged(cluster, "display_name"),
 					plancheck.ExpectResourceAction(tenant, plancheck.ResourceActionNoop),
 					plancheck.ExpectResourceAction(ns, plancheck.ResourceActionNoop),
 				}},
 				Check: resource.ComposeAggregateTestCheckFunc(
 					resource.TestCheckResourceAttr(sa, "description", "deploys the shop"),
+					resource.TestCheckResourceAttr(cluster, "display_name", "Dev"),
 					resource.TestCheckResourceAttr(topic, "state", "APPLIED"),
 					resource.TestCheckResourceAttr(key, "state", "ACTIVE"),
 					e.checkKeyWorks(key),
@@ -410,6 +407,36 @@ func TestAccEstate(t *testing.T) {
 			},
 		},
 	})
+}
+
+// rest sends a REST call to the control plane with the operator key.
+func (e *env) rest(t *testing.T, method, path, body string) {
+	t.Helper()
+	req, err := http.NewRequest(method, "http://"+e.up.Addr()+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+e.key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, raw)
+	}
+}
+
+// cli runs the magnetar CLI against the control plane with the operator key.
+func (e *env) cli(t *testing.T, args ...string) {
+	t.Helper()
+	cmd := exec.Command(e2e.Binary(t), args...)
+	cmd.Env = append(os.Environ(), terraform.EnvEndpoint+"="+e.up.Addr(), terraform.EnvAPIKeyFile+"="+e.up.KeyFile())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("magnetar %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
 }
 
 // wrapped matches msg in the CLI's output, which wraps long lines.
