@@ -198,6 +198,10 @@ resource "magnetar_pulsar_topic" "payments" {
   namespace  = magnetar_pulsar_namespace.orders.id
   topic_id   = "payments"
   partitions = %[8]d
+  timeouts {
+    create = "2m"
+    update = "2m"
+  }
 }
 
 data "magnetar_regions" "all" {}

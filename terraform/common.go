@@ -196,11 +196,17 @@ type pulsarResource interface {
 }
 
 // waitAndStore waits until the region agent has applied the Pulsar
-// resource name and stores it in st; one not applied within
-// appliedTimeout is stored too (the agent keeps trying), with an error.
-func waitAndStore[M any, P pulsarResource, PM apiModel[M, P]](ctx context.Context, name string, m *M,
+// resource name and stores it in st; one not applied within the limit
+// (the resource's create or update timeout, default defaultApplied) is
+// stored too (the agent keeps trying), with an error.
+func waitAndStore[M any, P pulsarResource, PM apiModel[M, P]](ctx context.Context, name string,
+	limit func(context.Context, time.Duration) (time.Duration, diag.Diagnostics), m *M,
 	get func(context.Context, string) (P, error), st stateSetter, diags *diag.Diagnostics) {
-	wctx, cancel := context.WithTimeout(ctx, appliedTimeout)
+	d, ds := limit(ctx, defaultApplied)
+	if diags.Append(ds...); ds.HasError() {
+		return
+	}
+	wctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	out, err := waitApplied(wctx, name, func(ctx context.Context) (P, error) { return get(ctx, name) })
 	if err == nil || errors.Is(err, errNotApplied) {

@@ -117,8 +117,8 @@ func newClusterDataSource() datasource.DataSource {
 }
 
 func newTenantDataSource() datasource.DataSource {
-	return &byNameDataSource[tenantModel]{suffix: "pulsar_tenant", kind: kindTenant, res: newTenantResource,
-		read: func(ctx context.Context, c *Client, name string, m *tenantModel) error {
+	return &byNameDataSource[tenantData]{suffix: "pulsar_tenant", kind: kindTenant, res: newTenantResource,
+		read: func(ctx context.Context, c *Client, name string, m *tenantData) error {
 			o, err := c.Tenants.GetTenant(ctx, &cpv1.GetTenantRequest{Name: name})
 			if err == nil {
 				m.fill(o)
@@ -128,8 +128,8 @@ func newTenantDataSource() datasource.DataSource {
 }
 
 func newNamespaceDataSource() datasource.DataSource {
-	return &byNameDataSource[namespaceModel]{suffix: "pulsar_namespace", kind: kindNamespace, res: newNamespaceResource,
-		read: func(ctx context.Context, c *Client, name string, m *namespaceModel) error {
+	return &byNameDataSource[namespaceData]{suffix: "pulsar_namespace", kind: kindNamespace, res: newNamespaceResource,
+		read: func(ctx context.Context, c *Client, name string, m *namespaceData) error {
 			o, err := c.Namespaces.GetNamespace(ctx, &cpv1.GetNamespaceRequest{Name: name})
 			if err == nil {
 				m.fill(o)
@@ -139,8 +139,8 @@ func newNamespaceDataSource() datasource.DataSource {
 }
 
 func newTopicDataSource() datasource.DataSource {
-	return &byNameDataSource[topicModel]{suffix: "pulsar_topic", kind: kindTopic, res: newTopicResource,
-		read: func(ctx context.Context, c *Client, name string, m *topicModel) error {
+	return &byNameDataSource[topicData]{suffix: "pulsar_topic", kind: kindTopic, res: newTopicResource,
+		read: func(ctx context.Context, c *Client, name string, m *topicData) error {
 			o, err := c.Topics.GetTopic(ctx, &cpv1.GetTopicRequest{Name: name})
 			if err == nil {
 				m.fill(o)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
@@ -35,7 +36,8 @@ var (
 
 func newNamespaceResource() resource.Resource { return &namespaceResource{} }
 
-type namespaceModel struct {
+// namespaceData are the attributes the resource and the data source share.
+type namespaceData struct {
 	ID            types.String       `tfsdk:"id"`
 	Tenant        types.String       `tfsdk:"tenant"`
 	NamespaceID   types.String       `tfsdk:"namespace_id"`
@@ -46,6 +48,11 @@ type namespaceModel struct {
 	Etag          types.String       `tfsdk:"etag"`
 	CreateTime    types.String       `tfsdk:"create_time"`
 	UpdateTime    types.String       `tfsdk:"update_time"`
+}
+
+type namespaceModel struct {
+	namespaceData
+	Timeouts timeouts.Value `tfsdk:"timeouts"`
 }
 
 // namespacePolicies mirrors cpv1.NamespacePolicies; a null attribute is a
@@ -100,7 +107,7 @@ func (r *namespaceResource) Metadata(_ context.Context, req resource.MetadataReq
 	resp.TypeName = req.ProviderTypeName + "_pulsar_namespace"
 }
 
-func (r *namespaceResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+func (r *namespaceResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	f := namespaceFieldBase
 	resp.Schema = schema.Schema{
 		Description: "A Pulsar namespace in a tenant, with its policies. A policy left out is not managed: the data plane keeps its own value. The region agent applies the namespace to the data plane; create and update wait until it is applied. A namespace can only be deleted once it has no topics.",
@@ -158,6 +165,9 @@ func (r *namespaceResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 			"etag":           etagAttribute(),
 			"create_time":    createTimeAttribute(),
 			"update_time":    updateTimeAttribute(),
+		},
+		Blocks: map[string]schema.Block{
+			"timeouts": timeouts.Block(ctx, timeouts.Opts{Create: true, Update: true}),
 		},
 	}
 }
@@ -281,7 +291,7 @@ func policiesFromProto(p *cpv1.NamespacePolicies) *namespacePolicies {
 	return out
 }
 
-func (m *namespaceModel) fill(n *cpv1.Namespace) {
+func (m *namespaceData) fill(n *cpv1.Namespace) {
 	m.ID = types.StringValue(n.GetName())
 	parent, id := split(n.GetName())
 	m.Tenant, m.NamespaceID = types.StringValue(parent), types.StringValue(id)
@@ -311,7 +321,7 @@ func (r *namespaceResource) Create(ctx context.Context, req resource.CreateReque
 		apiError(&resp.Diagnostics, "Create Pulsar namespace "+plan.NamespaceID.ValueString(), err)
 		return
 	}
-	waitAndStore(ctx, out.GetName(), &plan, r.get, &resp.State, &resp.Diagnostics)
+	waitAndStore(ctx, out.GetName(), plan.Timeouts.Create, &plan, r.get, &resp.State, &resp.Diagnostics)
 }
 
 func (r *namespaceResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -335,7 +345,7 @@ func (r *namespaceResource) Update(ctx context.Context, req resource.UpdateReque
 		apiError(&resp.Diagnostics, "Update "+name, err)
 		return
 	}
-	waitAndStore(ctx, name, &plan, r.get, &resp.State, &resp.Diagnostics)
+	waitAndStore(ctx, name, plan.Timeouts.Update, &plan, r.get, &resp.State, &resp.Diagnostics)
 }
 
 func (r *namespaceResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
@@ -370,4 +380,4 @@ func (v listSize) ValidateList(_ context.Context, req validator.ListRequest, res
 	}
 }
 
-func (m *namespaceModel) resourceName() string { return m.ID.ValueString() }
+func (m *namespaceData) resourceName() string { return m.ID.ValueString() }

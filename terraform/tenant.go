@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/types"
@@ -13,14 +14,15 @@ import (
 	cpv1 "github.com/magnetar-dev/magnetar/api/controlplane/v1"
 )
 
-// appliedTimeout bounds how long a create or update of a Pulsar tenant,
-// namespace or topic waits for the region agent to apply it.
-const appliedTimeout = 5 * time.Minute
+// defaultApplied is how long a create or update of a Pulsar tenant,
+// namespace or topic waits for the region agent to apply it, unless its
+// timeouts block says otherwise.
+const defaultApplied = 5 * time.Minute
 
 // Pulsar resource attributes set by the region agent.
 
 func pulsarStateAttribute() schema.StringAttribute {
-	return schema.StringAttribute{Computed: true, Description: "Where the resource stands in the data plane as the region agent last reported it: PENDING, APPLIED or FAILED. Create and update wait for APPLIED."}
+	return schema.StringAttribute{Computed: true, Description: "Where the resource stands in the data plane as the region agent last reported it: PENDING, APPLIED or FAILED. Create and update wait for APPLIED, within the timeouts block (create, update; default 5m)."}
 }
 
 func pulsarStatusAttribute() schema.StringAttribute {
@@ -36,7 +38,8 @@ var (
 
 func newTenantResource() resource.Resource { return &tenantResource{} }
 
-type tenantModel struct {
+// tenantData are the attributes the resource and the data source share.
+type tenantData struct {
 	ID            types.String `tfsdk:"id"`
 	Cluster       types.String `tfsdk:"cluster"`
 	TenantID      types.String `tfsdk:"tenant_id"`
@@ -49,11 +52,16 @@ type tenantModel struct {
 	UpdateTime    types.String `tfsdk:"update_time"`
 }
 
+type tenantModel struct {
+	tenantData
+	Timeouts timeouts.Value `tfsdk:"timeouts"`
+}
+
 func (r *tenantResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
 	resp.TypeName = req.ProviderTypeName + "_pulsar_tenant"
 }
 
-func (r *tenantResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+func (r *tenantResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
 		Description: "A Pulsar tenant in a cluster. Its allowed clusters are implied: the cluster it lives in. The control plane records it and the cluster's region agent applies it to the data plane; create and update wait until it is applied. A tenant can only be deleted once it has no namespaces.",
 		Attributes: map[string]schema.Attribute{
@@ -68,10 +76,13 @@ func (r *tenantResource) Schema(_ context.Context, _ resource.SchemaRequest, res
 			"create_time":    createTimeAttribute(),
 			"update_time":    updateTimeAttribute(),
 		},
+		Blocks: map[string]schema.Block{
+			"timeouts": timeouts.Block(ctx, timeouts.Opts{Create: true, Update: true}),
+		},
 	}
 }
 
-func (m *tenantModel) fill(t *cpv1.Tenant) {
+func (m *tenantData) fill(t *cpv1.Tenant) {
 	m.ID = types.StringValue(t.GetName())
 	parent, id := split(t.GetName())
 	m.Cluster, m.TenantID = types.StringValue(parent), types.StringValue(id)
@@ -101,7 +112,7 @@ func (r *tenantResource) Create(ctx context.Context, req resource.CreateRequest,
 		apiError(&resp.Diagnostics, "Create Pulsar tenant "+plan.TenantID.ValueString(), err)
 		return
 	}
-	waitAndStore(ctx, out.GetName(), &plan, r.get, &resp.State, &resp.Diagnostics)
+	waitAndStore(ctx, out.GetName(), plan.Timeouts.Create, &plan, r.get, &resp.State, &resp.Diagnostics)
 }
 
 func (r *tenantResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -125,7 +136,7 @@ func (r *tenantResource) Update(ctx context.Context, req resource.UpdateRequest,
 		apiError(&resp.Diagnostics, "Update "+name, err)
 		return
 	}
-	waitAndStore(ctx, name, &plan, r.get, &resp.State, &resp.Diagnostics)
+	waitAndStore(ctx, name, plan.Timeouts.Update, &plan, r.get, &resp.State, &resp.Diagnostics)
 }
 
 func (r *tenantResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
@@ -139,4 +150,4 @@ func (r *tenantResource) ImportState(ctx context.Context, req resource.ImportSta
 	importByName(ctx, kindTenant, req, resp)
 }
 
-func (m *tenantModel) resourceName() string { return m.ID.ValueString() }
+func (m *tenantData) resourceName() string { return m.ID.ValueString() }

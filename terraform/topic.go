@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
@@ -27,7 +28,8 @@ var (
 
 func newTopicResource() resource.Resource { return &topicResource{} }
 
-type topicModel struct {
+// topicData are the attributes the resource and the data source share.
+type topicData struct {
 	ID            types.String `tfsdk:"id"`
 	Namespace     types.String `tfsdk:"namespace"`
 	TopicID       types.String `tfsdk:"topic_id"`
@@ -42,11 +44,16 @@ type topicModel struct {
 	UpdateTime    types.String `tfsdk:"update_time"`
 }
 
+type topicModel struct {
+	topicData
+	Timeouts timeouts.Value `tfsdk:"timeouts"`
+}
+
 func (r *topicResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
 	resp.TypeName = req.ProviderTypeName + "_pulsar_topic"
 }
 
-func (r *topicResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+func (r *topicResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
 		Description: "A Pulsar topic in a namespace. Partitions can only be added, and a non-partitioned topic stays non-partitioned: a plan that lowers partitions, or partitions a non-partitioned topic, fails. The region agent applies the topic to the data plane; create and update wait until it is applied.",
 		Attributes: map[string]schema.Attribute{
@@ -69,6 +76,9 @@ func (r *topicResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 			"create_time":    createTimeAttribute(),
 			"update_time":    updateTimeAttribute(),
 		},
+		Blocks: map[string]schema.Block{
+			"timeouts": timeouts.Block(ctx, timeouts.Opts{Create: true, Update: true}),
+		},
 	}
 }
 
@@ -86,7 +96,7 @@ func pulsarTopicName(name string, persistent bool) string {
 	return scheme + "://" + segs[5] + "/" + segs[7] + "/" + segs[9]
 }
 
-func (m *topicModel) fill(t *cpv1.Topic) {
+func (m *topicData) fill(t *cpv1.Topic) {
 	m.ID = types.StringValue(t.GetName())
 	parent, id := split(t.GetName())
 	m.Namespace, m.TopicID = types.StringValue(parent), types.StringValue(id)
@@ -120,7 +130,7 @@ func (r *topicResource) Create(ctx context.Context, req resource.CreateRequest, 
 		apiError(&resp.Diagnostics, "Create Pulsar topic "+plan.TopicID.ValueString(), err)
 		return
 	}
-	waitAndStore(ctx, out.GetName(), &plan, r.get, &resp.State, &resp.Diagnostics)
+	waitAndStore(ctx, out.GetName(), plan.Timeouts.Create, &plan, r.get, &resp.State, &resp.Diagnostics)
 }
 
 func (r *topicResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -144,7 +154,7 @@ func (r *topicResource) Update(ctx context.Context, req resource.UpdateRequest, 
 		apiError(&resp.Diagnostics, "Update "+name, err)
 		return
 	}
-	waitAndStore(ctx, name, &plan, r.get, &resp.State, &resp.Diagnostics)
+	waitAndStore(ctx, name, plan.Timeouts.Update, &plan, r.get, &resp.State, &resp.Diagnostics)
 }
 
 func (r *topicResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
@@ -183,4 +193,4 @@ func (partitionsOnlyGrow) PlanModifyInt64(_ context.Context, req planmodifier.In
 	}
 }
 
-func (m *topicModel) resourceName() string { return m.ID.ValueString() }
+func (m *topicData) resourceName() string { return m.ID.ValueString() }
