@@ -604,6 +604,11 @@ func TestAccPlanTimeValidation(t *testing.T) {
   cluster   = "organizations/acme/clusters/dev"
   tenant_id = "a/b"
 }`, "tenant_id: must match ^[A-Za-z0-9_=:.-]{1,255}$"},
+		{`resource "magnetar_pulsar_tenant" "x" {
+  cluster     = "organizations/acme/clusters/dev"
+  tenant_id   = "shop"
+  admin_roles = ["ok", " padded"]
+}`, "tenant.admin_roles[1]: must be 1 to 255 characters without surrounding spaces"},
 		{`resource "magnetar_pulsar_namespace" "x" {
   tenant       = "organizations/acme/clusters/dev/tenants/shop"
   namespace_id = "orders"

@@ -229,10 +229,11 @@ func (p *namespacePolicies) toProto(ctx context.Context, diags *diag.Diagnostics
 }
 
 // policiesFromProto is the model of the API's policies; nil when none is
-// set, so an unmanaged policies block reads back as null.
-func policiesFromProto(p *cpv1.NamespacePolicies) *namespacePolicies {
+// set, so an unmanaged policies attribute reads back as null, unless
+// keepEmpty (the configuration's `policies = {}` reads back as it is).
+func policiesFromProto(p *cpv1.NamespacePolicies, keepEmpty bool) *namespacePolicies {
 	if p == nil {
-		return nil
+		p = &cpv1.NamespacePolicies{}
 	}
 	out := &namespacePolicies{
 		MessageTTLSeconds:           types.Int64Null(),
@@ -285,7 +286,7 @@ func policiesFromProto(p *cpv1.NamespacePolicies) *namespacePolicies {
 		out.ReplicationClusters = stringList(rc)
 		set = true
 	}
-	if !set {
+	if !set && !keepEmpty {
 		return nil
 	}
 	return out
@@ -295,7 +296,7 @@ func (m *namespaceData) fill(n *cpv1.Namespace) {
 	m.ID = types.StringValue(n.GetName())
 	parent, id := split(n.GetName())
 	m.Tenant, m.NamespaceID = types.StringValue(parent), types.StringValue(id)
-	m.Policies = policiesFromProto(n.GetPolicies())
+	m.Policies = policiesFromProto(n.GetPolicies(), m.Policies != nil)
 	m.State = types.StringValue(n.GetState().String())
 	m.StatusMessage = types.StringValue(n.GetStatusMessage())
 	m.UID = types.StringValue(n.GetUid())

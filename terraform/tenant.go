@@ -3,11 +3,13 @@ package terraform
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
@@ -65,10 +67,11 @@ func (r *tenantResource) Schema(ctx context.Context, _ resource.SchemaRequest, r
 	resp.Schema = schema.Schema{
 		Description: "A Pulsar tenant in a cluster. Its allowed clusters are implied: the cluster it lives in. The control plane records it and the cluster's region agent applies it to the data plane; create and update wait until it is applied. A tenant can only be deleted once it has no namespaces.",
 		Attributes: map[string]schema.Attribute{
-			"id":             idAttribute(kindTenant),
-			"cluster":        parentArgument("parent", kindCluster, "Cluster the tenant lives in"),
-			"tenant_id":      idArgument("tenant_id", pulsarID, "Pulsar tenant name: 1 to 255 letters, digits, '_', '-', '=', ':' and '.'."),
-			"admin_roles":    stringListArgument(fmt.Sprintf("Pulsar roles (token subjects) that administer the tenant in the data plane; at most %d.", 64)),
+			"id":        idAttribute(kindTenant),
+			"cluster":   parentArgument("parent", kindCluster, "Cluster the tenant lives in"),
+			"tenant_id": idArgument("tenant_id", pulsarID, "Pulsar tenant name: 1 to 255 letters, digits, '_', '-', '=', ':' and '.'."),
+			"admin_roles": stringListArgument(fmt.Sprintf("Pulsar roles (token subjects) that administer the tenant in the data plane; at most %d, each 1 to %d characters without surrounding spaces.", maxAdminRoles, maxRoleLen),
+				adminRoles{}),
 			"state":          pulsarStateAttribute(),
 			"status_message": pulsarStatusAttribute(),
 			"uid":            uidAttribute(),
@@ -151,3 +154,39 @@ func (r *tenantResource) ImportState(ctx context.Context, req resource.ImportSta
 }
 
 func (m *tenantData) resourceName() string { return m.ID.ValueString() }
+
+// Limits of a tenant's admin roles (controlplane/apiserver).
+const (
+	maxAdminRoles = 64
+	maxRoleLen    = 255
+)
+
+// adminRoles checks a tenant's admin roles with the API's messages.
+type adminRoles struct{}
+
+func (adminRoles) Description(context.Context) string {
+	return fmt.Sprintf("at most %d roles of 1 to %d characters without surrounding spaces", maxAdminRoles, maxRoleLen)
+}
+
+func (v adminRoles) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+
+func (adminRoles) ValidateList(_ context.Context, req validator.ListRequest, resp *validator.ListResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	elems := req.ConfigValue.Elements()
+	if len(elems) > maxAdminRoles {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid admin_roles", fmt.Sprintf("tenant.admin_roles: at most %d roles", maxAdminRoles))
+		return
+	}
+	for i, e := range elems {
+		s, ok := e.(types.String)
+		if !ok || s.IsNull() || s.IsUnknown() {
+			continue
+		}
+		if r := s.ValueString(); r == "" || len(r) > maxRoleLen || strings.TrimSpace(r) != r {
+			resp.Diagnostics.AddAttributeError(req.Path.AtListIndex(i), "Invalid admin_roles",
+				fmt.Sprintf("tenant.admin_roles[%d]: must be 1 to %d characters without surrounding spaces", i, maxRoleLen))
+		}
+	}
+}

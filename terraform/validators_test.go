@@ -9,6 +9,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	cpv1 "github.com/magnetar-dev/magnetar/api/controlplane/v1"
 )
 
 func validateString(v validator.String, s string) string {
@@ -115,5 +117,40 @@ func TestFindKey(t *testing.T) {
 	}
 	if _, err := findKey("", file); err == nil || !strings.Contains(err.Error(), "is empty") {
 		t.Errorf("empty file: %v", err)
+	}
+}
+
+func TestPoliciesFromProto(t *testing.T) {
+	if p := policiesFromProto(nil, false); p != nil {
+		t.Errorf("no policies: %+v, want nil (null)", p)
+	}
+	if p := policiesFromProto(&cpv1.NamespacePolicies{}, true); p == nil || p.Retention != nil || !p.MessageTTLSeconds.IsNull() || !p.ReplicationClusters.IsNull() {
+		t.Errorf("empty policies kept: %+v", p)
+	}
+	ttl, dedup := int32(0), false
+	p := policiesFromProto(&cpv1.NamespacePolicies{
+		Retention:         &cpv1.NamespacePolicies_Retention{TimeMinutes: -1, SizeMb: 0},
+		MessageTtlSeconds: &ttl, DeduplicationEnabled: &dedup,
+		BacklogQuota:      &cpv1.NamespacePolicies_BacklogQuota{LimitBytes: 10},
+		AutoTopicCreation: &cpv1.NamespacePolicies_AutoTopicCreation{Allow: false},
+	}, false)
+	switch {
+	case p == nil, p.Retention.TimeMinutes.ValueInt64() != -1, p.Retention.SizeMB.ValueInt64() != 0:
+		t.Fatalf("retention: %+v", p)
+	case p.MessageTTLSeconds.IsNull() || p.MessageTTLSeconds.ValueInt64() != 0:
+		t.Errorf("a TTL of 0 (set) read as %v", p.MessageTTLSeconds)
+	case p.DeduplicationEnabled.IsNull() || p.DeduplicationEnabled.ValueBool():
+		t.Errorf("deduplication false (set) read as %v", p.DeduplicationEnabled)
+	case p.BacklogQuota.Policy.ValueString() != "PRODUCER_REQUEST_HOLD":
+		t.Errorf("unspecified backlog policy read as %v, want the API's default", p.BacklogQuota.Policy)
+	case !p.AutoTopicCreation.Type.IsNull() || !p.AutoTopicCreation.DefaultPartitions.IsNull():
+		t.Errorf("auto topic creation: %+v", p.AutoTopicCreation)
+	case !p.SchemaCompatibilityStrategy.IsNull() || !p.Bundles.IsNull():
+		t.Errorf("unset enum and bundles: %v %v", p.SchemaCompatibilityStrategy, p.Bundles)
+	}
+	// And back: the API message the provider sends has the same values.
+	back := p.toProto(context.Background(), nil)
+	if back.GetMessageTtlSeconds() != 0 || back.MessageTtlSeconds == nil || back.DeduplicationEnabled == nil || back.GetRetention().GetTimeMinutes() != -1 {
+		t.Errorf("toProto: %v", back)
 	}
 }
