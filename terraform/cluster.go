@@ -218,7 +218,17 @@ func (r *clusterResource) settle(ctx context.Context, name string, m *clusterMod
 		apiError(diags, "Read "+name, err)
 		return
 	}
+	planned := m.clusterData
 	m.fill(c)
+	// Agent-reported attributes the plan promised (keepStatus) stay as
+	// planned: an agent report landing during the apply shows up at the
+	// next refresh instead of as an inconsistent result.
+	for _, f := range []struct{ got, want *types.String }{{&m.State, &planned.State}, {&m.ServiceURL, &planned.ServiceURL},
+		{&m.AdminURL, &planned.AdminURL}, {&m.StatusMessage, &planned.StatusMessage}} {
+		if !f.want.IsUnknown() && !f.want.IsNull() {
+			*f.got = *f.want
+		}
+	}
 	diags.Append(st.Set(ctx, m)...)
 }
 
