@@ -218,6 +218,14 @@ data "magnetar_service_account" "ci" {
   id = magnetar_service_account.ci.id
 }
 
+data "magnetar_api_key" "ci" {
+  id = magnetar_api_key.ci.id
+}
+
+data "magnetar_role_binding" "ci_viewer" {
+  id = magnetar_role_binding.ci_viewer.id
+}
+
 data "magnetar_pulsar_tenant" "shop" {
   id = magnetar_pulsar_tenant.shop.id
 }
@@ -311,6 +319,9 @@ func TestAccEstate(t *testing.T) {
 					resource.TestCheckResourceAttr("data.magnetar_organization.acme", "display_name", "Acme"),
 					resource.TestCheckResourceAttr("data.magnetar_service_account.ci", "description", "deploys"),
 					resource.TestCheckResourceAttr("data.magnetar_pulsar_tenant.shop", "admin_roles.0", "shop-admin"),
+					resource.TestCheckResourceAttrPair("data.magnetar_api_key.ci", "uid", key, "uid"),
+					resource.TestCheckResourceAttr("data.magnetar_api_key.ci", "secret", ""),
+					resource.TestCheckResourceAttr("data.magnetar_role_binding.ci_viewer", "member", "organizations/acme/serviceAccounts/ci"),
 					resource.TestCheckResourceAttr("data.magnetar_pulsar_namespace.orders", "policies.backlog_quota.policy", "PRODUCER_EXCEPTION"),
 					resource.TestCheckResourceAttr("data.magnetar_pulsar_topic.payments", "partitions", "2"),
 					resource.TestCheckResourceAttr(key, "expire_time", "2099-01-01T00:00:00Z"),

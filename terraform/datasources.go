@@ -105,6 +105,28 @@ func newServiceAccountDataSource() datasource.DataSource {
 		}}
 }
 
+func newAPIKeyDataSource() datasource.DataSource {
+	return &byNameDataSource[apiKeyModel]{suffix: "api_key", kind: kindAPIKey, res: newAPIKeyResource,
+		read: func(ctx context.Context, c *Client, name string, m *apiKeyModel) error {
+			o, err := c.ServiceAccounts.GetApiKey(ctx, &cpv1.GetApiKeyRequest{Name: name})
+			if err == nil {
+				m.fill(o) // the API never returns a secret here: it reads as ""
+			}
+			return err
+		}}
+}
+
+func newRoleBindingDataSource() datasource.DataSource {
+	return &byNameDataSource[roleBindingModel]{suffix: "role_binding", kind: kindRoleBinding, res: newRoleBindingResource,
+		read: func(ctx context.Context, c *Client, name string, m *roleBindingModel) error {
+			o, err := c.RoleBindings.GetRoleBinding(ctx, &cpv1.GetRoleBindingRequest{Name: name})
+			if err == nil {
+				m.fill(o)
+			}
+			return err
+		}}
+}
+
 func newClusterDataSource() datasource.DataSource {
 	return &byNameDataSource[clusterData]{suffix: "cluster", kind: kindCluster, res: newClusterResource,
 		read: func(ctx context.Context, c *Client, name string, m *clusterData) error {

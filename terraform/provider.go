@@ -152,7 +152,8 @@ func (p *magnetarProvider) Resources(context.Context) []func() resource.Resource
 
 func (p *magnetarProvider) DataSources(context.Context) []func() datasource.DataSource {
 	return []func() datasource.DataSource{
-		newRegionsDataSource, newOrganizationDataSource, newServiceAccountDataSource, newClusterDataSource,
+		newRegionsDataSource, newOrganizationDataSource, newServiceAccountDataSource, newAPIKeyDataSource,
+		newRoleBindingDataSource, newClusterDataSource,
 		newTenantDataSource, newNamespaceDataSource, newTopicDataSource,
 	}
 }
