@@ -52,6 +52,7 @@ func terraformCLI(t *testing.T) {
 	}
 	t.Setenv("TF_CLI_CONFIG_FILE", rc)
 	t.Setenv("TF_IN_AUTOMATION", "1")
+	t.Setenv("CHECKPOINT_DISABLE", "1") // no version check over the network
 	if p := os.Getenv("TF_ACC_TERRAFORM_PATH"); p != "" {
 		if strings.HasSuffix(p, "tofu") && os.Getenv("TF_ACC_PROVIDER_HOST") == "" {
 			t.Setenv("TF_ACC_PROVIDER_HOST", "registry.opentofu.org")

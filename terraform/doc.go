@@ -22,10 +22,19 @@
 // so a retried create never makes a second resource.
 //
 // Cluster create, update and delete wait for their long-running operation
-// (WaitOperation in a loop) within the resource's timeouts. Pulsar
+// (WaitOperation in a loop) within the resource's timeouts block. Pulsar
 // tenants, namespaces and topics are applied to the data plane by the
 // region agent after the API has recorded them; their create and update
-// wait until the resource's state is APPLIED.
+// wait, within their timeouts block, until the resource's state is
+// APPLIED.
+//
+// Drift: Read stores what the API answers, so a change made through the
+// CLI or REST is planned back; a resource the API no longer has is removed
+// from the state and planned for creation; an API key found REVOKED or
+// EXPIRED is planned for replacement. A cluster with deletion_protection
+// fails any plan that destroys or replaces it. Every resource type has a
+// data source of the same schema (all computed) that reads one resource by
+// name, and magnetar_regions lists the regions.
 //
 // Plan-time validation repeats the API's naming rules (policy/rego
 // admission.rego, controlplane/apiserver) with the API's own messages, so

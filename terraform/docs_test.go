@@ -35,7 +35,7 @@ func TestDocsUpToDate(t *testing.T) {
 	work := filepath.Join(tmp, "work")
 	writeFile(t, filepath.Join(work, "main.tf"), "terraform {\n  required_providers {\n    magnetar = { source = \"magnetar-dev/magnetar\" }\n  }\n}\n")
 	cmd := exec.Command(cli, "providers", "schema", "-json")
-	cmd.Dir, cmd.Env = work, append(os.Environ(), "TF_CLI_CONFIG_FILE="+rc)
+	cmd.Dir, cmd.Env = work, append(os.Environ(), "TF_CLI_CONFIG_FILE="+rc, "CHECKPOINT_DISABLE=1")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	schema, err := cmd.Output()
