@@ -18,9 +18,14 @@ vet:
 # tests built only without the race detector (//go:build !race: for the same
 # client race, and streambench's page-fault counts, which the detector's
 # shadow memory adds to) run on their own line.
-RACE_PKGS = $(shell $(GO) list $(PKGS) | grep -v '/e2e$$')
+# The Terraform provider's package runs on a line of its own with TF_ACC=1:
+# its acceptance tests drive a real Terraform CLI (terraform, else tofu;
+# .ci/run installs OpenTofu when neither is on PATH) against a control plane
+# and region agent they start, with one real cluster (under a minute).
+RACE_PKGS = $(shell $(GO) list $(PKGS) | grep -v -e '/e2e$$' -e '/terraform$$')
 test: vet
 	$(GO) test $(TESTFLAGS) $(RACE_PKGS)
+	TF_ACC=1 $(GO) test $(TESTFLAGS) ./terraform/
 	$(GO) test -timeout 5m -run 'TestUnloadReconnects|TestTerminatedTopicRefusesProducers|TestCollectKeepingPages|TestPrefaultHeap|TestDeduplicationChunkedAcrossUnload' ./dataplane/admin/ ./dataplane/broker/ ./bench/streambench/
 	$(GO) test -timeout 15m ./e2e/
 

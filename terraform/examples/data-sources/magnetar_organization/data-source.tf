@@ -1,0 +1,3 @@
+data "magnetar_organization" "acme" {
+  id = "organizations/acme"
+}

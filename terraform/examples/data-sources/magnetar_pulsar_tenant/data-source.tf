@@ -1,0 +1,3 @@
+data "magnetar_pulsar_tenant" "shop" {
+  id = "organizations/acme/clusters/dev/tenants/shop"
+}

@@ -1,0 +1,3 @@
+data "magnetar_pulsar_topic" "payments" {
+  id = "organizations/acme/clusters/dev/tenants/shop/namespaces/orders/topics/payments"
+}

@@ -1,0 +1,3 @@
+data "magnetar_role_binding" "ci_producer" {
+  id = "organizations/acme/roleBindings/ci-producer"
+}

@@ -1,0 +1,3 @@
+data "magnetar_service_account" "ci" {
+  id = "organizations/acme/serviceAccounts/ci"
+}

@@ -1,0 +1,2 @@
+# By full resource name, or: acme/dev
+terraform import magnetar_cluster.dev organizations/acme/clusters/dev
