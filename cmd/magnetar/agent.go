@@ -66,6 +66,14 @@ func newAgentCommand() *cobra.Command {
 	f.BoolVar(&metering, "metering", true, "meter the clusters' usage (state under <data-dir>/metering) and send it to the control plane")
 	f.DurationVar(&cfg.MeteringInterval, "metering-interval", agent.DefaultMeteringInterval, "period of the brokers' usage scrape")
 	f.DurationVar(&pcfg.StopGrace, "stop-grace", 10*time.Second, "time between SIGTERM and SIGKILL when stopping a process")
+	// Tiered storage of every cluster the agent runs: one bucket, a prefix
+	// per cluster; the brokers take credentials from the agent's
+	// environment (the standard AWS chain).
+	f.StringVar(&pcfg.Offload.Driver, "managed-ledger-offload-driver", "", "tiered storage driver of the clusters' brokers: aws-s3 or s3")
+	f.StringVar(&pcfg.Offload.Bucket, "s3-managed-ledger-offload-bucket", "", "bucket the clusters offload closed ledgers to, each under <prefix><org>/<cluster>/ (empty: no tiered storage)")
+	f.StringVar(&pcfg.Offload.Region, "s3-managed-ledger-offload-region", "", "region of the offload bucket")
+	f.StringVar(&pcfg.Offload.Endpoint, "s3-managed-ledger-offload-service-endpoint", "", "URL of an S3-compatible store")
+	f.StringVar(&pcfg.Offload.Prefix, "managed-ledger-offload-prefix", "", "prefix before each cluster's <org>/<cluster>/ in the bucket")
 	_ = cmd.MarkFlagRequired("region")
 	_ = cmd.MarkFlagRequired("api-key-file")
 	return cmd

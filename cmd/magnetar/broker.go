@@ -19,6 +19,7 @@ func newBrokerCommand() *cobra.Command {
 	var idleRelease time.Duration
 	var endpoints string
 	var sec securityFlags
+	var off offloadFlags
 	cmd := &cobra.Command{
 		Use:   "broker",
 		Short: "Run a cluster broker: Pulsar protocol and admin API over shared bookies and an etcd metadata store",
@@ -32,6 +33,7 @@ func newBrokerCommand() *cobra.Command {
 				return err
 			}
 			cfg.HTTPSAddr = sec.httpsAddr
+			cfg.Offload, cfg.OffloadPolicy = off.apply()
 			start := time.Now()
 			n, err := brokernode.Start(ctx, cfg)
 			if err != nil {
@@ -51,6 +53,7 @@ func newBrokerCommand() *cobra.Command {
 	f.StringVar(&endpoints, "metadata", "", "comma-separated etcd client URLs of the metadata store (required)")
 	_ = cmd.MarkFlagRequired("metadata")
 	sec.register(f)
+	off.register(f)
 	f.StringVar(&cfg.Broker.BinaryAddr, "broker-addr", "127.0.0.1:6650", "Pulsar binary protocol address")
 	f.StringVar(&cfg.Broker.AdvertisedAddr, "advertised-address", "", "host:port clients are sent to; the broker's id (default: the bound broker address)")
 	f.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:8080", "admin REST API and HTTP lookup address")

@@ -18,6 +18,7 @@ func newStandaloneCommand() *cobra.Command {
 	var idleRelease time.Duration
 	var journalSync bool
 	var sec securityFlags
+	var off offloadFlags
 	cmd := &cobra.Command{
 		Use:   "standalone",
 		Short: "Run a whole data plane in one process: broker, bookie and embedded metadata store",
@@ -31,6 +32,7 @@ func newStandaloneCommand() *cobra.Command {
 				return err
 			}
 			cfg.HTTPSAddr = sec.httpsAddr
+			cfg.Offload, cfg.OffloadPolicy = off.apply()
 			start := time.Now()
 			s, err := standalone.Start(ctx, cfg)
 			if err != nil {
@@ -60,5 +62,6 @@ func newStandaloneCommand() *cobra.Command {
 	f.BoolVar(&cfg.JournalBufferedWrites, "journal-buffered-writes", false, journalBufferedHelp)
 	f.StringVar(&cfg.Broker.ClusterName, "cluster", "standalone", "name of this cluster")
 	sec.register(f)
+	off.register(f)
 	return cmd
 }

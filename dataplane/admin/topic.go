@@ -185,6 +185,8 @@ func (h *Handler) topics(q *request, d broker.Domain) error {
 		return h.topicPolicyGet(q, tn, "backlogQuotaMap")
 	case op == "backlogQuota" && len(rest) == 1:
 		return h.topicBacklogQuota(q, tn)
+	case op == "offload" && len(rest) == 1:
+		return h.topicOffload(q, tn)
 	case op == "compaction" && len(rest) == 1:
 		if err := h.requireTopic(q, tn); err != nil {
 			return err

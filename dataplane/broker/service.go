@@ -578,6 +578,9 @@ func ledgerConfig(p Policies) *ledger.Config {
 			cfg.Ensemble, cfg.WriteQuorum, cfg.AckQuorum, set = pp.E, pp.Qw, pp.Qa, true
 		}
 	}
+	if op, ok := offloadPolicy(p); ok {
+		cfg.Offload, set = op, true
+	}
 	if !set {
 		return nil
 	}

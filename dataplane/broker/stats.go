@@ -107,6 +107,11 @@ type TopicStats struct {
 	DeduplicationStatus    string                       `json:"deduplicationStatus"`
 	TopicCreationTimeStamp int64                        `json:"topicCreationTimeStamp"`
 	LastPublishTimestamp   int64                        `json:"lastPublishTimestamp"`
+	// Tiered storage (offload.go).
+	OffloadedStorageSize        int64 `json:"offloadedStorageSize"`
+	LastOffloadLedgerID         int64 `json:"lastOffloadLedgerId"`
+	LastOffloadSuccessTimeStamp int64 `json:"lastOffloadSuccessTimeStamp"`
+	LastOffloadFailureTimeStamp int64 `json:"lastOffloadFailureTimeStamp"`
 }
 
 // StatsOptions are the stats query parameters the broker honours.
@@ -146,6 +151,7 @@ func (s *Service) TopicStats(ctx context.Context, t TopicName, opt StatsOptions)
 		st.StorageSize = tp.ml.TotalSize()
 		st.BacklogSize = st.StorageSize
 		st.LastPublishTimestamp = lastPublishTime(ctx, tp.ml)
+		fillOffloadStats(st, tp.ml)
 	}
 	tp.mu.Lock()
 	producers := make([]*Producer, 0, len(tp.producers))
@@ -319,7 +325,7 @@ func (s *Service) InternalStats(ctx context.Context, t TopicName) (*InternalStat
 	st.EntriesAddedCounter = st.NumberOfEntries
 	ls := ml.Ledgers()
 	for i, l := range ls {
-		st.Ledgers = append(st.Ledgers, LedgerStats{LedgerID: l.ID, Entries: l.Entries, Size: l.Size, Timestamp: l.Timestamp})
+		st.Ledgers = append(st.Ledgers, LedgerStats{LedgerID: l.ID, Entries: l.Entries, Size: l.Size, Timestamp: l.Timestamp, Offloaded: l.Offloaded()})
 		if i == len(ls)-1 {
 			st.CurrentLedgerEntries, st.CurrentLedgerSize = l.Entries, l.Size
 		}

@@ -29,6 +29,7 @@ import (
 	"github.com/magnetar-dev/magnetar/dataplane/ledger"
 	"github.com/magnetar-dev/magnetar/dataplane/metadata"
 	"github.com/magnetar-dev/magnetar/dataplane/metadata/etcdstore"
+	"github.com/magnetar-dev/magnetar/dataplane/offload"
 )
 
 // Config configures a broker node.
@@ -62,6 +63,13 @@ type Config struct {
 	// second for the whole broker (ledger.FactoryConfig.BacklogReadRate).
 	// Default 0: unpaced.
 	BacklogReadRate int64
+	// Offload configures tiered storage (package offload); an empty
+	// Bucket means none. OffloadPolicy is the broker's default policy for
+	// namespaces that set none (Pulsar's managedLedgerOffloadThresholdInBytes,
+	// managedLedgerOffloadDeletionLagMs); by default nothing is offloaded
+	// automatically.
+	Offload       offload.Config
+	OffloadPolicy ledger.OffloadPolicy
 	// Broker carries the broker's own settings (BinaryAddr, AdvertisedAddr,
 	// ClusterName, SessionTTL, ...).
 	Broker broker.Config
@@ -76,6 +84,7 @@ type Node struct {
 	pool    *wire.Pool
 	client  *client.Client
 	mlf     *ledger.Factory
+	off     *offload.S3 // nil without tiered storage
 	broker  *broker.Service
 	http    *http.Server
 	httpLn  net.Listener // nil when HTTPAddr is "off"
@@ -121,9 +130,17 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if n.client, err = client.New(client.Config{Metadata: n.md, Dialer: client.PoolDialer{Pool: n.pool}, Logger: cfg.Logger}); err != nil {
 		return nil, err
 	}
+	var offloader ledger.Offloader
+	if cfg.Offload.Bucket != "" {
+		if n.off, err = offload.New(ctx, cfg.Offload, cfg.Logger); err != nil {
+			return nil, fmt.Errorf("brokernode: tiered storage: %w", err)
+		}
+		offloader = n.off
+	}
 	if n.mlf, err = ledger.NewFactory(ledger.FactoryConfig{Client: n.client, Metadata: n.md,
-		Defaults:        ledger.Config{Ensemble: cfg.Ensemble, WriteQuorum: cfg.WriteQuorum, AckQuorum: cfg.AckQuorum},
-		BacklogReadRate: cfg.BacklogReadRate, Logger: cfg.Logger}); err != nil {
+		Defaults: ledger.Config{Ensemble: cfg.Ensemble, WriteQuorum: cfg.WriteQuorum, AckQuorum: cfg.AckQuorum,
+			Offload: cfg.OffloadPolicy},
+		BacklogReadRate: cfg.BacklogReadRate, Logger: cfg.Logger, Offloader: offloader}); err != nil {
 		return nil, err
 	}
 	bcfg := cfg.Broker
@@ -166,6 +183,11 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	if n.broker, err = broker.New(bcfg, n.md, n.mlf); err != nil {
 		return nil, err
+	}
+	if n.off != nil {
+		if err = n.off.RegisterMetrics(n.broker.Metrics()); err != nil {
+			return nil, fmt.Errorf("brokernode: tiered storage metrics: %w", err)
+		}
 	}
 	if err = n.broker.Start(ctx); err != nil {
 		return nil, err
@@ -247,6 +269,9 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	}
 	if n.mlf != nil {
 		errs = append(errs, n.mlf.Close())
+	}
+	if n.off != nil {
+		errs = append(errs, n.off.Close())
 	}
 	if n.pool != nil {
 		n.pool.Close()

@@ -67,6 +67,10 @@ type Config struct {
 	// OperationTimeout bounds background metadata and bookie operations
 	// (ledger creation, closing, trimming). Default 30 s.
 	OperationTimeout time.Duration
+	// Offload says when closed ledgers are copied to tiered storage
+	// (FactoryConfig.Offloader) and their bookie copies deleted. The zero
+	// value takes the factory's; by default nothing is offloaded.
+	Offload OffloadPolicy
 }
 
 // WithDefaults returns c with zero fields set to the defaults.
@@ -154,6 +158,9 @@ type FactoryConfig struct {
 	// as in Pulsar, where dispatch throttling is off by default): no
 	// pacing. Tailing consumers' reads are never paced.
 	BacklogReadRate int64
+	// Offloader copies closed ledgers to tiered storage and reads them
+	// back (package offload). nil: no tiered storage.
+	Offloader Offloader
 }
 
 // mergeConfig fills the zero fields of c from d (both already defaulted
@@ -185,6 +192,11 @@ func mergeConfig(c, d Config) Config {
 	}
 	if c.OperationTimeout == 0 {
 		c.OperationTimeout = d.OperationTimeout
+	}
+	if c.Offload == (OffloadPolicy{}) {
+		c.Offload = d.Offload
+	} else if c.Offload.DeletionLag == 0 {
+		c.Offload.DeletionLag = d.Offload.DeletionLag
 	}
 	c.CacheSize = d.CacheSize
 	return c.WithDefaults()

@@ -128,14 +128,48 @@
 // the bookies (closed ledgers through read handles cached by id). Returned
 // entry data is shared and must not be modified.
 //
+// # Tiered storage
+//
+// With an Offloader (FactoryConfig.Offloader; package offload implements
+// it over S3), closed ledgers are copied to an object store, by policy
+// (Config.Offload: Threshold bytes kept on the bookies, ThresholdAge) or by
+// OffloadPrefix, and their bookie copies deleted DeletionLag after. A
+// ledger's entry in the record then carries its copy:
+//
+//	{"id":12,"entries":50000,"size":51200000,"timestamp":1767225600000,
+//	 "offload":{"uid":"5f0c...","driverMetadata":{"driver":"aws-s3","bucket":"b",...},
+//	            "startedMs":1767225700000,"complete":true,"completedMs":1767225760000,
+//	            "bookieDeleted":true}}
+//
+// Every step is a compare-and-set of the record, so a crash between steps
+// loses nothing:
+//
+//  1. the uid and where the copy goes are recorded (complete false);
+//  2. the Offloader copies the entries from the bookies;
+//  3. the record marks the copy complete (reads still go to the bookies);
+//  4. after the deletion lag the bookie ledger is deleted, then the record
+//     marks its copy deleted; from then on the ledger's reads go to the
+//     Offloader (a read that finds the bookie ledger gone, or the bookies
+//     failing, already does).
+//
+// A copy found incomplete (a failure, or a crash of a previous owner: it
+// is found at Open) is removed through the Offloader (partial uploads
+// aborted) and its uid cleared; by policy the ledger is then copied again
+// under a new uid. A failed automatic offload waits 30 s before the next
+// try. Trimming deletes a ledger's copy with it. The ledger being written
+// is never offloaded. The policy is checked by the worker after each
+// trimming pass (ledger closed, policy change, the periodic check).
+//
 // # Concurrency
 //
 // Factory, ManagedLedger and Cursor are safe for concurrent use. Each
 // ManagedLedger owns three kinds of goroutines, all stopped by Close: the
 // delivery goroutine (runs add callbacks in order and publishes
 // LastConfirmed), the worker (ledger switches, rollover, cursor
-// persistence, trimming) and short-lived closers of rolled-over ledgers
-// started by the worker. The delivery goroutine and the worker run only
+// persistence, trimming), short-lived closers of rolled-over ledgers
+// started by the worker, and the offload goroutine (one at a time, started
+// by the worker or OffloadPrefix; Close cancels the copy under way, which
+// the next Open cleans up). The delivery goroutine and the worker run only
 // while they have work: the first is started when the oldest pending add
 // has its outcome and ends when it has run every callback it can; the
 // second is started by a request (kickLocked) or by one of its timers

@@ -23,6 +23,8 @@ type Factory struct {
 	log    *slog.Logger
 	cache  *entryCache
 	pacer  *readPacer
+	// offloader is the tiered storage, nil without one.
+	offloader Offloader
 
 	mu      sync.Mutex
 	closed  bool
@@ -59,13 +61,14 @@ func NewFactory(cfg FactoryConfig) (*Factory, error) {
 		cfg.Logger = slog.Default()
 	}
 	return &Factory{
-		client:  cfg.Client,
-		md:      cfg.Metadata,
-		defs:    defs,
-		log:     cfg.Logger,
-		cache:   newEntryCache(defs.CacheSize),
-		pacer:   &readPacer{rate: float64(cfg.BacklogReadRate)},
-		ledgers: map[string]ledgerSlot{},
+		client:    cfg.Client,
+		md:        cfg.Metadata,
+		defs:      defs,
+		log:       cfg.Logger,
+		cache:     newEntryCache(defs.CacheSize),
+		pacer:     &readPacer{rate: float64(cfg.BacklogReadRate)},
+		offloader: cfg.Offloader,
+		ledgers:   map[string]ledgerSlot{},
 	}, nil
 }
 
@@ -278,6 +281,14 @@ func (f *Factory) Delete(ctx context.Context, name string) error {
 		}
 	}
 	for _, l := range rec.Ledgers {
+		if l.Offload != nil && f.offloader != nil {
+			if err := f.offloader.DeleteOffloaded(ctx, l.ID, l.Offload.UID, l.Offload.Metadata); err != nil {
+				return fmt.Errorf("ledger: delete offloaded copy of ledger %d of %q: %w", l.ID, name, err)
+			}
+		}
+		if l.Offload != nil && l.Offload.BookieDeleted {
+			continue
+		}
 		if err := f.client.DeleteLedger(ctx, l.ID); err != nil && !errors.Is(err, client.ErrNoSuchLedger) {
 			return fmt.Errorf("ledger: delete bookie ledger %d of %q: %w", l.ID, name, err)
 		}

@@ -158,6 +158,8 @@ type ManagedLedger struct {
 	rhMu    sync.Mutex
 	readers map[int64]*client.ReadHandle // closed ledgers only
 
+	off *offloadState // tiered storage (offload.go); nil until used, under mu
+
 	workerWG  sync.WaitGroup // the worker
 	bgWG      sync.WaitGroup // closers started by the worker
 	deliverWG sync.WaitGroup // the delivery goroutine
@@ -178,8 +180,10 @@ func openManagedLedger(ctx context.Context, f *Factory, name string, cfg *Config
 	}
 	ml.mu.Lock()
 	ml.armTimersLocked()
-	if len(ml.ledgers) > 1 {
-		// Consumed ledgers of the previous owner may be due for deletion.
+	if len(ml.ledgers) > 1 || ml.offloadTimerWantedLocked() {
+		// Consumed ledgers of the previous owner may be due for deletion,
+		// offloaded ones for their bookie copy's deletion, a copy it left
+		// unfinished for its clean-up.
 		ml.trimWanted = true
 		ml.kickLocked()
 	}
@@ -385,6 +389,7 @@ func (ml *ManagedLedger) Reconfigure(cfg *Config) error {
 	next := *ml.conf()
 	next.RetentionTime, next.RetentionSize = c.RetentionTime, c.RetentionSize
 	next.Ensemble, next.WriteQuorum, next.AckQuorum = c.Ensemble, c.WriteQuorum, c.AckQuorum
+	next.Offload = c.Offload
 	if next == *ml.conf() {
 		return nil // unchanged: no trim pass
 	}
@@ -793,6 +798,7 @@ func (ml *ManagedLedger) work() {
 		ml.mu.Unlock()
 		if trim {
 			ml.trim()
+			ml.offloadPass()
 		}
 	}
 }
@@ -810,7 +816,7 @@ func (ml *ManagedLedger) armTimersLocked() {
 	if len(ml.dirty) > 0 {
 		ml.armFlushLocked()
 	}
-	trimmable := len(ml.ledgers) > 1 && (ml.state == stateOpen || ml.state == stateTerminated)
+	trimmable := (len(ml.ledgers) > 1 || ml.offloadTimerWantedLocked()) && (ml.state == stateOpen || ml.state == stateTerminated)
 	switch {
 	case trimmable && !ml.trimArmed:
 		ml.trimArmed = true
@@ -1225,18 +1231,24 @@ func (ml *ManagedLedger) SetProperties(ctx context.Context, props map[string]str
 	}
 	rec := ml.recordLocked()
 	rec.Properties = next
-	ml.mu.Unlock()
-	err := ml.putRecord(ctx, rec)
-	ml.mu.Lock()
 	defer ml.mu.Unlock()
-	if err != nil {
-		if errors.Is(err, ErrFenced) {
-			ml.fenceLocked(err)
-		}
+	if err := ml.writeRecordLocked(ctx, rec); err != nil {
 		return err
 	}
 	ml.props = next
 	return nil
+}
+
+// writeRecordLocked stores rec by compare-and-set, releasing mu across the
+// write (infoMu is held); a version conflict fences the managed ledger.
+func (ml *ManagedLedger) writeRecordLocked(ctx context.Context, rec mlInfo) error {
+	ml.mu.Unlock()
+	err := ml.putRecord(ctx, rec)
+	ml.mu.Lock()
+	if errors.Is(err, ErrFenced) {
+		ml.fenceLocked(err)
+	}
+	return err
 }
 
 // Terminate refuses further adds (ErrTerminated), waits for pending ones
@@ -1313,6 +1325,7 @@ func (ml *ManagedLedger) Close(ctx context.Context) error {
 	ml.mu.Unlock()
 	ml.workerWG.Wait()
 	ml.bgWG.Wait()
+	ml.stopOffload()
 
 	ml.mu.Lock()
 	ws := slices.Collect(maps.Values(ml.writers))
@@ -1390,6 +1403,7 @@ func (ml *ManagedLedger) crash() {
 	ml.sendMu.Unlock()
 	ml.workerWG.Wait()
 	ml.bgWG.Wait()
+	ml.stopOffload()
 	dead, cancel := context.WithCancel(context.Background())
 	cancel()
 	for _, w := range ws {

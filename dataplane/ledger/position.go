@@ -77,6 +77,9 @@ type LedgerInfo struct {
 	// Timestamp is when the ledger was closed, in Unix milliseconds; 0
 	// while it is open (being written, or left open by a crashed owner).
 	Timestamp int64 `json:"timestamp"`
+	// Offload is the ledger's copy in tiered storage, nil without one
+	// (offload.go).
+	Offload *OffloadInfo `json:"offload,omitempty"`
 }
 
 // closed reports whether the ledger was closed and its counts are final.

@@ -158,6 +158,7 @@ func (ml *ManagedLedger) Read(ctx context.Context, from Position, maxEntries, ma
 		}
 		end := min(last, p.EntryID+int64(n)-1)
 		_, writing := ml.writers[p.LedgerID]
+		off := ml.offloadedCopyLocked(p.LedgerID)
 		ml.mu.Unlock()
 
 		if err := ml.f.pacer.wait(ctx); err != nil {
@@ -166,7 +167,7 @@ func (ml *ManagedLedger) Read(ctx context.Context, from Position, maxEntries, ma
 			}
 			return nil, err
 		}
-		ents, err := ml.readBookies(ctx, p.LedgerID, p.EntryID, end, writing)
+		ents, err := ml.readStored(ctx, p.LedgerID, p.EntryID, end, writing, off)
 		if err != nil {
 			if len(out) > 0 {
 				return out, nil

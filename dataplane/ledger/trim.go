@@ -3,8 +3,6 @@ package ledger
 import (
 	"context"
 	"errors"
-
-	"github.com/magnetar-dev/magnetar/dataplane/bookie/client"
 )
 
 // trim deletes consumed ledgers outside retention: oldest first, closed,
@@ -89,9 +87,7 @@ func (ml *ManagedLedger) trim() {
 	for _, l := range del {
 		ml.forgetReader(l.ID)
 		ml.f.cache.dropLedger(ml, l.ID)
-		if err := ml.f.client.DeleteLedger(ctx, l.ID); err != nil && !errors.Is(err, client.ErrNoSuchLedger) {
-			ml.logger().Warn("trimming: delete ledger failed", "ledger", l.ID, "err", err)
-		}
+		ml.deleteStored(ctx, l)
 	}
 	ml.logger().Debug("trimmed ledgers", "count", len(del), "slowest", slowest.String())
 }

@@ -22,7 +22,9 @@ import (
 	"github.com/magnetar-dev/magnetar/dataplane/bookie/storage"
 	"github.com/magnetar-dev/magnetar/dataplane/broker"
 	"github.com/magnetar-dev/magnetar/dataplane/brokernode"
+	"github.com/magnetar-dev/magnetar/dataplane/ledger"
 	"github.com/magnetar-dev/magnetar/dataplane/metadata/etcdstore"
+	"github.com/magnetar-dev/magnetar/dataplane/offload"
 )
 
 // Config configures a standalone data plane.
@@ -53,6 +55,10 @@ type Config struct {
 	// BacklogReadRate paces catch-up reads, in bytes per second
 	// (brokernode.Config.BacklogReadRate). Default 0: unpaced.
 	BacklogReadRate int64
+	// Offload and OffloadPolicy configure tiered storage
+	// (brokernode.Config.Offload). Default: none.
+	Offload       offload.Config
+	OffloadPolicy ledger.OffloadPolicy
 	// Broker carries further broker settings; its BinaryAddr is BrokerAddr.
 	Broker broker.Config
 	Logger *slog.Logger
@@ -110,7 +116,8 @@ func Start(ctx context.Context, cfg Config) (_ *Standalone, err error) {
 		Metadata: s.md, NoAuditor: true, HTTPAddr: cfg.HTTPAddr, HTTPSAddr: cfg.HTTPSAddr,
 		Ensemble: 1, WriteQuorum: 1, AckQuorum: 1,
 		BacklogReadRate: cfg.BacklogReadRate,
-		Broker:          bcfg, Logger: cfg.Logger,
+		Offload:         cfg.Offload, OffloadPolicy: cfg.OffloadPolicy,
+		Broker: bcfg, Logger: cfg.Logger,
 	}); err != nil {
 		return nil, fmt.Errorf("standalone: %w", err)
 	}

@@ -36,6 +36,13 @@
 // ack quorum = min(2, bookies), and are restarted when a bookie count
 // change alters those flags.
 //
+// Tiered storage (Config.Offload): every cluster's brokers offload to the
+// one bucket, each cluster under the key prefix
+// "<Offload.Prefix><org>/<cluster>/" (--managed-ledger-offload-prefix), so
+// clusters never see each other's objects; the credentials are passed in
+// the brokers' environment. Namespaces still choose when to offload
+// (offload policies).
+//
 // Callers: the region agent (through provisioner.Provisioner) and
 // `magnetar up`. Concurrency: all methods are safe for concurrent use.
 // Lock order: cluster.mu, then Provisioner.mu (Delete); Provisioner.mu is

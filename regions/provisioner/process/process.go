@@ -55,6 +55,25 @@ type Config struct {
 	// StopGrace is how long a stopped process has between SIGTERM and
 	// SIGKILL; default DefaultStopGrace.
 	StopGrace time.Duration
+	// Offload, when its Bucket is set, gives every cluster's brokers tiered
+	// storage in that bucket (see doc.go).
+	Offload OffloadConfig
+}
+
+// OffloadConfig is the tiered storage the provisioner gives its clusters:
+// one bucket, each cluster under its own key prefix.
+type OffloadConfig struct {
+	// Driver ("aws-s3" or "s3"), Bucket, Region and Endpoint: as the
+	// brokers' --managed-ledger-offload-driver and
+	// --s3-managed-ledger-offload-* flags. Empty Bucket: no tiered storage.
+	Driver, Bucket, Region, Endpoint string
+	// Prefix is prepended to each cluster's prefix "<org>/<cluster>/".
+	Prefix string
+	// AccessKeyID and SecretAccessKey reach the brokers in their
+	// environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), never on
+	// their command line; both empty: the brokers use the standard AWS
+	// chain of the provisioner's environment.
+	AccessKeyID, SecretAccessKey string
 }
 
 // Validate fills defaults and checks required fields.
@@ -364,9 +383,10 @@ func (p *Provisioner) args(c *cluster, m *member) []string {
 		return []string{"bookie", "--data-dir", filepath.Join(c.dir, m.id()), "--listen", m.Addr, "--metadata", md}
 	default:
 		e := min(3, c.st.Size.Bookies)
-		return []string{"broker", "--metadata", md, "--broker-addr", m.Addr, "--http-addr", m.HTTPAddr,
+		args := []string{"broker", "--metadata", md, "--broker-addr", m.Addr, "--http-addr", m.HTTPAddr,
 			"--cluster", filepath.Base(c.dir),
 			"--ensemble", strconv.Itoa(e), "--write-quorum", strconv.Itoa(e), "--ack-quorum", strconv.Itoa(min(2, e))}
+		return append(args, p.offloadArgs(c)...)
 	}
 }
 
@@ -448,6 +468,9 @@ func (p *Provisioner) start(c *cluster, m *member) error {
 	defer lf.Close()
 	cmd := exec.Command(p.cfg.Binary, m.Args...)
 	cmd.Dir = c.dir
+	if o := p.cfg.Offload; m.Role == "broker" && o.Bucket != "" && o.AccessKeyID != "" {
+		cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID="+o.AccessKeyID, "AWS_SECRET_ACCESS_KEY="+o.SecretAccessKey)
+	}
 	cmd.Stdout, cmd.Stderr = lf, lf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // own group: survives the agent, killed as a group
 	if err := cmd.Start(); err != nil {
@@ -700,4 +723,35 @@ func stillThere(pid int) bool {
 		return false
 	}
 	return isZombieFree(pid)
+}
+
+// offloadArgs are a cluster's brokers' tiered-storage flags: the
+// provisioner's bucket, under the cluster's own key prefix.
+func (p *Provisioner) offloadArgs(c *cluster) []string {
+	o := p.cfg.Offload
+	if o.Bucket == "" {
+		return nil
+	}
+	prefix := o.Prefix + clusterPrefix(c.st.Name)
+	args := []string{"--s3-managed-ledger-offload-bucket", o.Bucket, "--managed-ledger-offload-prefix", prefix}
+	if o.Driver != "" {
+		args = append(args, "--managed-ledger-offload-driver", o.Driver)
+	}
+	if o.Region != "" {
+		args = append(args, "--s3-managed-ledger-offload-region", o.Region)
+	}
+	if o.Endpoint != "" {
+		args = append(args, "--s3-managed-ledger-offload-service-endpoint", o.Endpoint)
+	}
+	return args
+}
+
+// clusterPrefix is the key prefix of a cluster's offloaded ledgers,
+// "<org>/<cluster>/" of "organizations/<org>/clusters/<cluster>".
+func clusterPrefix(name string) string {
+	parts := strings.Split(name, "/")
+	if len(parts) != 4 {
+		return name + "/"
+	}
+	return parts[1] + "/" + parts[3] + "/"
 }
