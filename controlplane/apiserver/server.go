@@ -122,11 +122,11 @@ func New(cfg Config) (*Server, error) {
 	// Unknown JSON fields are refused (INVALID_ARGUMENT naming the field)
 	// rather than dropped, as grpc-gateway's default marshaler does.
 	gw := runtime.NewServeMux(runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.HTTPBodyMarshaler{
-		Marshaler: &runtime.JSONPb{
+		Marshaler: bodyMarshaler{&runtime.JSONPb{
 			MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: true},
 			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
-		},
-	}))
+		}},
+	}), runtime.WithRoutingErrorHandler(routingError))
 	for _, reg := range []func(context.Context, *runtime.ServeMux, *grpc.ClientConn) error{
 		cpv1.RegisterOrganizationsHandler, cpv1.RegisterUsersHandler, cpv1.RegisterServiceAccountsHandler,
 		cpv1.RegisterRoleBindingsHandler, cpv1.RegisterAuditEventsHandler, cpv1.RegisterRegionsHandler,
@@ -147,7 +147,7 @@ func New(cfg Config) (*Server, error) {
 	})
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.promReg, promhttp.HandlerOpts{}))
-	mux.Handle("/", gw)
+	mux.Handle("/", limitBody(gw))
 
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
