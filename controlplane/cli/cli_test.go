@@ -432,6 +432,8 @@ func TestErrors(t *testing.T) {
 		{"too many args", []string{"org", "get", "a", "b", "--api-key", cp.opKey}, []string{"too many arguments"}},
 		{"bad path", []string{"cluster", "create", "acme", "--region", "local-a", "--endpoint", cp.addr, "--api-key", cp.opKey}, []string{`invalid resource "acme"`, "ORG/CLUSTER"}},
 		{"missing region", []string{"cluster", "create", "acme/dev", "--endpoint", cp.addr, "--api-key", cp.opKey}, []string{"--region is required", "Usage:"}},
+		{"zero brokers", []string{"cluster", "create", "acme/dev", "--region", "local-a", "--brokers", "0", "--endpoint", cp.addr, "--api-key", cp.opKey}, []string{"--brokers and --bookies must be at least 1"}},
+		{"zero bookies on update", []string{"cluster", "update", "acme/dev", "--bookies", "0", "--endpoint", cp.addr, "--api-key", cp.opKey}, []string{"--brokers and --bookies must be at least 1"}},
 		{"no subcommand", []string{"topic"}, []string{"missing subcommand"}},
 		{"bad output", []string{"org", "list", "-o", "yaml", "--api-key", cp.opKey}, []string{"--output must be text or json"}},
 		{"not found", []string{"org", "get", "nope", "--endpoint", cp.addr, "--api-key", cp.opKey}, []string{"NOT_FOUND: "}},

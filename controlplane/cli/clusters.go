@@ -36,6 +36,11 @@ with "magnetar operation wait OPERATION").`
 			if region == "" {
 				return usageError(s.cmd, "--region is required")
 			}
+			// The API reads 0 as "the default (1)": a 0 typed here would
+			// silently become 1.
+			if brokers < 1 || bookies < 1 {
+				return usageError(s.cmd, "--brokers and --bookies must be at least 1")
+			}
 			op, err := s.clusters().CreateCluster(ctx, &cpv1.CreateClusterRequest{Parent: parent, ClusterId: id, Cluster: &cpv1.Cluster{
 				DisplayName: displayName, Region: qualify("regions", region), DeletionProtection: protect,
 				Size: &cpv1.ClusterSize{Brokers: brokers, Bookies: bookies}}})
@@ -105,6 +110,9 @@ with "magnetar operation wait OPERATION").`
 			c := &cpv1.Cluster{Name: name, Size: &cpv1.ClusterSize{}}
 			var paths []string
 			f := s.cmd.Flags()
+			if (f.Changed("brokers") && updBrokers < 1) || (f.Changed("bookies") && updBookies < 1) {
+				return usageError(s.cmd, "--brokers and --bookies must be at least 1")
+			}
 			if f.Changed("brokers") {
 				c.Size.Brokers, paths = updBrokers, append(paths, "size.brokers")
 			}
