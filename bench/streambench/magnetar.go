@@ -29,7 +29,7 @@ type magnetarSystem struct {
 	pprofAddr string
 	// copyToEntryLogs starts it with --copy-to-entry-logs (system
 	// "magnetar-copied": the bookie copies every entry to the entry logs
-	// at each flush, its layout before the eighth session).
+	// at each flush, the layout that copies).
 	copyToEntryLogs bool
 	// extraArgs are appended to the standalone's command line
 	// (-magnetar-flags), for example an operator's setting to measure.

@@ -49,13 +49,12 @@ func prefaultFor(run time.Duration) int64 {
 }
 
 // defaultWindow is W2's messages in flight. A closed loop measures the
-// system only when the window is not the limit: with 1,024 (the first
-// choice) spread over 16 partitions, no producer's batch ever filled, each
-// waited out its 10 ms delay, and every system that acknowledges in under
-// ~5 ms was capped near window / (delay + round trip), ~70,000 msg/s, the
-// figure Magnetar's W2 reported through the fourth session. At 8,192 a
-// full batch leaves every ~1 ms; 32,768 adds no more than 3% (measured
-// 2026-11-30, docs/benchmarks.md).
+// system only when the window is not the limit: with 1,024 spread over 16
+// partitions, no producer's batch ever fills, each waits out its 10 ms
+// delay, and every system that acknowledges in under ~5 ms is capped near
+// window / (delay + round trip), ~70,000 msg/s. At 8,192 a full batch
+// leaves every ~1 ms; 32,768 adds no more than 3% (measured 2026-11-30,
+// docs/benchmarks.md).
 const defaultWindow = 8192
 
 // defaultCreateInflight is how many topic creations W5 keeps in flight. A

@@ -352,7 +352,7 @@ func describe(r runResult) string {
 // was idle, can read a burst: on the machine this was written on, fifteen
 // 1 s measurements in a row read 810 MB/s, then 300-331 MB/s, and ten idle
 // seconds did not bring the burst back; runs' start figures ranged from
-// 225 to 607 MB/s the same day (docs/benchmarks.md, eighteenth session).
+// 225 to 607 MB/s the same day (docs/benchmarks.md).
 // A ratio to it said more about when it was taken than about the run.
 // Peers' W2 runs are not bracketed: the target is Magnetar's, and each
 // bracket costs 2 x -limit-duration per round.

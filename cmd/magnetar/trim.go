@@ -27,10 +27,9 @@ import (
 // The pages handed back are faulted in again when the load returns, and
 // touching memory for the first time is dear on a virtual machine (15 µs
 // per 4 KiB page where it was measured): with a trim 0.5 s after the load
-// stopped, as first written, bursts of 50,000 msg/s for 1 s every 4 s each
+// stopped, bursts of 50,000 msg/s for 1 s every 4 s each
 // faulted ~10,700 pages back in and read publish p99 16-51 ms, against
-// 8-15 ms and next to no faults without trims (docs/benchmarks.md,
-// seventeenth session). trimIdle, the default of --idle-release-after,
+// 8-15 ms and next to no faults without trims (docs/benchmarks.md). trimIdle, the default of --idle-release-after,
 // keeps the memory of a server whose load pauses for seconds and still
 // returns it from one left idle.
 const (

@@ -55,7 +55,7 @@ package broker
 // opens read the record, and a new watch starts from an empty set of
 // snapshots (policyWatch.gen). The snapshot is shared: the topics of a
 // namespace hold one. Reading at every open cost 12% of the standalone's
-// CPU when creating topics (docs/benchmarks.md, sixth session).
+// CPU when creating topics (docs/benchmarks.md).
 //
 // Lock order: Topic.pol.mu before Topic.mu; policyWatch.mu is a leaf (never
 // held while calling into topics or the Service).

@@ -564,7 +564,7 @@ const firstPendingCap = 256 << 10
 // 15 µs each on the machine measured). With append's steps a journal whose
 // pending grew to a few MiB in the first second of W1 (a) spent 14% of the
 // process's CPU in those copies, holding every appender meanwhile
-// (docs/benchmarks.md, seventeenth session). Doubling copies at most as
+// (docs/benchmarks.md). Doubling copies at most as
 // much as the buffer finally holds, in a handful of steps, and the
 // capacity follows the pending bytes the load reached.
 func (j *Journal) reserveLocked(n int) []byte {
