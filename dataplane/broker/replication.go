@@ -525,8 +525,11 @@ type ReplicatorStats struct {
 	LastError string `json:"lastError,omitempty"`
 }
 
-// replicationStats fills the replication entries of a topic's stats.
-func (t *Topic) replicationStats(st *TopicStats, producers []*Producer) {
+// replicationStats fills the replication entries of a topic's stats. With
+// readBacklog, the delay of a replicator with a backlog and nothing in
+// flight (disconnected) is read from the oldest unreplicated entry; the
+// metrics scrape, which visits every topic, leaves it at what is in flight.
+func (t *Topic) replicationStats(st *TopicStats, producers []*Producer, readBacklog bool) {
 	for remote, r := range t.replicators() {
 		rs := r.Stats()
 		e := st.Replication[remote]
@@ -541,7 +544,7 @@ func (t *Topic) replicationStats(st *TopicStats, producers []*Producer) {
 		}
 		if !rs.OldestPending.IsZero() {
 			e.ReplicationDelayInSeconds = int64(time.Since(rs.OldestPending).Seconds())
-		} else if rs.Backlog > 0 {
+		} else if rs.Backlog > 0 && readBacklog {
 			e.ReplicationDelayInSeconds = int64(time.Since(t.oldestUnreplicated(r)).Seconds())
 		}
 		st.Replication[remote] = e
@@ -594,7 +597,7 @@ func newReplCollector(s *Service) *replCollector {
 		backlog:   d("pulsar_replication_backlog", "Entries not yet replicated to the remote cluster."),
 		rateOut:   d("pulsar_replication_rate_out", "Messages per second replicated to the remote cluster (last second)."),
 		tputOut:   d("pulsar_replication_throughput_out", "Bytes per second replicated to the remote cluster (last second)."),
-		delay:     d("pulsar_replication_delay_in_seconds", "Age of the oldest message not yet replicated to the remote cluster (the maximum over topics)."),
+		delay:     d("pulsar_replication_delay_in_seconds", "Age of the oldest message sent to the remote cluster and not yet confirmed (the maximum over topics; topic stats also cover a disconnected replicator's backlog)."),
 		rateIn:    d("pulsar_replication_rate_in", "Messages per second received from the remote cluster's replicators (average since connected)."),
 		tputIn:    d("pulsar_replication_throughput_in", "Bytes per second received from the remote cluster's replicators (average since connected)."),
 		connected: d("pulsar_replication_connected_count", "Replicators connected to the remote cluster."),
@@ -633,7 +636,7 @@ func (c *replCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		t.mu.Unlock()
 		st := &TopicStats{Replication: map[string]ReplicatorStats{}}
-		t.replicationStats(st, producers)
+		t.replicationStats(st, producers, false)
 		for remote, r := range st.Replication {
 			a := get(key{t.name.NamespaceName(), remote})
 			a.backlog += float64(r.ReplicationBacklog)

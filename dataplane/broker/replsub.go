@@ -82,6 +82,11 @@ type replSubSource struct {
 	// sent: per remote, the last state sent and when.
 	sent   map[string]string
 	sentAt map[string]time.Time
+	// last is the state computed for the cursor state lastKey (mark-delete
+	// and acknowledged runs): every remote's replicator asks each second,
+	// and an unchanged cursor is not read again.
+	lastKey string
+	last    *replSubUpdate
 }
 
 // markReplicated makes s a replicated subscription.
@@ -182,7 +187,14 @@ func (t *Topic) replSubMarker(payload []byte) []byte {
 func (t *Topic) replSubState(ctx context.Context, s *Subscription, src *replSubSource) (*replSubUpdate, error) {
 	local := t.s.cfg.ClusterName
 	md := s.cursor.MarkDeletePosition()
+	runs, _ := s.cursor.AckedRanges(replSubMaxAcked)
+	key := fmt.Sprint(md, runs)
 	src.mu.Lock()
+	if src.last != nil && src.lastKey == key {
+		u := src.last
+		src.mu.Unlock()
+		return u, nil
+	}
 	from, vec := src.scanned, src.vec
 	src.mu.Unlock()
 	var meta pb.MessageMetadata
@@ -217,7 +229,6 @@ func (t *Topic) replSubState(ctx context.Context, s *Subscription, src *replSubS
 	for c, p := range vec {
 		u.Vector[c] = p.String()
 	}
-	runs, _ := s.cursor.AckedRanges(replSubMaxAcked)
 	left := replSubMaxAcked
 	for _, r := range runs {
 		if r.LedgerID == md.LedgerID && r.To <= md.EntryID {
@@ -248,6 +259,9 @@ func (t *Topic) replSubState(ctx context.Context, s *Subscription, src *replSubS
 			}
 		}
 	}
+	src.mu.Lock()
+	src.lastKey, src.last = key, u
+	src.mu.Unlock()
 	return u, nil
 }
 

@@ -180,7 +180,7 @@ func (s *Service) TopicStats(ctx context.Context, t TopicName, opt StatsOptions)
 	for _, sub := range subs {
 		st.Subscriptions[sub.name] = sub.stats(opt)
 	}
-	tp.replicationStats(st, producers)
+	tp.replicationStats(st, producers, true)
 	return st, nil
 }
 
