@@ -358,17 +358,45 @@ func (t *Topic) applyReplSub(ctx context.Context, from string, u *replSubUpdate)
 	local := t.s.cfg.ClusterName
 	var meta pb.MessageMetadata
 	next := t.ml.Next(s.cursor.MarkDeletePosition())
+	// Each origin's entries lie here in origin order, so once an origin's
+	// entry is past everything the state covers of it, no later entry of
+	// that origin is covered; the scan ends when that holds for every
+	// origin the state names.
+	reach := map[string]ledger.Position{}
+	for c, p := range vec {
+		reach[c] = p
+	}
+	for c, runs := range u.Acked {
+		for _, r := range runs {
+			if p := (ledger.Position{LedgerID: r[0], EntryID: r[2]}); p.Compare(reach[c]) > 0 || !hasPos(reach, c) {
+				reach[c] = p
+			}
+		}
+	}
+	past := map[string]bool{}
 	var acks []ledger.Position
-	for n := 0; n < replSubScan; {
+scan:
+	for n := 0; n < replSubScan && len(past) < len(reach); {
 		es, err := t.ml.Read(ctx, next, 500, 0)
 		if err != nil || len(es) == 0 {
 			break
 		}
 		for _, e := range es {
-			if c, p, ok := entryOrigin(local, e, &meta); ok && u.consumed(vec, c, p) && !s.cursor.IsAcked(e.Pos) {
+			n++
+			c, p, ok := entryOrigin(local, e, &meta)
+			if !ok {
+				continue
+			}
+			if r, named := reach[c]; named && p.Compare(r) > 0 {
+				past[c] = true
+				if len(past) == len(reach) {
+					break scan
+				}
+				continue
+			}
+			if u.consumed(vec, c, p) && !s.cursor.IsAcked(e.Pos) {
 				acks = append(acks, e.Pos)
 			}
-			n++
 		}
 		next = t.ml.Next(es[len(es)-1].Pos)
 	}
@@ -386,6 +414,8 @@ func (t *Topic) applyReplSub(ctx context.Context, from string, u *replSubUpdate)
 	}
 	return nil
 }
+
+func hasPos(m map[string]ledger.Position, k string) bool { _, ok := m[k]; return ok }
 
 func (s *Subscription) replSrcState() *replSubSource {
 	s.mu.Lock()
