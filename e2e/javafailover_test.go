@@ -1,0 +1,278 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+)
+
+// failoverConfig is the document ControlledClusterFailover polls. Empty
+// fields are left out: the Java client compares what it fetched with its
+// own configuration, where unset fields are null, and an empty string
+// there would count as a change and reconnect it to the same cluster.
+type failoverConfig struct {
+	ServiceURL            string `json:"serviceUrl"`
+	TLSTrustCertsFilePath string `json:"tlsTrustCertsFilePath,omitempty"`
+	AuthPluginClassName   string `json:"authPluginClassName,omitempty"`
+	AuthParamsString      string `json:"authParamsString,omitempty"`
+}
+
+// failoverEndpoint is an HTTP failover endpoint for the test: GET with
+// "Authorization: Bearer <key>" answers the current config, anything else
+// 401.
+type failoverEndpoint struct {
+	*httptest.Server
+	key string
+
+	mu  sync.Mutex
+	cfg failoverConfig
+
+	served, refused atomic.Int64
+}
+
+func startFailoverEndpoint(t *testing.T, key string, cfg failoverConfig) *failoverEndpoint {
+	t.Helper()
+	ep := &failoverEndpoint{key: key, cfg: cfg}
+	ep.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			http.Error(w, "GET only", http.StatusMethodNotAllowed)
+			return
+		}
+		if r.Header.Get("Authorization") != "Bearer "+ep.key {
+			ep.refused.Add(1)
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		ep.served.Add(1)
+		ep.mu.Lock()
+		body, err := json.Marshal(ep.cfg)
+		ep.mu.Unlock()
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(body)
+	}))
+	t.Cleanup(ep.Close)
+	return ep
+}
+
+func (ep *failoverEndpoint) set(cfg failoverConfig) {
+	ep.mu.Lock()
+	ep.cfg = cfg
+	ep.mu.Unlock()
+}
+
+// get fetches the endpoint with the given Authorization header ("" for
+// none) and returns the status and body.
+func (ep *failoverEndpoint) get(t *testing.T, auth string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, ep.URL, nil)
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestJavaControlledFailover: two standalones replicating geo/ns to each
+// other; a Java producer and a Java consumer (Shared, replicated
+// subscription) both follow a failover endpoint through the Java client's
+// ControlledClusterFailover. The endpoint names east, then west: both
+// clients move to west, the producer's sends are acknowledged there, and
+// the consumer receives every acknowledged message (from east before the
+// switch, from west after), in order, none lost.
+func TestJavaControlledFailover(t *testing.T) {
+	SkipIfNoJava(t)
+	rs := startGeo(t, "east", "west")
+	east, west := "pulsar://"+rs[0].sp.brokerAddr, "pulsar://"+rs[1].sp.brokerAddr
+	const key = "e2e-failover-key"
+	ep := startFailoverEndpoint(t, key, failoverConfig{ServiceURL: east})
+
+	if code, _ := ep.get(t, ""); code != http.StatusUnauthorized {
+		t.Fatalf("endpoint without a bearer header: HTTP %d, want 401", code)
+	}
+	if code, _ := ep.get(t, "Bearer wrong"); code != http.StatusUnauthorized {
+		t.Fatalf("endpoint with a wrong key: HTTP %d, want 401", code)
+	}
+	if code, body := ep.get(t, "Bearer "+key); code != http.StatusOK || !strings.Contains(body, east) {
+		t.Fatalf("endpoint with the key: HTTP %d %s", code, body)
+	}
+	refusedBefore := ep.refused.Load()
+
+	topic := "persistent://geo/ns/java-failover"
+	base := JavaClientOptions{ServiceURL: east, ProviderURL: ep.URL, ProviderToken: key,
+		CheckInterval: 500 * time.Millisecond, Topic: topic}
+	co := base
+	co.Subscription, co.SubscriptionType = "app", "Shared"
+	cons := StartJavaConsumer(t, "consumer", co)
+	po := base
+	po.Name, po.Rate = "j1", 50
+	prod := StartJavaProducer(t, "producer", po)
+
+	prod.WaitAcked(100, 60*time.Second)
+	cons.WaitReceived(100, 60*time.Second)
+
+	switchAt := time.Now()
+	ep.set(failoverConfig{ServiceURL: west})
+	pu := prod.WaitURL(west, 30*time.Second)
+	cu := cons.WaitURL(west, 30*time.Second)
+	prod.WaitAckedAfter(pu.At, 100, 60*time.Second)
+
+	// Both clients' producer and consumer are attached to west, none to east.
+	tn, err := utils.GetTopicName(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var attached string
+	if !pollUntil(30*time.Second, nil, func() bool {
+		e, w := attachedClients(rs[0], *tn), attachedClients(rs[1], *tn)
+		attached = "east " + e + ", west " + w
+		return e == "0 producers, 0 consumers" && w == "1 producers, 1 consumers"
+	}) {
+		t.Fatalf("after the switch: %s; want the producer and the consumer on west only", attached)
+	}
+
+	done, err := prod.Stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	acks := prod.Acked()
+	want := map[string]bool{}
+	for _, a := range acks {
+		want[javaPayload("j1", a.Seq)] = true
+	}
+	if missing := cons.WaitReceivedAll(want, 60*time.Second); len(missing) > 0 {
+		t.Errorf("%d of %d acknowledged messages never received, first %v", len(missing), len(want), missing[:min(5, len(missing))])
+	}
+	if _, err := cons.Stop(); err != nil {
+		t.Error(err)
+	}
+
+	if done.Acked != len(acks) || done.Sent != done.Acked+done.Failed {
+		t.Errorf("producer DONE %+v, %d ACK lines", done, len(acks))
+	}
+	for _, e := range prod.SendErrors() {
+		t.Errorf("send %d failed: %s", e.Seq, e.Err)
+	}
+	for i := 1; i < len(acks); i++ {
+		if acks[i].Seq <= acks[i-1].Seq {
+			t.Errorf("acknowledgements out of order: %d after %d", acks[i].Seq, acks[i-1].Seq)
+			break
+		}
+	}
+
+	for _, jp := range []*javaProc{prod.javaProc, cons.javaProc} {
+		if bad := jp.Unparsed(); len(bad) > 0 {
+			t.Errorf("%s printed lines the harness does not understand: %q", jp.name, bad)
+		}
+	}
+	msgs := cons.Received()
+	order := checkJavaOrder(msgs)
+	if order.outOfOrder > 0 {
+		t.Errorf("%d messages received after a later one of the same producer (first: %s)", order.outOfOrder, order.first)
+	}
+	var onEast, onWestLocal, onWestReplicated int
+	for _, m := range msgs {
+		switch {
+		case m.At.Before(cu.At):
+			onEast++
+			if m.ReplicatedFrom != "" {
+				t.Errorf("before the switch, %s came replicated from %s: the consumer was not on east", m.Payload, m.ReplicatedFrom)
+			}
+		case m.ReplicatedFrom == "east":
+			onWestReplicated++
+		default:
+			onWestLocal++
+		}
+	}
+	if onWestLocal == 0 {
+		t.Errorf("no message produced in west was received after the switch")
+	}
+	if refused := ep.refused.Load() - refusedBefore; refused != 0 {
+		t.Errorf("the endpoint refused %d requests of the Java clients (bearer header missing?)", refused)
+	}
+	if ep.served.Load() < 4 {
+		t.Errorf("the endpoint served the Java clients only %d times", ep.served.Load()-1)
+	}
+
+	ackGap, afterSwitch := time.Duration(0), time.Duration(0)
+	for i := 1; i < len(acks); i++ {
+		if g := acks[i].At.Sub(acks[i-1].At); g > ackGap {
+			ackGap = g
+		}
+		if afterSwitch == 0 && acks[i].At.After(pu.At) {
+			afterSwitch = acks[i].At.Sub(switchAt)
+		}
+	}
+	t.Logf("switch: producer on west %v and consumer %v after the endpoint changed (check interval %v); first ack after the producer's switch %v after the change; longest gap between acks %v",
+		pu.At.Sub(switchAt).Round(time.Millisecond), cu.At.Sub(switchAt).Round(time.Millisecond), base.CheckInterval,
+		afterSwitch.Round(time.Millisecond), ackGap.Round(time.Millisecond))
+	t.Logf("producer: %d sent, %d acknowledged, %d failed; consumer: %d received (%d on east, %d replicated and %d local on west), %d delivered again",
+		done.Sent, done.Acked, done.Failed, len(msgs), onEast, onWestReplicated, onWestLocal, order.dups)
+}
+
+// javaPayload is the payload JavaClient sends as message seq of producer name.
+func javaPayload(name string, seq int) string { return fmt.Sprintf("%s-%06d", name, seq) }
+
+// attachedClients describes the application producers (replicators left
+// out) and the consumers of subscription "app" on one region's topic.
+func attachedClients(r *geoRegion, tn utils.TopicName) string {
+	st, err := r.admin.Topics().GetStats(tn)
+	if err != nil {
+		return "stats: " + err.Error()
+	}
+	producers := 0
+	for _, p := range st.Publishers {
+		if !strings.HasPrefix(p.ProducerName, "pulsar.repl.") {
+			producers++
+		}
+	}
+	return fmt.Sprintf("%d producers, %d consumers", producers, len(st.Subscriptions["app"].Consumers))
+}
+
+// javaOrder counts, per producer, messages received again (a seq already
+// received: at-least-once redelivery) and messages received after a later
+// one that was not received before (a reordering).
+type javaOrder struct {
+	dups, outOfOrder int
+	first            string
+}
+
+func checkJavaOrder(msgs []JavaMessage) javaOrder {
+	var o javaOrder
+	seen := map[string]bool{}
+	maxSeq := map[string]int{}
+	for _, m := range msgs {
+		if seen[m.Payload] {
+			o.dups++
+			continue
+		}
+		seen[m.Payload] = true
+		if last, ok := maxSeq[m.Producer]; ok && m.Seq < last {
+			o.outOfOrder++
+			if o.first == "" {
+				o.first = m.Payload
+			}
+			continue
+		}
+		maxSeq[m.Producer] = m.Seq
+	}
+	return o
+}
