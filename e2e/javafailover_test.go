@@ -1,11 +1,15 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -275,4 +279,55 @@ func checkJavaOrder(msgs []JavaMessage) javaOrder {
 		maxSeq[m.Producer] = m.Seq
 	}
 	return o
+}
+
+// TestJavaFailoverDocExample compiles the Java example of
+// docs/client-failover.md and runs it against a standalone, with a failover
+// endpoint naming that standalone (the example is done before its first
+// check, 5 s in: it runs on its default URL; the switch is what
+// TestJavaControlledFailover tests).
+func TestJavaFailoverDocExample(t *testing.T) {
+	SkipIfNoJava(t)
+	page, err := os.ReadFile(filepath.Join("..", "docs", "client-failover.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(page), "```java\n")
+	src, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 || !strings.Contains(src, "public class FailoverExample") {
+		t.Fatal("docs/client-failover.md has no java block with class FailoverExample")
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "FailoverExample.java"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cp, _ := javaClasspath()
+	if out, err := exec.Command("javac", "-cp", cp, "-d", dir, filepath.Join(dir, "FailoverExample.java")).CombinedOutput(); err != nil {
+		t.Fatalf("javac: %v\n%s", err, out)
+	}
+
+	sp := startStandaloneProc(t, t.TempDir())
+	url := "pulsar://" + sp.brokerAddr
+	const key = "doc-example-key"
+	ep := startFailoverEndpoint(t, key, failoverConfig{ServiceURL: url})
+	cmd := exec.Command("java", "-cp", cp+string(os.PathListSeparator)+dir, "FailoverExample",
+		ep.URL, key, url, "persistent://public/default/doc-example")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err = <-exited:
+	case <-time.After(90 * time.Second):
+		cmd.Process.Kill()
+		err = <-exited
+	}
+	want := "received 10 of 10 via " + url
+	if err != nil || !strings.Contains(out.String(), want) {
+		t.Fatalf("FailoverExample: %v, want %q in its output:\n%s", err, want, tail(out.Bytes(), 8<<10))
+	}
+	t.Log(want)
 }
