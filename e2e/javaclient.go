@@ -182,10 +182,10 @@ func tail(b []byte, n int) []byte {
 	return b
 }
 
-// JavaClientOptions configure one Java producer or consumer. ServiceURL is
+// ClientOptions configure one Java producer or consumer. ServiceURL is
 // the cluster it starts on; with ProviderURL set it follows that failover
 // endpoint (ControlledClusterFailover, ServiceURL as its default URL).
-type JavaClientOptions struct {
+type ClientOptions struct {
 	ServiceURL string
 	// ProviderURL is the failover endpoint polled every CheckInterval
 	// (default 1 s), with the header "Authorization: Bearer ProviderToken"
@@ -215,7 +215,7 @@ type JavaClientOptions struct {
 	SubscriptionType string
 }
 
-func (o JavaClientOptions) args(mode string) []string {
+func (o ClientOptions) args(mode string) []string {
 	a := []string{mode, "--service-url", o.ServiceURL, "--topic", o.Topic}
 	if o.ProviderURL != "" {
 		ci := o.CheckInterval
@@ -258,24 +258,25 @@ type URLChange struct {
 	JavaAt time.Time
 }
 
-// JavaAck is an acknowledged send.
-type JavaAck struct {
+// ClientAck is an acknowledged send.
+type ClientAck struct {
 	Seq   int
 	MsgID string
 	At    time.Time
 }
 
-// JavaSendError is a send that failed.
-type JavaSendError struct {
+// ClientSendError is a send that failed.
+type ClientSendError struct {
 	Seq int
 	Err string
 }
 
-// JavaMessage is a message the consumer received (and then acknowledged).
+// ClientMessage is a message the consumer received (and then acknowledged).
 // Producer and Seq are parsed from a "<name>-<seq>" payload (Seq is -1 for
 // any other payload); ReplicatedFrom is the cluster it was replicated from,
-// empty for a message produced in the cluster that delivered it.
-type JavaMessage struct {
+// empty for a message produced in the cluster that delivered it, "?" when
+// the client cannot tell (Python).
+type ClientMessage struct {
 	Payload        string
 	Producer       string
 	Seq            int
@@ -284,12 +285,12 @@ type JavaMessage struct {
 	At             time.Time
 }
 
-// JavaDone is the DONE line: messages sent, acknowledged and failed (a
+// ClientDone is the DONE line: messages sent, acknowledged and failed (a
 // consumer reports its received count in all three).
-type JavaDone struct{ Sent, Acked, Failed int }
+type ClientDone struct{ Sent, Acked, Failed int }
 
-// javaProc is one running JavaClient and what its output said so far.
-type javaProc struct {
+// clientProc is one running JavaClient and what its output said so far.
+type clientProc struct {
 	t    testing.TB
 	name string
 	cmd  *exec.Cmd
@@ -303,43 +304,100 @@ type javaProc struct {
 	exitErr  error
 	ready    bool
 	fatal    string
-	done     *JavaDone
+	done     *ClientDone
 	urls     []URLChange
-	acks     []JavaAck
-	sendErrs []JavaSendError
-	msgs     []JavaMessage
+	acks     []ClientAck
+	sendErrs []ClientSendError
+	msgs     []ClientMessage
 	bad      []string
 }
 
-// JavaProducer is a running Java producer.
-type JavaProducer struct{ *javaProc }
+// ClientProducer is a running Java producer.
+type ClientProducer struct{ *clientProc }
 
-// JavaConsumer is a running Java consumer.
-type JavaConsumer struct{ *javaProc }
+// ClientConsumer is a running Java consumer.
+type ClientConsumer struct{ *clientProc }
 
 // StartJavaProducer starts a Java producer and waits until it is created.
 // The test's cleanup kills it if the test did not Stop it, and logs its
 // stderr when the test failed.
-func StartJavaProducer(t testing.TB, name string, o JavaClientOptions) *JavaProducer {
+func StartJavaProducer(t testing.TB, name string, o ClientOptions) *ClientProducer {
 	t.Helper()
-	return &JavaProducer{startJava(t, name, o.args("produce"))}
+	return &ClientProducer{startJava(t, name, o.args("produce"))}
 }
 
 // StartJavaConsumer starts a Java consumer and waits until it is subscribed.
-func StartJavaConsumer(t testing.TB, name string, o JavaClientOptions) *JavaConsumer {
+func StartJavaConsumer(t testing.TB, name string, o ClientOptions) *ClientConsumer {
 	t.Helper()
 	if o.Subscription == "" {
-		t.Fatalf("%s: JavaClientOptions.Subscription is required", name)
+		t.Fatalf("%s: ClientOptions.Subscription is required", name)
 	}
-	return &JavaConsumer{startJava(t, name, o.args("consume"))}
+	return &ClientConsumer{startJava(t, name, o.args("consume"))}
 }
 
-func startJava(t testing.TB, name string, args []string) *javaProc {
+// requirePythonEnv, when "1", turns the skips of SkipIfNoPythonPulsar into
+// failures (CI sets it once pulsar-client for Python is installed).
+const requirePythonEnv = "MAGNETAR_REQUIRE_PYTHON_PULSAR"
+
+// SkipIfNoPythonPulsar skips the test unless python3 can import pulsar with
+// its ServiceInfoProvider (pulsar-client 3.13 and later), and fails it
+// instead when MAGNETAR_REQUIRE_PYTHON_PULSAR=1.
+func SkipIfNoPythonPulsar(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("process-level test")
+	}
+	out, err := exec.Command("python3", "-c", "import pulsar; pulsar.ServiceInfoProvider").CombinedOutput()
+	if err != nil {
+		skip := t.Skipf
+		if os.Getenv(requirePythonEnv) == "1" {
+			skip = t.Fatalf
+		}
+		skip("python3 cannot import pulsar.ServiceInfoProvider (pip install pulsar-client==3.13.0; %s=1 makes this a failure): %v\n%s",
+			requirePythonEnv, err, out)
+	}
+}
+
+// StartPythonProducer is StartJavaProducer with pulsar-client for Python
+// (javaclient/failover_client.py: the same flags and output, its failover
+// provider a ServiceInfoProvider polling ProviderURL).
+func StartPythonProducer(t testing.TB, name string, o ClientOptions) *ClientProducer {
+	t.Helper()
+	return &ClientProducer{startPython(t, name, o.args("produce"))}
+}
+
+// StartPythonConsumer is StartJavaConsumer with pulsar-client for Python.
+// Its messages' ReplicatedFrom is "?": the Python client does not say.
+func StartPythonConsumer(t testing.TB, name string, o ClientOptions) *ClientConsumer {
+	t.Helper()
+	if o.Subscription == "" {
+		t.Fatalf("%s: ClientOptions.Subscription is required", name)
+	}
+	return &ClientConsumer{startPython(t, name, o.args("consume"))}
+}
+
+func startPython(t testing.TB, name string, args []string) *clientProc {
+	t.Helper()
+	SkipIfNoPythonPulsar(t)
+	script, err := filepath.Abs(filepath.Join("javaclient", "failover_client.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startClient(t, name, "python3", append([]string{"-u", script}, args...))
+}
+
+func startJava(t testing.TB, name string, args []string) *clientProc {
 	t.Helper()
 	SkipIfNoJava(t)
 	cp, _ := javaClasspath()
-	jargs := append([]string{"-Xmx256m", "-XX:+UseSerialGC", "-cp", cp, "io.magnetar.e2e.JavaClient"}, args...)
-	p := &javaProc{t: t, name: name, cmd: exec.Command("java", jargs...), exited: make(chan struct{})}
+	return startClient(t, name, "java", append([]string{"-Xmx256m", "-XX:+UseSerialGC", "-cp", cp, "io.magnetar.e2e.JavaClient"}, args...))
+}
+
+// startClient runs argv (JavaClient, or the Python client with the same
+// command line and output) and waits for its READY line.
+func startClient(t testing.TB, name, prog string, args []string) *clientProc {
+	t.Helper()
+	p := &clientProc{t: t, name: name, cmd: exec.Command(prog, args...), exited: make(chan struct{})}
 	stdin, err := p.cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -351,7 +409,7 @@ func startJava(t testing.TB, name string, args []string) *javaProc {
 	p.stdin = stdin
 	p.cmd.Stderr = lockedWriter{&p.mu, &p.stderr}
 	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("%s: start java: %v", name, err)
+		t.Fatalf("%s: start %s: %v", name, prog, err)
 	}
 	p.readWG.Add(1)
 	go func() {
@@ -373,7 +431,7 @@ func startJava(t testing.TB, name string, args []string) *javaProc {
 	t.Cleanup(func() {
 		p.kill()
 		if t.Failed() {
-			t.Logf("%s (java) stderr, last 8 KiB:\n%s", name, tail([]byte(p.Stderr()), 8<<10))
+			t.Logf("%s (%s) stderr, last 8 KiB:\n%s", name, prog, tail([]byte(p.Stderr()), 8<<10))
 		}
 	})
 	p.waitFor("READY", 60*time.Second, func() bool { return p.ready })
@@ -381,7 +439,7 @@ func startJava(t testing.TB, name string, args []string) *javaProc {
 }
 
 // parse records one output line.
-func (p *javaProc) parse(line string, at time.Time) {
+func (p *clientProc) parse(line string, at time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	kind, rest, _ := strings.Cut(line, " ")
@@ -402,18 +460,18 @@ func (p *javaProc) parse(line string, at time.Time) {
 	case kind == "ACK" && len(f) == 2:
 		seq, err := strconv.Atoi(f[0])
 		if err == nil {
-			p.acks = append(p.acks, JavaAck{Seq: seq, MsgID: f[1], At: at})
+			p.acks = append(p.acks, ClientAck{Seq: seq, MsgID: f[1], At: at})
 			return
 		}
 	case kind == "ERR" && len(f) >= 1:
 		seq, err := strconv.Atoi(f[0])
 		if err == nil {
 			_, msg, _ := strings.Cut(rest, " ")
-			p.sendErrs = append(p.sendErrs, JavaSendError{Seq: seq, Err: msg})
+			p.sendErrs = append(p.sendErrs, ClientSendError{Seq: seq, Err: msg})
 			return
 		}
 	case kind == "MSG" && len(f) == 3:
-		m := JavaMessage{Payload: f[0], Seq: -1, MsgID: f[1], At: at}
+		m := ClientMessage{Payload: f[0], Seq: -1, MsgID: f[1], At: at}
 		if f[2] != "-" {
 			m.ReplicatedFrom = f[2]
 		}
@@ -425,7 +483,7 @@ func (p *javaProc) parse(line string, at time.Time) {
 		p.msgs = append(p.msgs, m)
 		return
 	case kind == "DONE" && len(f) == 3:
-		var d JavaDone
+		var d ClientDone
 		var e1, e2, e3 error
 		d.Sent, e1 = strconv.Atoi(f[0])
 		d.Acked, e2 = strconv.Atoi(f[1])
@@ -440,7 +498,7 @@ func (p *javaProc) parse(line string, at time.Time) {
 
 // waitFor polls cond (called with p.mu held) until it holds; it fails the
 // test when the process exits first, reports FATAL, or timeout passes.
-func (p *javaProc) waitFor(what string, timeout time.Duration, cond func() bool) {
+func (p *clientProc) waitFor(what string, timeout time.Duration, cond func() bool) {
 	p.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -470,7 +528,7 @@ func (p *javaProc) waitFor(what string, timeout time.Duration, cond func() bool)
 	}
 }
 
-func (p *javaProc) exitError() error {
+func (p *clientProc) exitError() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.exitErr
@@ -478,7 +536,7 @@ func (p *javaProc) exitError() error {
 
 // WaitURL waits until the client has switched to a service URL containing
 // substr and returns that change.
-func (p *javaProc) WaitURL(substr string, timeout time.Duration) URLChange {
+func (p *clientProc) WaitURL(substr string, timeout time.Duration) URLChange {
 	p.t.Helper()
 	var got URLChange
 	p.waitFor("service URL "+substr, timeout, func() bool {
@@ -495,21 +553,21 @@ func (p *javaProc) WaitURL(substr string, timeout time.Duration) URLChange {
 
 // URLChanges returns every service URL the client has printed, the first
 // being the one it started with.
-func (p *javaProc) URLChanges() []URLChange {
+func (p *clientProc) URLChanges() []URLChange {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]URLChange(nil), p.urls...)
 }
 
 // Unparsed returns output lines the harness did not understand.
-func (p *javaProc) Unparsed() []string {
+func (p *clientProc) Unparsed() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]string(nil), p.bad...)
 }
 
 // Stderr returns what the JVM wrote to standard error (the client's log).
-func (p *javaProc) Stderr() string {
+func (p *clientProc) Stderr() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.stderr.String()
@@ -519,26 +577,26 @@ func (p *javaProc) Stderr() string {
 // sends and prints DONE, and waits for it to exit. It returns the DONE
 // figures, or an error when the client did not finish cleanly within 90 s
 // (it is killed then).
-func (p *javaProc) Stop() (JavaDone, error) {
+func (p *clientProc) Stop() (ClientDone, error) {
 	p.stdin.Close()
 	select {
 	case <-p.exited:
 	case <-time.After(90 * time.Second):
 		p.kill()
-		return JavaDone{}, fmt.Errorf("%s: java client still running 90 s after its input closed", p.name)
+		return ClientDone{}, fmt.Errorf("%s: java client still running 90 s after its input closed", p.name)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.exitErr != nil {
-		return JavaDone{}, fmt.Errorf("%s: java client: %w (%s)", p.name, p.exitErr, p.fatal)
+		return ClientDone{}, fmt.Errorf("%s: java client: %w (%s)", p.name, p.exitErr, p.fatal)
 	}
 	if p.done == nil {
-		return JavaDone{}, fmt.Errorf("%s: java client exited without DONE", p.name)
+		return ClientDone{}, fmt.Errorf("%s: java client exited without DONE", p.name)
 	}
 	return *p.done, nil
 }
 
-func (p *javaProc) kill() {
+func (p *clientProc) kill() {
 	select {
 	case <-p.exited:
 		return
@@ -549,27 +607,27 @@ func (p *javaProc) kill() {
 }
 
 // Acked returns the acknowledged sends in the order they were acknowledged.
-func (p *JavaProducer) Acked() []JavaAck {
+func (p *ClientProducer) Acked() []ClientAck {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return append([]JavaAck(nil), p.acks...)
+	return append([]ClientAck(nil), p.acks...)
 }
 
 // SendErrors returns the failed sends.
-func (p *JavaProducer) SendErrors() []JavaSendError {
+func (p *ClientProducer) SendErrors() []ClientSendError {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return append([]JavaSendError(nil), p.sendErrs...)
+	return append([]ClientSendError(nil), p.sendErrs...)
 }
 
 // WaitAcked waits until n sends have been acknowledged in all.
-func (p *JavaProducer) WaitAcked(n int, timeout time.Duration) {
+func (p *ClientProducer) WaitAcked(n int, timeout time.Duration) {
 	p.t.Helper()
 	p.waitFor(fmt.Sprintf("%d acknowledged sends", n), timeout, func() bool { return len(p.acks) >= n })
 }
 
 // WaitAckedAfter waits until n sends have been acknowledged after since.
-func (p *JavaProducer) WaitAckedAfter(since time.Time, n int, timeout time.Duration) {
+func (p *ClientProducer) WaitAckedAfter(since time.Time, n int, timeout time.Duration) {
 	p.t.Helper()
 	p.waitFor(fmt.Sprintf("%d sends acknowledged after %s", n, since.Format(time.RFC3339Nano)), timeout, func() bool {
 		c := 0
@@ -583,21 +641,21 @@ func (p *JavaProducer) WaitAckedAfter(since time.Time, n int, timeout time.Durat
 }
 
 // Received returns the received messages in arrival order.
-func (c *JavaConsumer) Received() []JavaMessage {
+func (c *ClientConsumer) Received() []ClientMessage {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]JavaMessage(nil), c.msgs...)
+	return append([]ClientMessage(nil), c.msgs...)
 }
 
 // WaitReceived waits until n messages have been received in all.
-func (c *JavaConsumer) WaitReceived(n int, timeout time.Duration) {
+func (c *ClientConsumer) WaitReceived(n int, timeout time.Duration) {
 	c.t.Helper()
 	c.waitFor(fmt.Sprintf("%d received messages", n), timeout, func() bool { return len(c.msgs) >= n })
 }
 
 // WaitReceivedAll polls until every payload in want has been received or
 // timeout passes, and returns the payloads still missing, sorted.
-func (c *JavaConsumer) WaitReceivedAll(want map[string]bool, timeout time.Duration) []string {
+func (c *ClientConsumer) WaitReceivedAll(want map[string]bool, timeout time.Duration) []string {
 	var missing []string
 	pollUntil(timeout, c.exited, func() bool {
 		got := map[string]bool{}

@@ -82,17 +82,23 @@ func (ep *failoverEndpoint) set(cfg failoverConfig) {
 // none) and returns the status and body.
 func (ep *failoverEndpoint) get(t *testing.T, auth string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, ep.URL, nil)
-	if auth != "" {
-		req.Header.Set("Authorization", auth)
-	}
-	resp, err := http.DefaultClient.Do(req)
+	req, err := http.NewRequest(http.MethodGet, ep.URL, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := ep.Client().Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", ep.URL, err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatalf("GET %s: read: %v", ep.URL, err)
+	}
+	return resp.StatusCode, string(body)
 }
 
 // TestJavaControlledFailover: two standalones replicating geo/ns to each
@@ -104,6 +110,20 @@ func (ep *failoverEndpoint) get(t *testing.T, auth string) (int, string) {
 // switch, from west after), in order, none lost.
 func TestJavaControlledFailover(t *testing.T) {
 	SkipIfNoJava(t)
+	testControlledFailover(t, "java", StartJavaProducer, StartJavaConsumer)
+}
+
+// TestPythonControlledFailover is the same with pulsar-client for Python,
+// which has no ControlledClusterFailover: its client follows the endpoint
+// through a ServiceInfoProvider of ours (e2e/javaclient/failover_client.py).
+func TestPythonControlledFailover(t *testing.T) {
+	SkipIfNoPythonPulsar(t)
+	testControlledFailover(t, "python", StartPythonProducer, StartPythonConsumer)
+}
+
+func testControlledFailover(t *testing.T, lang string,
+	startProducer func(testing.TB, string, ClientOptions) *ClientProducer,
+	startConsumer func(testing.TB, string, ClientOptions) *ClientConsumer) {
 	rs := startGeo(t, "east", "west")
 	east, west := "pulsar://"+rs[0].sp.brokerAddr, "pulsar://"+rs[1].sp.brokerAddr
 	const key = "e2e-failover-key"
@@ -120,15 +140,15 @@ func TestJavaControlledFailover(t *testing.T) {
 	}
 	refusedBefore := ep.refused.Load()
 
-	topic := "persistent://geo/ns/java-failover"
-	base := JavaClientOptions{ServiceURL: east, ProviderURL: ep.URL, ProviderToken: key,
+	topic := "persistent://geo/ns/" + lang + "-failover"
+	base := ClientOptions{ServiceURL: east, ProviderURL: ep.URL, ProviderToken: key,
 		CheckInterval: 500 * time.Millisecond, Topic: topic}
 	co := base
 	co.Subscription, co.SubscriptionType = "app", "Shared"
-	cons := StartJavaConsumer(t, "consumer", co)
+	cons := startConsumer(t, lang+"-consumer", co)
 	po := base
-	po.Name, po.Rate = "j1", 50
-	prod := StartJavaProducer(t, "producer", po)
+	po.Name, po.Rate = lang[:1]+"1", 50
+	prod := startProducer(t, lang+"-producer", po)
 
 	prod.WaitAcked(100, 60*time.Second)
 	cons.WaitReceived(100, 60*time.Second)
@@ -160,7 +180,7 @@ func TestJavaControlledFailover(t *testing.T) {
 	acks := prod.Acked()
 	want := map[string]bool{}
 	for _, a := range acks {
-		want[javaPayload("j1", a.Seq)] = true
+		want[javaPayload(po.Name, a.Seq)] = true
 	}
 	if missing := cons.WaitReceivedAll(want, 60*time.Second); len(missing) > 0 {
 		t.Errorf("%d of %d acknowledged messages never received, first %v", len(missing), len(want), missing[:min(5, len(missing))])
@@ -182,38 +202,46 @@ func TestJavaControlledFailover(t *testing.T) {
 		}
 	}
 
-	for _, jp := range []*javaProc{prod.javaProc, cons.javaProc} {
+	for _, jp := range []*clientProc{prod.clientProc, cons.clientProc} {
 		if bad := jp.Unparsed(); len(bad) > 0 {
 			t.Errorf("%s printed lines the harness does not understand: %q", jp.name, bad)
 		}
 	}
 	msgs := cons.Received()
-	order := checkJavaOrder(msgs)
+	order := checkClientOrder(msgs)
 	if order.outOfOrder > 0 {
 		t.Errorf("%d messages received after a later one of the same producer (first: %s)", order.outOfOrder, order.first)
 	}
-	var onEast, onWestLocal, onWestReplicated int
+	// Before the consumer's switch it reads east, where every message was
+	// produced locally; after it, west, where the producer's later messages
+	// are local and east's arrive replicated (when the client says so).
+	var onEast, onWest, replicated int
+	knowsOrigin := true
 	for _, m := range msgs {
-		switch {
-		case m.At.Before(cu.At):
+		if m.At.Before(cu.At) {
 			onEast++
-			if m.ReplicatedFrom != "" {
+			if m.ReplicatedFrom != "" && m.ReplicatedFrom != "?" {
 				t.Errorf("before the switch, %s came replicated from %s: the consumer was not on east", m.Payload, m.ReplicatedFrom)
 			}
-		case m.ReplicatedFrom == "east":
-			onWestReplicated++
+			continue
+		}
+		onWest++
+		switch m.ReplicatedFrom {
+		case "?":
+			knowsOrigin = false
+		case "":
 		default:
-			onWestLocal++
+			replicated++
 		}
 	}
-	if onWestLocal == 0 {
-		t.Errorf("no message produced in west was received after the switch")
+	if onWest == 0 || (knowsOrigin && onWest == replicated) {
+		t.Errorf("after the switch %d messages received, %d of them replicated: none produced in west", onWest, replicated)
 	}
 	if refused := ep.refused.Load() - refusedBefore; refused != 0 {
-		t.Errorf("the endpoint refused %d requests of the Java clients (bearer header missing?)", refused)
+		t.Errorf("the endpoint refused %d requests of the clients (bearer header missing?)", refused)
 	}
 	if ep.served.Load() < 4 {
-		t.Errorf("the endpoint served the Java clients only %d times", ep.served.Load()-1)
+		t.Errorf("the endpoint served the clients only %d times", ep.served.Load()-1)
 	}
 
 	ackGap, afterSwitch := time.Duration(0), time.Duration(0)
@@ -228,8 +256,12 @@ func TestJavaControlledFailover(t *testing.T) {
 	t.Logf("switch: producer on west %v and consumer %v after the endpoint changed (check interval %v); first ack after the producer's switch %v after the change; longest gap between acks %v",
 		pu.At.Sub(switchAt).Round(time.Millisecond), cu.At.Sub(switchAt).Round(time.Millisecond), base.CheckInterval,
 		afterSwitch.Round(time.Millisecond), ackGap.Round(time.Millisecond))
-	t.Logf("producer: %d sent, %d acknowledged, %d failed; consumer: %d received (%d on east, %d replicated and %d local on west), %d delivered again",
-		done.Sent, done.Acked, done.Failed, len(msgs), onEast, onWestReplicated, onWestLocal, order.dups)
+	origin := "origin not reported by the client"
+	if knowsOrigin {
+		origin = fmt.Sprintf("%d of them replicated from east", replicated)
+	}
+	t.Logf("producer: %d sent, %d acknowledged, %d failed; consumer: %d received (%d on east, %d on west, %s), %d delivered again",
+		done.Sent, done.Acked, done.Failed, len(msgs), onEast, onWest, origin, order.dups)
 }
 
 // javaPayload is the payload JavaClient sends as message seq of producer name.
@@ -251,16 +283,16 @@ func attachedClients(r *geoRegion, tn utils.TopicName) string {
 	return fmt.Sprintf("%d producers, %d consumers", producers, len(st.Subscriptions["app"].Consumers))
 }
 
-// javaOrder counts, per producer, messages received again (a seq already
+// clientOrder counts, per producer, messages received again (a seq already
 // received: at-least-once redelivery) and messages received after a later
 // one that was not received before (a reordering).
-type javaOrder struct {
+type clientOrder struct {
 	dups, outOfOrder int
 	first            string
 }
 
-func checkJavaOrder(msgs []JavaMessage) javaOrder {
-	var o javaOrder
+func checkClientOrder(msgs []ClientMessage) clientOrder {
+	var o clientOrder
 	seen := map[string]bool{}
 	maxSeq := map[string]int{}
 	for _, m := range msgs {
