@@ -25,7 +25,9 @@ import (
 // consumer (org.apache.pulsar:pulsar-client, the version its pom.xml pins),
 // optionally following a failover endpoint with ControlledClusterFailover,
 // and prints one line per event. StartJavaProducer and StartJavaConsumer run
-// it as a child process and parse those lines.
+// it as a child process and parse those lines. javaclient/failover_client.py
+// is the same program on pulsar-client for Python (StartPythonProducer,
+// StartPythonConsumer).
 
 // requireJavaEnv, when "1", turns the skips of SkipIfNoJava into failures
 // (CI sets it once it has java and mvn).
@@ -215,6 +217,16 @@ type ClientOptions struct {
 	SubscriptionType string
 }
 
+// consumerArgs is args("consume"), failing the test when o has no
+// Subscription.
+func (o ClientOptions) consumerArgs(t testing.TB, name string) []string {
+	t.Helper()
+	if o.Subscription == "" {
+		t.Fatalf("%s: ClientOptions.Subscription is required", name)
+	}
+	return o.args("consume")
+}
+
 func (o ClientOptions) args(mode string) []string {
 	a := []string{mode, "--service-url", o.ServiceURL, "--topic", o.Topic}
 	if o.ProviderURL != "" {
@@ -250,7 +262,7 @@ func (o ClientOptions) args(mode string) []string {
 	return a
 }
 
-// URLChange is one service URL the Java client used: At is when the test
+// URLChange is one service URL the client used: At is when the test
 // read the line, JavaAt the client's own clock when it saw the change.
 type URLChange struct {
 	URL    string
@@ -289,7 +301,8 @@ type ClientMessage struct {
 // consumer reports its received count in all three).
 type ClientDone struct{ Sent, Acked, Failed int }
 
-// clientProc is one running JavaClient and what its output said so far.
+// clientProc is one running client process (JavaClient or
+// failover_client.py) and what its output said so far.
 type clientProc struct {
 	t    testing.TB
 	name string
@@ -312,10 +325,10 @@ type clientProc struct {
 	bad      []string
 }
 
-// ClientProducer is a running Java producer.
+// ClientProducer is a running producer (Java, or Python).
 type ClientProducer struct{ *clientProc }
 
-// ClientConsumer is a running Java consumer.
+// ClientConsumer is a running consumer (Java, or Python).
 type ClientConsumer struct{ *clientProc }
 
 // StartJavaProducer starts a Java producer and waits until it is created.
@@ -329,10 +342,7 @@ func StartJavaProducer(t testing.TB, name string, o ClientOptions) *ClientProduc
 // StartJavaConsumer starts a Java consumer and waits until it is subscribed.
 func StartJavaConsumer(t testing.TB, name string, o ClientOptions) *ClientConsumer {
 	t.Helper()
-	if o.Subscription == "" {
-		t.Fatalf("%s: ClientOptions.Subscription is required", name)
-	}
-	return &ClientConsumer{startJava(t, name, o.args("consume"))}
+	return &ClientConsumer{startJava(t, name, o.consumerArgs(t, name))}
 }
 
 // requirePythonEnv, when "1", turns the skips of SkipIfNoPythonPulsar into
@@ -370,10 +380,7 @@ func StartPythonProducer(t testing.TB, name string, o ClientOptions) *ClientProd
 // Its messages' ReplicatedFrom is "?": the Python client does not say.
 func StartPythonConsumer(t testing.TB, name string, o ClientOptions) *ClientConsumer {
 	t.Helper()
-	if o.Subscription == "" {
-		t.Fatalf("%s: ClientOptions.Subscription is required", name)
-	}
-	return &ClientConsumer{startPython(t, name, o.args("consume"))}
+	return &ClientConsumer{startPython(t, name, o.consumerArgs(t, name))}
 }
 
 func startPython(t testing.TB, name string, args []string) *clientProc {
@@ -509,7 +516,7 @@ func (p *clientProc) waitFor(what string, timeout time.Duration, cond func() boo
 			return
 		}
 		if fatal != "" {
-			p.t.Fatalf("%s: java client failed: %s\n%s", p.name, fatal, tail([]byte(p.Stderr()), 4<<10))
+			p.t.Fatalf("%s: client failed: %s\n%s", p.name, fatal, tail([]byte(p.Stderr()), 4<<10))
 		}
 		select {
 		case <-p.exited:
@@ -519,7 +526,7 @@ func (p *clientProc) waitFor(what string, timeout time.Duration, cond func() boo
 			if ok {
 				return
 			}
-			p.t.Fatalf("%s: java client exited (%v) before %s\n%s", p.name, p.exitError(), what, tail([]byte(p.Stderr()), 4<<10))
+			p.t.Fatalf("%s: client exited (%v) before %s\n%s", p.name, p.exitError(), what, tail([]byte(p.Stderr()), 4<<10))
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
@@ -583,15 +590,15 @@ func (p *clientProc) Stop() (ClientDone, error) {
 	case <-p.exited:
 	case <-time.After(90 * time.Second):
 		p.kill()
-		return ClientDone{}, fmt.Errorf("%s: java client still running 90 s after its input closed", p.name)
+		return ClientDone{}, fmt.Errorf("%s: client still running 90 s after its input closed", p.name)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.exitErr != nil {
-		return ClientDone{}, fmt.Errorf("%s: java client: %w (%s)", p.name, p.exitErr, p.fatal)
+		return ClientDone{}, fmt.Errorf("%s: client: %w (%s)", p.name, p.exitErr, p.fatal)
 	}
 	if p.done == nil {
-		return ClientDone{}, fmt.Errorf("%s: java client exited without DONE", p.name)
+		return ClientDone{}, fmt.Errorf("%s: client exited without DONE", p.name)
 	}
 	return *p.done, nil
 }
