@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -581,16 +582,21 @@ func (p *clientProc) Stderr() string {
 }
 
 // Stop closes the client's standard input, so it stops, flushes pending
-// sends and prints DONE, and waits for it to exit. It returns the DONE
-// figures, or an error when the client did not finish cleanly within 90 s
-// (it is killed then).
+// sends and prints DONE, and waits for it to exit (Wait, 90 s).
 func (p *clientProc) Stop() (ClientDone, error) {
 	p.stdin.Close()
+	return p.Wait(90 * time.Second)
+}
+
+// Wait waits for the client to exit by itself (a producer after Count
+// messages) and returns its DONE figures; it kills the client after
+// timeout.
+func (p *clientProc) Wait(timeout time.Duration) (ClientDone, error) {
 	select {
 	case <-p.exited:
-	case <-time.After(90 * time.Second):
+	case <-time.After(timeout):
 		p.kill()
-		return ClientDone{}, fmt.Errorf("%s: client still running 90 s after its input closed", p.name)
+		return ClientDone{}, fmt.Errorf("%s: client still running after %v", p.name, timeout)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -601,6 +607,15 @@ func (p *clientProc) Stop() (ClientDone, error) {
 		return ClientDone{}, fmt.Errorf("%s: client exited without DONE", p.name)
 	}
 	return *p.done, nil
+}
+
+// Terminate sends SIGTERM, on which the client stops as on Stop, and
+// waits for it to exit; it returns the same as Stop.
+func (p *clientProc) Terminate() (ClientDone, error) {
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return ClientDone{}, fmt.Errorf("%s: SIGTERM: %w", p.name, err)
+	}
+	return p.Stop()
 }
 
 func (p *clientProc) kill() {

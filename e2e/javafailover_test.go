@@ -212,16 +212,28 @@ func testControlledFailover(t *testing.T, lang string,
 	if order.outOfOrder > 0 {
 		t.Errorf("%d messages received after a later one of the same producer (first: %s)", order.outOfOrder, order.first)
 	}
-	// Before the consumer's switch it reads east, where every message was
-	// produced locally; after it, west, where the producer's later messages
-	// are local and east's arrive replicated (when the client says so).
+	// Before the consumer's switch it reads east, where the producer's
+	// messages were stored locally until its own switch, and arrive
+	// replicated from west after it. After the consumer's switch it reads
+	// west: the producer's later messages are local there, east's arrive
+	// replicated (when the client says so).
+	ackedAt := map[int]time.Time{}
+	for _, a := range acks {
+		ackedAt[a.Seq] = a.At
+	}
 	var onEast, onWest, replicated int
 	knowsOrigin := true
 	for _, m := range msgs {
 		if m.At.Before(cu.At) {
 			onEast++
-			if m.ReplicatedFrom != "" && m.ReplicatedFrom != "?" {
-				t.Errorf("before the switch, %s came replicated from %s: the consumer was not on east", m.Payload, m.ReplicatedFrom)
+			switch m.ReplicatedFrom {
+			case "", "?":
+			case "west":
+				if at, ok := ackedAt[m.Seq]; ok && at.Before(pu.At) {
+					t.Errorf("before the switch, %s came replicated from west, though acknowledged before the producer moved there", m.Payload)
+				}
+			default:
+				t.Errorf("before the switch, %s came replicated from %s", m.Payload, m.ReplicatedFrom)
 			}
 			continue
 		}
@@ -362,4 +374,59 @@ func TestJavaFailoverDocExample(t *testing.T) {
 		t.Fatalf("FailoverExample: %v, want %q in its output:\n%s", err, want, tail(out.Bytes(), 8<<10))
 	}
 	t.Log(want)
+}
+
+// TestJavaClientPlainURL runs the Java client without a failover endpoint,
+// on one standalone: a producer of 100 messages that exits by itself, then
+// one stopped with SIGTERM mid-run; every acknowledged message is received
+// once, in order, and each client prints DONE with its counts on the way
+// out.
+func TestJavaClientPlainURL(t *testing.T) {
+	SkipIfNoJava(t)
+	sp := startStandaloneProc(t, t.TempDir())
+	o := ClientOptions{ServiceURL: "pulsar://" + sp.brokerAddr, Topic: "persistent://public/default/java-plain"}
+	co := o
+	co.Subscription, co.SubscriptionType = "plain", "Exclusive"
+	cons := StartJavaConsumer(t, "consumer", co)
+	po := o
+	po.Name, po.Count, po.Rate, po.Key = "a", 100, 200, "k1"
+	a := StartJavaProducer(t, "producer-a", po)
+	da, err := a.Wait(60 * time.Second) // it exits after its 100 messages
+	if err != nil {
+		t.Fatal(err)
+	}
+	po.Name, po.Count = "b", 0
+	b := StartJavaProducer(t, "producer-b", po)
+	b.WaitAcked(50, 30*time.Second)
+	db, err := b.Terminate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{}
+	for _, p := range []*ClientProducer{a, b} {
+		for _, ack := range p.Acked() {
+			want[javaPayload(strings.TrimPrefix(p.name, "producer-"), ack.Seq)] = true
+		}
+	}
+	if db.Sent != db.Acked || db.Failed != 0 || db.Acked != len(b.Acked()) || db.Acked < 50 {
+		t.Errorf("producer b after SIGTERM: DONE %+v, %d ACK lines, want every send acknowledged", db, len(b.Acked()))
+	}
+	if da.Sent != 100 || da.Acked != 100 || len(a.Acked()) != 100 {
+		t.Errorf("producer a: DONE %+v, %d ACK lines", da, len(a.Acked()))
+	}
+	if missing := cons.WaitReceivedAll(want, 30*time.Second); len(missing) > 0 {
+		t.Errorf("%d acknowledged messages not received: %v", len(missing), missing[:min(5, len(missing))])
+	}
+	dc, err := cons.Stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := cons.Received()
+	if order := checkClientOrder(msgs); order.dups != 0 || order.outOfOrder != 0 {
+		t.Errorf("consumer: %d duplicates, %d out of order", order.dups, order.outOfOrder)
+	}
+	if dc.Sent != len(msgs) || len(cons.URLChanges()) != 1 {
+		t.Errorf("consumer: DONE %+v, %d MSG lines, URL lines %v", dc, len(msgs), cons.URLChanges())
+	}
+	t.Logf("producer a (100 messages): %+v; producer b (SIGTERM): %+v; consumer received %d", da, db, len(msgs))
 }

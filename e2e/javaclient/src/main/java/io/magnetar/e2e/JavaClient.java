@@ -56,6 +56,7 @@ public final class JavaClient {
     private final Map<String, String> flags;
     private final CountDownLatch stopping = new CountDownLatch(1);
     private final CountDownLatch finished = new CountDownLatch(1);
+    private volatile int status;
 
     private JavaClient(Map<String, String> flags) {
         this.flags = flags;
@@ -79,7 +80,6 @@ public final class JavaClient {
         Thread stdin = new Thread(jc::watchStdin, "stdin");
         stdin.setDaemon(true);
         stdin.start();
-        int status = 0;
         try {
             if (args[0].equals("produce")) {
                 jc.produce();
@@ -88,13 +88,13 @@ public final class JavaClient {
             }
         } catch (Exception e) {
             emit("FATAL " + oneLine(e.toString()));
-            status = 1;
+            jc.status = 1;
         } finally {
             jc.finished.countDown();
         }
         OUT.flush();
         // Pulsar's client leaves non-daemon threads behind after close.
-        Runtime.getRuntime().halt(status);
+        Runtime.getRuntime().halt(jc.status);
     }
 
     static Map<String, String> parseFlags(String[] args) {
@@ -305,15 +305,22 @@ public final class JavaClient {
         stopping.countDown();
     }
 
-    /** On SIGTERM: stop, and let the run flush and print DONE before the JVM exits. */
+    /**
+     * On SIGTERM: stop, let the run flush and print DONE, then exit with its status (0 after a
+     * clean stop) rather than the JVM's 143 for the signal.
+     */
     private void shutdownHook() {
         stopping.countDown();
+        boolean done = false;
         try {
-            finished.await(70, TimeUnit.SECONDS);
+            done = finished.await(70, TimeUnit.SECONDS);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
         OUT.flush();
+        if (done) {
+            Runtime.getRuntime().halt(status);
+        }
     }
 
     private static String oneLine(String s) {
