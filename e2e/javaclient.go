@@ -80,7 +80,7 @@ func buildJavaClient() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	sum, err := hashTree(src)
+	sum, err := hashJavaProject(src)
 	if err != nil {
 		return "", fmt.Errorf("javaclient: hash sources: %w", err)
 	}
@@ -97,7 +97,7 @@ func buildJavaClient() (string, error) {
 		return "", err
 	}
 	defer os.RemoveAll(tmp)
-	if err := copyTree(src, tmp); err != nil {
+	if err := copyJavaProject(src, tmp); err != nil {
 		return "", fmt.Errorf("javaclient: copy sources: %w", err)
 	}
 	mvn := func(args ...string) ([]byte, error) {
@@ -107,7 +107,7 @@ func buildJavaClient() (string, error) {
 	}
 	if _, err := mvn("-o", "package", "-DskipTests"); err != nil {
 		if out, err := mvn("package", "-DskipTests"); err != nil {
-			return "", fmt.Errorf("javaclient: mvn package: %w\n%s", err, tail(out, 3000))
+			return "", fmt.Errorf("javaclient: mvn package: %w\n%s", err, tailBytes(out, 3000))
 		}
 	}
 	if err := os.WriteFile(filepath.Join(tmp, "built"), []byte(sum+"\n"), 0o644); err != nil {
@@ -122,9 +122,9 @@ func buildJavaClient() (string, error) {
 	return cp, nil
 }
 
-// hashTree hashes the names and contents of the project's files, leaving
+// hashJavaProject hashes the names and contents of the project's files, leaving
 // out Maven's output (target/).
-func hashTree(root string) (string, error) {
+func hashJavaProject(root string) (string, error) {
 	var files []string
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -155,7 +155,7 @@ func hashTree(root string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-func copyTree(src, dst string) error {
+func copyJavaProject(src, dst string) error {
 	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -178,7 +178,7 @@ func copyTree(src, dst string) error {
 	})
 }
 
-func tail(b []byte, n int) []byte {
+func tailBytes(b []byte, n int) []byte {
 	if len(b) > n {
 		return b[len(b)-n:]
 	}
@@ -439,7 +439,7 @@ func startClient(t testing.TB, name, prog string, args []string) *clientProc {
 	t.Cleanup(func() {
 		p.kill()
 		if t.Failed() {
-			t.Logf("%s (%s) stderr, last 8 KiB:\n%s", name, prog, tail([]byte(p.Stderr()), 8<<10))
+			t.Logf("%s (%s) stderr, last 8 KiB:\n%s", name, prog, tailBytes([]byte(p.Stderr()), 8<<10))
 		}
 	})
 	p.waitFor("READY", 60*time.Second, func() bool { return p.ready })
@@ -517,7 +517,7 @@ func (p *clientProc) waitFor(what string, timeout time.Duration, cond func() boo
 			return
 		}
 		if fatal != "" {
-			p.t.Fatalf("%s: client failed: %s\n%s", p.name, fatal, tail([]byte(p.Stderr()), 4<<10))
+			p.t.Fatalf("%s: client failed: %s\n%s", p.name, fatal, tailBytes([]byte(p.Stderr()), 4<<10))
 		}
 		select {
 		case <-p.exited:
@@ -527,7 +527,7 @@ func (p *clientProc) waitFor(what string, timeout time.Duration, cond func() boo
 			if ok {
 				return
 			}
-			p.t.Fatalf("%s: client exited (%v) before %s\n%s", p.name, p.exitError(), what, tail([]byte(p.Stderr()), 4<<10))
+			p.t.Fatalf("%s: client exited (%v) before %s\n%s", p.name, p.exitError(), what, tailBytes([]byte(p.Stderr()), 4<<10))
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
@@ -679,7 +679,7 @@ func (c *ClientConsumer) WaitReceived(n int, timeout time.Duration) {
 // timeout passes, and returns the payloads still missing, sorted.
 func (c *ClientConsumer) WaitReceivedAll(want map[string]bool, timeout time.Duration) []string {
 	var missing []string
-	pollUntil(timeout, c.exited, func() bool {
+	pollClient(timeout, c.exited, func() bool {
 		got := map[string]bool{}
 		for _, m := range c.Received() {
 			got[m.Payload] = true
@@ -696,9 +696,9 @@ func (c *ClientConsumer) WaitReceivedAll(want map[string]bool, timeout time.Dura
 	return missing
 }
 
-// pollUntil calls cond every 50 ms until it holds (true) or timeout passes
+// pollClient calls cond every 50 ms until it holds (true) or timeout passes
 // (false). A close of stop ends the wait after one more call.
-func pollUntil(timeout time.Duration, stop <-chan struct{}, cond func() bool) bool {
+func pollClient(timeout time.Duration, stop <-chan struct{}, cond func() bool) bool {
 	deadline := time.After(timeout)
 	for {
 		if cond() {

@@ -19,33 +19,33 @@ import (
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 )
 
-// failoverConfig is the document ControlledClusterFailover polls. Empty
+// failoverDoc is the document ControlledClusterFailover polls. Empty
 // fields are left out: the Java client compares what it fetched with its
 // own configuration, where unset fields are null, and an empty string
 // there would count as a change and reconnect it to the same cluster.
-type failoverConfig struct {
+type failoverDoc struct {
 	ServiceURL            string `json:"serviceUrl"`
 	TLSTrustCertsFilePath string `json:"tlsTrustCertsFilePath,omitempty"`
 	AuthPluginClassName   string `json:"authPluginClassName,omitempty"`
 	AuthParamsString      string `json:"authParamsString,omitempty"`
 }
 
-// failoverEndpoint is an HTTP failover endpoint for the test: GET with
+// httpFailoverEndpoint is an HTTP failover endpoint for the test: GET with
 // "Authorization: Bearer <key>" answers the current config, anything else
 // 401.
-type failoverEndpoint struct {
+type httpFailoverEndpoint struct {
 	*httptest.Server
 	key string
 
 	mu  sync.Mutex
-	cfg failoverConfig
+	cfg failoverDoc
 
 	served, refused atomic.Int64
 }
 
-func startFailoverEndpoint(t *testing.T, key string, cfg failoverConfig) *failoverEndpoint {
+func startHTTPFailoverEndpoint(t *testing.T, key string, cfg failoverDoc) *httpFailoverEndpoint {
 	t.Helper()
-	ep := &failoverEndpoint{key: key, cfg: cfg}
+	ep := &httpFailoverEndpoint{key: key, cfg: cfg}
 	ep.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet {
 			http.Error(w, "GET only", http.StatusMethodNotAllowed)
@@ -72,7 +72,7 @@ func startFailoverEndpoint(t *testing.T, key string, cfg failoverConfig) *failov
 	return ep
 }
 
-func (ep *failoverEndpoint) set(cfg failoverConfig) {
+func (ep *httpFailoverEndpoint) set(cfg failoverDoc) {
 	ep.mu.Lock()
 	ep.cfg = cfg
 	ep.mu.Unlock()
@@ -80,7 +80,7 @@ func (ep *failoverEndpoint) set(cfg failoverConfig) {
 
 // get fetches the endpoint with the given Authorization header ("" for
 // none) and returns the status and body.
-func (ep *failoverEndpoint) get(t *testing.T, auth string) (int, string) {
+func (ep *httpFailoverEndpoint) get(t *testing.T, auth string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, ep.URL, nil)
 	if err != nil {
@@ -127,7 +127,7 @@ func testControlledFailover(t *testing.T, lang string,
 	rs := startGeo(t, "east", "west")
 	east, west := "pulsar://"+rs[0].sp.brokerAddr, "pulsar://"+rs[1].sp.brokerAddr
 	const key = "e2e-failover-key"
-	ep := startFailoverEndpoint(t, key, failoverConfig{ServiceURL: east})
+	ep := startHTTPFailoverEndpoint(t, key, failoverDoc{ServiceURL: east})
 
 	if code, _ := ep.get(t, ""); code != http.StatusUnauthorized {
 		t.Fatalf("endpoint without a bearer header: HTTP %d, want 401", code)
@@ -154,7 +154,7 @@ func testControlledFailover(t *testing.T, lang string,
 	cons.WaitReceived(100, 60*time.Second)
 
 	switchAt := time.Now()
-	ep.set(failoverConfig{ServiceURL: west})
+	ep.set(failoverDoc{ServiceURL: west})
 	pu := prod.WaitURL(west, 30*time.Second)
 	cu := cons.WaitURL(west, 30*time.Second)
 	prod.WaitAckedAfter(pu.At, 100, 60*time.Second)
@@ -165,7 +165,7 @@ func testControlledFailover(t *testing.T, lang string,
 		t.Fatal(err)
 	}
 	var attached string
-	if !pollUntil(30*time.Second, nil, func() bool {
+	if !pollClient(30*time.Second, nil, func() bool {
 		e, w := attachedClients(rs[0], *tn), attachedClients(rs[1], *tn)
 		attached = "east " + e + ", west " + w
 		return e == "0 producers, 0 consumers" && w == "1 producers, 1 consumers"
@@ -353,7 +353,7 @@ func TestJavaFailoverDocExample(t *testing.T) {
 	sp := startStandaloneProc(t, t.TempDir())
 	url := "pulsar://" + sp.brokerAddr
 	const key = "doc-example-key"
-	ep := startFailoverEndpoint(t, key, failoverConfig{ServiceURL: url})
+	ep := startHTTPFailoverEndpoint(t, key, failoverDoc{ServiceURL: url})
 	cmd := exec.Command("java", "-cp", cp+string(os.PathListSeparator)+dir, "FailoverExample",
 		ep.URL, key, url, "persistent://public/default/doc-example")
 	var out bytes.Buffer
@@ -371,7 +371,7 @@ func TestJavaFailoverDocExample(t *testing.T) {
 	}
 	want := "received 10 of 10 via " + url
 	if err != nil || !strings.Contains(out.String(), want) {
-		t.Fatalf("FailoverExample: %v, want %q in its output:\n%s", err, want, tail(out.Bytes(), 8<<10))
+		t.Fatalf("FailoverExample: %v, want %q in its output:\n%s", err, want, tailBytes(out.Bytes(), 8<<10))
 	}
 	t.Log(want)
 }
