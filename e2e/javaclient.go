@@ -427,6 +427,12 @@ func startClient(t testing.TB, name, prog string, args []string) *clientProc {
 		for sc.Scan() {
 			p.parse(sc.Text(), time.Now())
 		}
+		if err := sc.Err(); err != nil {
+			p.mu.Lock()
+			p.bad = append(p.bad, "reading output: "+err.Error())
+			p.mu.Unlock()
+		}
+		io.Copy(io.Discard, stdout) // never leave the client blocked on a full pipe
 	}()
 	go func() {
 		p.readWG.Wait() // all output parsed before Wait closes the pipe
