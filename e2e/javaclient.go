@@ -123,14 +123,14 @@ func buildJavaClient() (string, error) {
 }
 
 // hashJavaProject hashes the names and contents of the project's files, leaving
-// out Maven's output (target/).
+// out Maven's output (target/) and Python's bytecode cache.
 func hashJavaProject(root string) (string, error) {
 	var files []string
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() && d.Name() == "target" {
+		if d.IsDir() && (d.Name() == "target" || d.Name() == "__pycache__") {
 			return filepath.SkipDir
 		}
 		if d.Type().IsRegular() {
@@ -162,7 +162,7 @@ func copyJavaProject(src, dst string) error {
 		}
 		rel, _ := filepath.Rel(src, p)
 		if d.IsDir() {
-			if d.Name() == "target" {
+			if (d.Name() == "target" || d.Name() == "__pycache__") {
 				return filepath.SkipDir
 			}
 			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
