@@ -162,7 +162,7 @@ func copyJavaProject(src, dst string) error {
 		}
 		rel, _ := filepath.Rel(src, p)
 		if d.IsDir() {
-			if (d.Name() == "target" || d.Name() == "__pycache__") {
+			if d.Name() == "target" || d.Name() == "__pycache__" {
 				return filepath.SkipDir
 			}
 			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
