@@ -269,7 +269,18 @@ func (p *Producer) broken() bool {
 }
 
 func (p *Producer) reattach(pc pulsar.Client) error {
+	// The old producer goes first: it may have followed a migration of its
+	// topic to the new cluster, where it holds the producer's name.
+	p.mu.Lock()
+	old := p.cur
+	p.mu.Unlock()
+	if old != nil {
+		p.c.closeWithin(old.Close, oldCloseWait)
+	}
 	under, err := pc.CreateProducer(p.opts)
+	if err != nil {
+		under = nil // the client returns a typed nil with its error
+	}
 	p.c.mu.Lock()
 	gen := p.c.gen
 	p.c.mu.Unlock()
@@ -281,17 +292,31 @@ func (p *Producer) reattach(pc pulsar.Client) error {
 		}
 		return nil
 	}
-	old := p.cur
 	p.cur, p.gen, p.err = under, gen, err
 	p.mu.Unlock()
-	if old != nil {
-		p.c.wg.Add(1)
-		go func() {
-			defer p.c.wg.Done()
-			old.Close()
-		}()
-	}
 	return err
+}
+
+// oldCloseWait bounds how long a switch waits for a producer or consumer
+// of the old cluster to close before creating its successor (the old
+// cluster may be unreachable; the close then goes on in the background).
+const oldCloseWait = 2 * time.Second
+
+// closeWithin runs closeFn in an owned goroutine and waits for it at most d.
+func (c *Client) closeWithin(closeFn func(), d time.Duration) {
+	done := make(chan struct{})
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer close(done)
+		closeFn()
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
 }
 
 func (p *Producer) current() (pulsar.Producer, uint64, error) {
@@ -436,7 +461,22 @@ func (k *Consumer) broken() bool {
 }
 
 func (k *Consumer) reattach(pc pulsar.Client) error {
+	// As for producers: the old consumer may hold an exclusive
+	// subscription in the new cluster after a migration.
+	k.mu.Lock()
+	old, oldPump := k.cur, k.pump
+	k.cur, k.pump = nil, nil
+	k.mu.Unlock()
+	if oldPump != nil {
+		close(oldPump)
+	}
+	if old != nil {
+		k.c.closeWithin(old.Close, oldCloseWait)
+	}
 	under, err := pc.Subscribe(k.opts)
+	if err != nil {
+		under = nil // the client returns a typed nil with its error
+	}
 	k.mu.Lock()
 	if k.closed {
 		k.mu.Unlock()
@@ -445,19 +485,8 @@ func (k *Consumer) reattach(pc pulsar.Client) error {
 		}
 		return nil
 	}
-	old, oldPump := k.cur, k.pump
-	k.cur, k.pump, k.err = nil, nil, err
+	k.err = err
 	k.mu.Unlock()
-	if oldPump != nil {
-		close(oldPump)
-	}
-	if old != nil {
-		k.c.wg.Add(1)
-		go func() {
-			defer k.c.wg.Done()
-			old.Close()
-		}()
-	}
 	if err != nil {
 		return err
 	}
