@@ -34,6 +34,10 @@ type Producer struct {
 	// deduplicated; replMsgs and replBytes count what it stored.
 	replicator          bool
 	replMsgs, replBytes atomic.Uint64
+	// inflight counts the SENDs on their way to the ledger; dropped is
+	// set once a SEND was dropped by a migration fence (migration.go).
+	inflight atomic.Int64
+	dropped  atomic.Bool
 }
 
 // closeByBroker tells the client to reconnect this producer.
@@ -117,6 +121,10 @@ func (c *conn) handleProducer(cp *pb.CommandProducer) {
 	}
 	if t.ml != nil && t.ml.IsTerminated() {
 		c.sendError(reqID, protocol.ErrTopicTerminated.WithMessage("Topic was terminated"))
+		return
+	}
+	if r := t.migration(); r != nil && !p.replicator {
+		c.sendError(reqID, t.fencedError(r))
 		return
 	}
 	if err := t.quotaError(); err != nil {
@@ -230,13 +238,25 @@ func (c *conn) handleSend(s *pb.CommandSend, data []byte) error {
 			return nil
 		}
 	}
+	if !p.replicator {
+		// Counted before the fence is checked: once the migration sees no
+		// SEND in flight after fencing, none can be stored (migration.go).
+		p.inflight.Add(1)
+		if p.topic.migration() != nil {
+			p.inflight.Add(-1)
+			p.dropped.Store(true)
+			return nil // the client re-sends it where it reconnects
+		}
+	}
 	n := int64(len(data))
 	start := time.Now() // before the waits for a send slot and the byte budget
 	if !c.acquireSendSlot() {
+		p.doneSending()
 		return errors.New("connection closed")
 	}
 	if !c.s.pending.acquire(n, c.closeCh) {
 		c.releaseSendSlot()
+		p.doneSending()
 		return errors.New("connection closed")
 	}
 	op := publishOps.Get().(*publishOp)
@@ -283,6 +303,7 @@ func (op *publishOp) AddComplete(pos ledger.Position, err error) {
 	*op = publishOp{}
 	publishOps.Put(op)
 
+	defer p.doneSending() // after the answer is queued
 	if err == nil && p.topic.ml != nil {
 		p.topic.notifySubscriptions() // stored: wake the dispatchers
 	}
@@ -316,6 +337,13 @@ func (op *publishOp) AddComplete(pos ledger.Position, err error) {
 	}
 	c.sendFrame(outFrame{isReceipt: true, receipt: sendReceipt{producerID: prodID, sequenceID: seq, highestSequenceID: highest,
 		ledgerID: uint64(pos.LedgerID), entryID: uint64(pos.EntryID)}})
+}
+
+// doneSending ends one SEND counted in inflight.
+func (p *Producer) doneSending() {
+	if !p.replicator {
+		p.inflight.Add(-1)
+	}
 }
 
 // mapLedgerError maps managed-ledger errors to Pulsar errors.
