@@ -451,6 +451,17 @@ func (t *Topic) migrateConsumers(r *migrationRun) {
 		if s.cursor == nil || !s.durable || s.cursor.MarkDeletePosition().Compare(*fence) < 0 {
 			continue
 		}
+		if src := s.replSrcState(); src != nil && r.target.cluster != "" {
+			// A replicated subscription moves once its state as of the
+			// fence went to the target: the consumer resumes there after
+			// what it acknowledged here.
+			src.mu.Lock()
+			md, sent := src.sentMD[r.target.cluster]
+			src.mu.Unlock()
+			if !sent || md.Compare(*fence) < 0 {
+				continue
+			}
+		}
 		s.mu.Lock()
 		consumers := append([]*Consumer(nil), s.consumers...)
 		s.mu.Unlock()
