@@ -291,3 +291,72 @@ func mustJSON(t *testing.T, v any) []byte {
 	}
 	return b
 }
+
+// TestMigrationFenceClusterLevel: migrating the whole cluster (its own
+// record, Pulsar's clusters/{c}/migrate) fences its namespaces the same
+// way; a synchronous producer keeps sending across the move.
+func TestMigrationFenceClusterLevel(t *testing.T) {
+	rs := startRegions(t, "a", "b")
+	a, b := rs[0], rs[1]
+	replicatedNamespace(t, rs, "geo", "all")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ca := standalonetest.NewClient(t, a.S.ServiceURL())
+	cb := standalonetest.NewClient(t, b.S.ServiceURL())
+	topic := "persistent://geo/all/events"
+	// Batching on: with DisableBatching, pulsar-client-go v0.19.0 races
+	// (detector) between a reconnect and single sends of its event loop.
+	prod, err := ca.CreateProducer(pulsar.ProducerOptions{Topic: topic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	send := func(from, to int) {
+		for i := from; i < to; i++ {
+			if _, err := prod.Send(ctx, &pulsar.ProducerMessage{Payload: fmt.Appendf(nil, "p-%06d", i)}); err != nil {
+				t.Fatalf("send %d: %v", i, err)
+			}
+		}
+	}
+	send(0, 100)
+	body := fmt.Sprintf(`{"serviceUrl":%q,"brokerServiceUrl":%q}`, b.S.WebServiceURL(), b.S.ServiceURL())
+	if code, resp := adminCall(t, http.MethodPost, a.S.WebServiceURL()+"/admin/v2/clusters/a/migrate?migrated=true", body); code != http.StatusNoContent {
+		t.Fatalf("migrate cluster a: %d %s", code, resp)
+	}
+	if _, resp := adminCall(t, http.MethodGet, a.S.WebServiceURL()+"/admin/v2/clusters/a", ""); !strings.Contains(resp, `"migrated":true`) {
+		t.Fatalf("cluster a record: %s", resp)
+	}
+	eventually(t, 10*time.Second, "a's topic stats show migrated", func() bool {
+		return string(topicStats(t, a, topic)["migrated"]) == "true"
+	})
+	send(100, 200) // acknowledged by b once the producer moved
+	if n := clientPublishers(t, b, topic); n != 1 {
+		t.Fatalf("b has %d client publishers, want the moved producer", n)
+	}
+	_, err = ca.CreateProducer(pulsar.ProducerOptions{Topic: topic})
+	if err == nil || !strings.Contains(err.Error(), "cluster b") {
+		t.Fatalf("new producer on migrated cluster a: %v", err)
+	}
+	v, err := cb.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "verify",
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	for i := range 200 {
+		m, err := v.Receive(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := seqOf(t, string(m.Payload())); got != i {
+			t.Fatalf("b: message %d is p-%06d", i, got)
+		}
+		v.Ack(m)
+	}
+	if code, resp := adminCall(t, http.MethodPost, a.S.WebServiceURL()+"/admin/v2/clusters/a/migrate?migrated=false", ""); code != http.StatusNoContent {
+		t.Fatalf("clear cluster migration: %d %s", code, resp)
+	}
+	eventually(t, 10*time.Second, "a's topic unfenced", func() bool {
+		return string(topicStats(t, a, topic)["migrated"]) == "false"
+	})
+}
