@@ -204,6 +204,16 @@ func (c *conn) handleSend(s *pb.CommandSend, data []byte) error {
 		p.closeByBroker()
 		return nil
 	}
+	if !p.replicator {
+		// Counted before the fence is checked: once the migration sees no
+		// SEND in flight after fencing, none can be stored (migration.go).
+		p.inflight.Add(1)
+		if p.topic.migration() != nil {
+			p.inflight.Add(-1)
+			p.dropped.Store(true)
+			return nil // before deduplication records it; the client re-sends it where it reconnects
+		}
+	}
 	dd := p.topic.dedup.Load()
 	if dd != nil && !p.replicator && !p.topic.policies().dedupEnabled() {
 		dd = nil // kept for replicators only
@@ -228,6 +238,7 @@ func (c *conn) handleSend(s *pb.CommandSend, data []byte) error {
 			// answers with position -1:-1).
 			c.sendFrame(outFrame{isReceipt: true, receipt: sendReceipt{producerID: prodID, sequenceID: seq, highestSequenceID: highest,
 				ledgerID: ^uint64(0), entryID: ^uint64(0)}})
+			p.doneSending()
 			return nil
 		case dupUnknown:
 			// The earlier copy may still fail: neither store nor confirm.
@@ -235,17 +246,8 @@ func (c *conn) handleSend(s *pb.CommandSend, data []byte) error {
 			// write has settled.
 			c.send(protocol.NewSendError(prodID, seq, pb.ServerError_PersistenceError,
 				"deduplication: an earlier copy of this message is still being written"))
+			p.doneSending()
 			return nil
-		}
-	}
-	if !p.replicator {
-		// Counted before the fence is checked: once the migration sees no
-		// SEND in flight after fencing, none can be stored (migration.go).
-		p.inflight.Add(1)
-		if p.topic.migration() != nil {
-			p.inflight.Add(-1)
-			p.dropped.Store(true)
-			return nil // the client re-sends it where it reconnects
 		}
 	}
 	n := int64(len(data))
