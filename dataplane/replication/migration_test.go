@@ -71,6 +71,46 @@ func seqOf(t *testing.T, payload string) int {
 	return i
 }
 
+// migrationRegions starts clusters a and b replicating namespace geo/ns,
+// with a client of each.
+func migrationRegions(t *testing.T, ns string) (a, b *region, ca, cb pulsar.Client, ctx context.Context) {
+	rs := startRegions(t, "a", "b")
+	replicatedNamespace(t, rs, "geo", ns)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	return rs[0], rs[1], standalonetest.NewClient(t, rs[0].S.ServiceURL()), standalonetest.NewClient(t, rs[1].S.ServiceURL()), ctx
+}
+
+// checkSequence reads topic from the start in a new subscription and
+// checks it holds p-000000 ... p-(n-1) once each, in order, and nothing
+// more.
+func checkSequence(t *testing.T, ctx context.Context, c pulsar.Client, topic, where string, n int) {
+	t.Helper()
+	v, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "verify-" + where,
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	for next := 0; next < n; next++ {
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		m, err := v.Receive(rctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("%s: received %d of %d: %v", where, next, n, err)
+		}
+		v.Ack(m)
+		if got := seqOf(t, string(m.Payload())); got != next {
+			t.Fatalf("%s: message %d is p-%06d (duplicate, loss or reorder)", where, next, got)
+		}
+	}
+	rctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if m, err := v.Receive(rctx); err == nil {
+		t.Fatalf("%s: extra message %s after all %d", where, m.Payload(), n)
+	}
+}
+
 // TestMigrationFence: a planned failover of a namespace from a to b. A
 // producer sending continuously to a ends up on b without being recreated;
 // every message it saw acknowledged is in b exactly once and in order; a
@@ -78,13 +118,7 @@ func seqOf(t *testing.T, payload string) int {
 // it drained a; clearing the fence reopens a, which then holds everything
 // b received (replicated back).
 func TestMigrationFence(t *testing.T) {
-	rs := startRegions(t, "a", "b")
-	a, b := rs[0], rs[1]
-	replicatedNamespace(t, rs, "geo", "mig")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	ca := standalonetest.NewClient(t, a.S.ServiceURL())
-	cb := standalonetest.NewClient(t, b.S.ServiceURL())
+	a, b, ca, cb, ctx := migrationRegions(t, "mig")
 	topic := "persistent://geo/mig/orders"
 
 	cons, err := ca.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "app",
@@ -195,34 +229,7 @@ func TestMigrationFence(t *testing.T) {
 	}
 
 	// b holds every acknowledged message exactly once, in order.
-	check := func(c pulsar.Client, where string) {
-		t.Helper()
-		v, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "verify-" + where,
-			SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer v.Close()
-		next := 0
-		for next < sent {
-			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			m, err := v.Receive(rctx)
-			cancel()
-			if err != nil {
-				t.Fatalf("%s: received %d of %d: %v", where, next, sent, err)
-			}
-			v.Ack(m)
-			if got := seqOf(t, string(m.Payload())); got != next {
-				t.Fatalf("%s: message %d is p-%06d (duplicate, loss or reorder)", where, next, got)
-			}
-			next++
-		}
-		rctx, cancel := context.WithTimeout(ctx, time.Second)
-		defer cancel()
-		if m, err := v.Receive(rctx); err == nil {
-			t.Fatalf("%s: extra message %s after all %d", where, m.Payload(), sent)
-		}
-	}
+	check := func(c pulsar.Client, where string) { checkSequence(t, ctx, c, topic, where, sent) }
 	check(cb, "b")
 
 	// The consumer drained a and moved to b, where it gets the rest.
@@ -296,13 +303,7 @@ func mustJSON(t *testing.T, v any) []byte {
 // record, Pulsar's clusters/{c}/migrate) fences its namespaces the same
 // way; a synchronous producer keeps sending across the move.
 func TestMigrationFenceClusterLevel(t *testing.T) {
-	rs := startRegions(t, "a", "b")
-	a, b := rs[0], rs[1]
-	replicatedNamespace(t, rs, "geo", "all")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	ca := standalonetest.NewClient(t, a.S.ServiceURL())
-	cb := standalonetest.NewClient(t, b.S.ServiceURL())
+	a, b, ca, cb, ctx := migrationRegions(t, "all")
 	topic := "persistent://geo/all/events"
 	// Batching on: with DisableBatching, pulsar-client-go v0.19.0 races
 	// (detector) between a reconnect and single sends of its event loop.
@@ -337,22 +338,7 @@ func TestMigrationFenceClusterLevel(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "cluster b") {
 		t.Fatalf("new producer on migrated cluster a: %v", err)
 	}
-	v, err := cb.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "verify",
-		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
-	for i := range 200 {
-		m, err := v.Receive(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := seqOf(t, string(m.Payload())); got != i {
-			t.Fatalf("b: message %d is p-%06d", i, got)
-		}
-		v.Ack(m)
-	}
+	checkSequence(t, ctx, cb, topic, "b", 200)
 	if code, resp := adminCall(t, http.MethodPost, a.S.WebServiceURL()+"/admin/v2/clusters/a/migrate?migrated=false", ""); code != http.StatusNoContent {
 		t.Fatalf("clear cluster migration: %d %s", code, resp)
 	}

@@ -109,6 +109,62 @@ func TestMigrationHelpers(t *testing.T) {
 		t.Fatalf("unknown namespace: %v, want not found", err)
 	}
 
+	// The namespace's own target wins over the cluster's; `true` alone
+	// follows the cluster's.
+	stats := func() (migrated bool, url string) {
+		t.Helper()
+		var st struct {
+			Migrated bool `json:"migrated"`
+			URL      struct {
+				Broker string `json:"brokerServiceUrl"`
+			} `json:"migratedClusterUrl"`
+		}
+		if err := c.do(ctx, http.MethodGet, path("persistent", "geo", "fo", "plain", "stats"), nil, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Migrated, st.URL.Broker
+	}
+	waitStats := func(migrated bool, url string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			m, u := stats()
+			if m == migrated && u == url {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("topic stats: migrated %v to %q, want %v to %q", m, u, migrated, url)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitStats(true, "pulsar://"+dead)
+	if err := c.SetNamespaceMigration(ctx, "geo/fo", nil); err != nil {
+		t.Fatal(err)
+	}
+	waitStats(false, "")
+	clusterMigrate := func(q string, body any) {
+		t.Helper()
+		if err := c.do(ctx, http.MethodPost, path("clusters", "standalone", "migrate")+q, body, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clusterMigrate("?migrated=true", map[string]string{"brokerServiceUrl": "pulsar://127.0.0.1:9"})
+	waitStats(true, "pulsar://127.0.0.1:9") // the cluster's fence
+	if err := c.SetNamespaceMigration(ctx, "geo/fo", target); err != nil {
+		t.Fatal(err)
+	}
+	waitStats(true, "pulsar://"+dead) // the namespace's target wins
+	if err := c.do(ctx, http.MethodPost, path("namespaces", "geo", "fo", "migration"), true, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitStats(true, "pulsar://127.0.0.1:9") // `true` follows the cluster's
+	clusterMigrate("?migrated=false", nil)
+	if err := c.SetNamespaceMigration(ctx, "geo/fo", nil); err != nil {
+		t.Fatal(err)
+	}
+	waitStats(false, "")
+
 	// Clearing reopens writes.
 	if err := c.SetNamespaceMigration(ctx, "geo/fo", nil); err != nil {
 		t.Fatal(err)
