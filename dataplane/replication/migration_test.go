@@ -346,3 +346,67 @@ func TestMigrationFenceClusterLevel(t *testing.T) {
 		return string(topicStats(t, a, topic)["migrated"]) == "false"
 	})
 }
+
+// TestMigrationFenceHeldThenCleared: while the target cannot be reached
+// the backlog cannot drain, so the producer stays, its SENDs unstored and
+// unanswered; clearing the fence makes it re-send them here, once each.
+func TestMigrationFenceHeldThenCleared(t *testing.T) {
+	rs := startRegions(t, "a", "b")
+	a, b := rs[0], rs[1]
+	replicatedNamespace(t, rs, "geo", "held")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ca := standalonetest.NewClient(t, a.S.ServiceURL())
+	topic := "persistent://geo/held/t"
+	// b stops: what a stores from now on cannot drain to it.
+	b.S.Shutdown(ctx)
+	prod, err := ca.CreateProducer(pulsar.ProducerOptions{Topic: topic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	for i := range 10 {
+		if _, err := prod.Send(ctx, &pulsar.ProducerMessage{Payload: fmt.Appendf(nil, "p-%06d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	target := fmt.Sprintf(`{"migrated":true,"migratedClusterName":"b","migratedClusterUrl":{"brokerServiceUrl":%q}}`, b.S.ServiceURL())
+	if code, body := adminCall(t, http.MethodPost, a.S.WebServiceURL()+"/admin/v2/namespaces/geo/held/migration", target); code != http.StatusNoContent {
+		t.Fatalf("fence: %d %s", code, body)
+	}
+	eventually(t, 10*time.Second, "fenced", func() bool { return string(topicStats(t, a, topic)["migrated"]) == "true" })
+	var mu sync.Mutex
+	acked := 0
+	for i := 10; i < 30; i++ {
+		prod.SendAsync(ctx, &pulsar.ProducerMessage{Payload: fmt.Appendf(nil, "p-%06d", i)}, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+			if err != nil {
+				t.Errorf("send: %v", err)
+			}
+			mu.Lock()
+			acked++
+			mu.Unlock()
+		})
+	}
+	// Flush writes the batch out, then waits for a receipt that does not
+	// come while the fence holds.
+	fctx, fcancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	if err := prod.FlushWithCtx(fctx); err == nil {
+		t.Fatal("flush acknowledged while fenced without a drain")
+	}
+	fcancel()
+	mu.Lock()
+	held := acked
+	mu.Unlock()
+	if held != 0 || clientPublishers(t, a, topic) != 1 {
+		t.Fatalf("while fenced without a drain: %d acknowledged, %d publishers on a", held, clientPublishers(t, a, topic))
+	}
+	if code, body := adminCall(t, http.MethodPost, a.S.WebServiceURL()+"/admin/v2/namespaces/geo/held/migration", "false"); code != http.StatusNoContent {
+		t.Fatalf("unfence: %d %s", code, body)
+	}
+	eventually(t, time.Minute, "the held messages acknowledged by a", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return acked == 20
+	})
+	checkSequence(t, ctx, ca, topic, "a", 30)
+}
