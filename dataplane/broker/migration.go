@@ -353,6 +353,8 @@ func (t *Topic) migrateProducers(r *migrationRun) bool {
 	moved := r.moved
 	r.mu.Unlock()
 	if moved {
+		// A producer whose PRODUCER raced the fence follows the others.
+		t.sendProducersAway(r)
 		return true
 	}
 	t.mu.Lock()
@@ -385,21 +387,27 @@ func (t *Topic) migrateProducers(r *migrationRun) bool {
 	if !t.replicatedUpTo(r, fence) {
 		return false
 	}
+	t.sendProducersAway(r)
+	r.mu.Lock()
+	r.moved = true
+	r.mu.Unlock()
+	t.s.log.Info("producers migrated", "topic", t.name.String(), "target", r.target.String(), "fence", fence.String())
+	return true
+}
+
+// sendProducersAway tells every client producer of the topic with no
+// SEND in flight to go to the target, and closes it.
+func (t *Topic) sendProducersAway(r *migrationRun) {
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	for _, p := range t.producers {
-		if p.replicator {
+		if p.replicator || p.inflight.Load() > 0 {
 			continue
 		}
 		p.conn.send(protocol.NewTopicMigrated(p.id, false, r.target.url.BrokerServiceURL, r.target.url.BrokerServiceTLS))
 		p.closeByBroker()
 		t.removeProducerLocked(p)
 	}
-	t.mu.Unlock()
-	r.mu.Lock()
-	r.moved = true
-	r.mu.Unlock()
-	t.s.log.Info("producers migrated", "topic", t.name.String(), "target", r.target.String(), "fence", fence.String())
-	return true
 }
 
 // replicatedUpTo reports whether the replicator toward the target (every
