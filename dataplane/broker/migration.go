@@ -49,7 +49,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -357,16 +359,8 @@ func (t *Topic) migrateProducers(r *migrationRun) bool {
 		t.sendProducersAway(r)
 		return true
 	}
-	t.mu.Lock()
-	var producers []*Producer
-	for _, p := range t.producers {
-		if !p.replicator {
-			producers = append(producers, p)
-		}
-	}
-	t.mu.Unlock()
-	for _, p := range producers {
-		if p.inflight.Load() > 0 {
+	for _, p := range t.producersNow() {
+		if !p.replicator && p.inflight.Load() > 0 {
 			r.mu.Lock()
 			r.fencePos = nil // a late SEND: the fence position moves on
 			r.mu.Unlock()
@@ -447,13 +441,7 @@ func (t *Topic) migrateConsumers(r *migrationRun) {
 	if !moved || fence == nil {
 		return
 	}
-	t.mu.Lock()
-	subs := make([]*Subscription, 0, len(t.subs))
-	for _, s := range t.subs {
-		subs = append(subs, s)
-	}
-	t.mu.Unlock()
-	for _, s := range subs {
+	for _, s := range t.subscriptionsNow() {
 		// Readers (non-durable) stay: they would re-subscribe on the
 		// target from a message id of this cluster.
 		if s.cursor == nil || !s.durable || s.cursor.MarkDeletePosition().Compare(*fence) < 0 {
@@ -483,4 +471,18 @@ func (t *Topic) migrateConsumers(r *migrationRun) {
 			t.s.log.Info("consumer migrated", "topic", t.name.String(), "sub", s.name, "target", r.target.String())
 		}
 	}
+}
+
+// subscriptionsNow returns the topic's subscriptions.
+func (t *Topic) subscriptionsNow() []*Subscription {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Collect(maps.Values(t.subs))
+}
+
+// producersNow returns the topic's producers.
+func (t *Topic) producersNow() []*Producer {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Collect(maps.Values(t.producers))
 }
