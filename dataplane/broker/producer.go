@@ -88,6 +88,12 @@ func (c *conn) handleProducer(cp *pb.CommandProducer) {
 		c.sendError(reqID, err)
 		return
 	}
+	if r := t.migration(); r != nil && mode != openReplicated {
+		// Fenced for a migration (migration.go): client producers go to
+		// the target; remote clusters' replicators still write here.
+		c.sendError(reqID, t.fencedError(r))
+		return
+	}
 	name := cp.GetProducerName()
 	if name == "" {
 		name = c.s.generateProducerName()
@@ -121,10 +127,6 @@ func (c *conn) handleProducer(cp *pb.CommandProducer) {
 	}
 	if t.ml != nil && t.ml.IsTerminated() {
 		c.sendError(reqID, protocol.ErrTopicTerminated.WithMessage("Topic was terminated"))
-		return
-	}
-	if r := t.migration(); r != nil && !p.replicator {
-		c.sendError(reqID, t.fencedError(r))
 		return
 	}
 	if err := t.quotaError(); err != nil {
