@@ -63,7 +63,7 @@ var (
 	kindNamespace = &kind{collection: "namespaces", field: "namespace", parent: "tenants", ids: pulsarIDPattern,
 		newMsg:     func() proto.Message { return &cpv1.Namespace{} },
 		updatable:  append([]string{"policies"}, leafPaths("policies", (&cpv1.NamespacePolicies{}).ProtoReflect().Descriptor())...),
-		outputOnly: pulsarOutputOnly}
+		outputOnly: append([]string{"fenced_to", "replication_group"}, pulsarOutputOnly...)}
 	kindTopic = &kind{collection: "topics", field: "topic", parent: "namespaces", ids: pulsarIDPattern,
 		newMsg: func() proto.Message { return &cpv1.Topic{} }, updatable: []string{"partitions"},
 		outputOnly: append([]string{"persistent"}, pulsarOutputOnly...)}
@@ -92,6 +92,8 @@ func (k *kind) parentKind() *kind {
 		return kindNamespace
 	case "invoices":
 		return kindInvoice
+	case "replicationGroups":
+		return kindReplicationGroup
 	}
 	return nil
 }

@@ -37,6 +37,8 @@ type Server struct {
 	authz   Authorizer
 	metrics *metrics
 	changed *notifier
+	// repl is the replication monitor's memory (replmonitor.go).
+	repl *replState
 
 	lis     net.Listener
 	inproc  *bufconn.Listener
@@ -62,7 +64,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, log: cfg.Logger, store: cfg.Store, authz: cfg.Authorizer,
-		changed: newNotifier(), stopping: make(chan struct{}), served: make(chan struct{}),
+		changed: newNotifier(), repl: newReplState(), stopping: make(chan struct{}), served: make(chan struct{}),
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -108,6 +110,7 @@ func New(cfg Config) (*Server, error) {
 	cpv1.RegisterBillingServer(s.grpc, billingSvc{s: s})
 	cpv1.RegisterPriceBooksServer(s.grpc, priceBooks{s: s})
 	cpv1.RegisterBudgetsServer(s.grpc, budgets{s: s})
+	cpv1.RegisterReplicationGroupsServer(s.grpc, replicationGroups{s: s})
 
 	// The gateway is a gRPC client of s.grpc over an in-process pipe, so
 	// REST calls take the same interceptors as gRPC calls.
@@ -133,6 +136,7 @@ func New(cfg Config) (*Server, error) {
 		cpv1.RegisterClustersHandler, cpv1.RegisterOperationsHandler, cpv1.RegisterRegionAgentHandler,
 		cpv1.RegisterTenantsHandler, cpv1.RegisterNamespacesHandler, cpv1.RegisterTopicsHandler,
 		cpv1.RegisterBillingHandler, cpv1.RegisterPriceBooksHandler, cpv1.RegisterBudgetsHandler,
+		cpv1.RegisterReplicationGroupsHandler,
 	} {
 		if err := reg(context.Background(), gw, s.gwConn); err != nil {
 			s.gwConn.Close()
@@ -189,7 +193,20 @@ func (s *Server) Serve(ctx context.Context) error {
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	wg.Add(2)
+	mctx, stopMonitor := context.WithCancel(context.Background())
+	defer stopMonitor()
+	wg.Add(3)
+	go func() { // replication monitor; stopped when Serve returns or Shutdown begins
+		defer wg.Done()
+		go func() {
+			select {
+			case <-s.stopping:
+				stopMonitor()
+			case <-mctx.Done():
+			}
+		}()
+		s.monitor(mctx)
+	}()
 	go func() { // in-process gRPC for the gateway; stopped by Shutdown
 		defer wg.Done()
 		s.grpc.Serve(s.inproc)

@@ -271,6 +271,9 @@ func (n namespaces) UpdateNamespace(ctx context.Context, req *cpv1.UpdateNamespa
 		if m.GetPolicies().GetBundles() != o.GetPolicies().GetBundles() {
 			return invalid("namespace.policies.bundles", "cannot be changed after creation")
 		}
+		if o.ReplicationGroup != "" && !slices.Equal(m.GetPolicies().GetReplicationClusters(), o.GetPolicies().GetReplicationClusters()) {
+			return status.Errorf(codes.FailedPrecondition, "namespace.policies.replication_clusters: managed by replication group %s; change its members instead", o.ReplicationGroup)
+		}
 		r, _ := kindNamespace.parseName("namespace.name", o.GetName())
 		if err := validatePolicies(m.Policies, r.org); err != nil {
 			return err

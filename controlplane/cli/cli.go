@@ -57,6 +57,7 @@ func Constructors() []func() *cobra.Command {
 		newOrgCommand, newRegionCommand, newServiceAccountCommand, newAPIKeyCommand, newRoleBindingCommand,
 		newClusterCommand, newTenantCommand, newNamespaceCommand, newTopicCommand, newOperationCommand,
 		newUsageCommand, newInvoiceCommand, newPriceBookCommand, newBudgetCommand,
+		newReplicationGroupCommand, newRunbookCommand,
 	}
 }
 

@@ -26,6 +26,8 @@ collections := {
 	"creditNotes": {"scope": "org", "verbs": {"get", "list", "create"}},
 	"priceBooks": {"scope": "global", "verbs": {"get", "list", "create"}},
 	"budgets": {"scope": "org", "verbs": standard_verbs},
+	# Runbooks (failover, failback, evacuation) are replicationGroups.update.
+	"replicationGroups": {"scope": "org", "verbs": standard_verbs},
 }
 
 # known is every action the policy knows, e.g. "clusters.create".

@@ -93,7 +93,7 @@ allow if {
 	granted
 }
 
-cluster_collections := {"clusters", "tenants", "namespaces", "topics", "operations"}
+cluster_collections := {"clusters", "tenants", "namespaces", "topics", "operations", "replicationGroups"}
 
 # Every principal may read its own organization.
 granted if {

@@ -77,6 +77,12 @@ type Config struct {
 	// Now is the metering clock (the hour usage is attributed to); default
 	// time.Now.
 	Now func() time.Time
+	// FailoverListen is the address of the failover endpoint the agent
+	// serves (failover.go); "" serves none.
+	FailoverListen string
+	// FailoverCacheFile keeps the endpoint's last answers across restarts;
+	// "" keeps them in memory only.
+	FailoverCacheFile string
 }
 
 // Validate fills defaults and checks required fields.
@@ -122,7 +128,10 @@ type Agent struct {
 	cfg  Config
 	log  *slog.Logger
 	conn *grpc.ClientConn
-	rpc  cpv1.RegionAgentClient
+	// userConn carries the failover endpoint's requests with the callers'
+	// credentials (no operator key).
+	userConn *grpc.ClientConn
+	rpc      cpv1.RegionAgentClient
 	// billing sends usage records (metering.go).
 	billing cpv1.BillingClient
 	prov    provisioner.Provisioner
@@ -178,8 +187,13 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
+	userConn, err := grpc.NewClient(u.Host, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("agent: %w", err)
+	}
 	return &Agent{
-		cfg: cfg, log: cfg.Logger.With("region", cfg.Region), conn: conn, rpc: cpv1.NewRegionAgentClient(conn), billing: cpv1.NewBillingClient(conn),
+		cfg: cfg, log: cfg.Logger.With("region", cfg.Region), conn: conn, userConn: userConn, rpc: cpv1.NewRegionAgentClient(conn), billing: cpv1.NewBillingClient(conn),
 		prov: cfg.Provisioner, kick: make(chan struct{}, 1), desired: map[string]*desiredEntry{},
 		resources: map[string]*resourceEntry{}, peers: map[string]*cpv1.Cluster{}, admins: map[string]*pulsaradmin.Client{},
 		adminTransport: http.DefaultTransport.(*http.Transport).Clone(),
@@ -209,6 +223,15 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.runMu.Unlock()
 	defer a.conn.Close()
 	a.log.Info("agent: starting", "control_plane", a.cfg.ControlPlaneURL)
+	var fo *FailoverServer
+	if a.cfg.FailoverListen != "" {
+		var err error
+		if fo, err = NewFailoverServer(a.cfg.FailoverListen, a.userConn, a.cfg.FailoverCacheFile, a.log); err != nil {
+			return fmt.Errorf("agent: failover endpoint: %w", err)
+		}
+		a.log.Info("agent: serving the failover endpoint", "addr", fo.Addr().String())
+	}
+	defer a.userConn.Close()
 
 	var m *meter
 	if a.cfg.MeteringDir != "" {
@@ -218,13 +241,25 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 	}
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
 	go func() { defer wg.Done(); a.watchLoop(ctx) }()
+	go func() { defer wg.Done(); a.replicationLoop(ctx) }()
 	go func() { defer wg.Done(); a.reconcileLoop(ctx) }()
 	go func() { defer wg.Done(); a.heartbeatLoop(ctx) }()
 	if m != nil {
 		wg.Add(1)
 		go func() { defer wg.Done(); a.meteringLoop(ctx, m) }()
+	}
+	if fo != nil {
+		wg.Add(2)
+		go func() { defer wg.Done(); fo.Serve() }()
+		go func() {
+			defer wg.Done()
+			<-ctx.Done()
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			fo.Shutdown(sctx)
+		}()
 	}
 	wg.Wait()
 	a.adminTransport.CloseIdleConnections()

@@ -236,6 +236,13 @@ func (a *Agent) applyResource(ctx context.Context, name string, ch *cpv1.PulsarR
 				more, err = pulsaradmin.ApplyChange(actx, client, ch)
 				calls = append(calls, more...)
 			}
+			if err == nil {
+				var did string
+				did, err = a.applyFence(actx, client, ch)
+				if did != "" {
+					calls = append(calls, did)
+				}
+			}
 			cancel()
 			if err == nil && len(calls) > 0 {
 				log.Info("agent: applied", "calls", strings.Join(calls, ","))

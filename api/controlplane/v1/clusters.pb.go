@@ -1543,7 +1543,7 @@ var File_api_controlplane_v1_clusters_proto protoreflect.FileDescriptor
 
 const file_api_controlplane_v1_clusters_proto_rawDesc = "" +
 	"\n" +
-	"\"api/controlplane/v1/clusters.proto\x12\x18magnetar.controlplane.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1bgoogle/protobuf/empty.proto\x1a google/protobuf/field_mask.proto\x1a#api/controlplane/v1/resources.proto\"&\n" +
+	"\"api/controlplane/v1/clusters.proto\x12\x18magnetar.controlplane.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1bgoogle/protobuf/empty.proto\x1a google/protobuf/field_mask.proto\x1a%api/controlplane/v1/replication.proto\x1a#api/controlplane/v1/resources.proto\"&\n" +
 	"\x10GetRegionRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"P\n" +
 	"\x12ListRegionsRequest\x12\x1b\n" +
@@ -1671,12 +1671,13 @@ const file_api_controlplane_v1_clusters_proto_rawDesc = "" +
 	"\fGetOperation\x12-.magnetar.controlplane.v1.GetOperationRequest\x1a#.magnetar.controlplane.v1.Operation\x12s\n" +
 	"\x0eListOperations\x12/.magnetar.controlplane.v1.ListOperationsRequest\x1a0.magnetar.controlplane.v1.ListOperationsResponse\x12d\n" +
 	"\rWaitOperation\x12..magnetar.controlplane.v1.WaitOperationRequest\x1a#.magnetar.controlplane.v1.Operation\x12h\n" +
-	"\x0fCancelOperation\x120.magnetar.controlplane.v1.CancelOperationRequest\x1a#.magnetar.controlplane.v1.Operation2\xd5\x03\n" +
+	"\x0fCancelOperation\x120.magnetar.controlplane.v1.CancelOperationRequest\x1a#.magnetar.controlplane.v1.Operation2\xe6\x04\n" +
 	"\vRegionAgent\x12|\n" +
 	"\x11WatchDesiredState\x122.magnetar.controlplane.v1.WatchDesiredStateRequest\x1a3.magnetar.controlplane.v1.WatchDesiredStateResponse\x12n\n" +
 	"\x13ReportClusterStatus\x124.magnetar.controlplane.v1.ReportClusterStatusRequest\x1a!.magnetar.controlplane.v1.Cluster\x12Y\n" +
 	"\tHeartbeat\x12*.magnetar.controlplane.v1.HeartbeatRequest\x1a .magnetar.controlplane.v1.Region\x12}\n" +
-	"\x14ReportResourceStatus\x125.magnetar.controlplane.v1.ReportResourceStatusRequest\x1a..magnetar.controlplane.v1.PulsarResourceChangeBEZCgithub.com/magnetar-dev/magnetar/api/controlplane/v1;controlplanev1b\x06proto3"
+	"\x14ReportResourceStatus\x125.magnetar.controlplane.v1.ReportResourceStatusRequest\x1a..magnetar.controlplane.v1.PulsarResourceChange\x12\x8e\x01\n" +
+	"\x17ReportReplicationStatus\x128.magnetar.controlplane.v1.ReportReplicationStatusRequest\x1a9.magnetar.controlplane.v1.ReportReplicationStatusResponseBEZCgithub.com/magnetar-dev/magnetar/api/controlplane/v1;controlplanev1b\x06proto3"
 
 var (
 	file_api_controlplane_v1_clusters_proto_rawDescOnce sync.Once
@@ -1693,43 +1694,45 @@ func file_api_controlplane_v1_clusters_proto_rawDescGZIP() []byte {
 var file_api_controlplane_v1_clusters_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_api_controlplane_v1_clusters_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_api_controlplane_v1_clusters_proto_goTypes = []any{
-	(ReportClusterStatusRequest_State)(0), // 0: magnetar.controlplane.v1.ReportClusterStatusRequest.State
-	(*GetRegionRequest)(nil),              // 1: magnetar.controlplane.v1.GetRegionRequest
-	(*ListRegionsRequest)(nil),            // 2: magnetar.controlplane.v1.ListRegionsRequest
-	(*ListRegionsResponse)(nil),           // 3: magnetar.controlplane.v1.ListRegionsResponse
-	(*CreateRegionRequest)(nil),           // 4: magnetar.controlplane.v1.CreateRegionRequest
-	(*UpdateRegionRequest)(nil),           // 5: magnetar.controlplane.v1.UpdateRegionRequest
-	(*DeleteRegionRequest)(nil),           // 6: magnetar.controlplane.v1.DeleteRegionRequest
-	(*GetClusterRequest)(nil),             // 7: magnetar.controlplane.v1.GetClusterRequest
-	(*ListClustersRequest)(nil),           // 8: magnetar.controlplane.v1.ListClustersRequest
-	(*ListClustersResponse)(nil),          // 9: magnetar.controlplane.v1.ListClustersResponse
-	(*CreateClusterRequest)(nil),          // 10: magnetar.controlplane.v1.CreateClusterRequest
-	(*UpdateClusterRequest)(nil),          // 11: magnetar.controlplane.v1.UpdateClusterRequest
-	(*DeleteClusterRequest)(nil),          // 12: magnetar.controlplane.v1.DeleteClusterRequest
-	(*GetOperationRequest)(nil),           // 13: magnetar.controlplane.v1.GetOperationRequest
-	(*ListOperationsRequest)(nil),         // 14: magnetar.controlplane.v1.ListOperationsRequest
-	(*ListOperationsResponse)(nil),        // 15: magnetar.controlplane.v1.ListOperationsResponse
-	(*WaitOperationRequest)(nil),          // 16: magnetar.controlplane.v1.WaitOperationRequest
-	(*CancelOperationRequest)(nil),        // 17: magnetar.controlplane.v1.CancelOperationRequest
-	(*WatchDesiredStateRequest)(nil),      // 18: magnetar.controlplane.v1.WatchDesiredStateRequest
-	(*ClusterChange)(nil),                 // 19: magnetar.controlplane.v1.ClusterChange
-	(*PulsarResourceChange)(nil),          // 20: magnetar.controlplane.v1.PulsarResourceChange
-	(*WatchDesiredStateResponse)(nil),     // 21: magnetar.controlplane.v1.WatchDesiredStateResponse
-	(*ReportClusterStatusRequest)(nil),    // 22: magnetar.controlplane.v1.ReportClusterStatusRequest
-	(*ReportResourceStatusRequest)(nil),   // 23: magnetar.controlplane.v1.ReportResourceStatusRequest
-	(*HeartbeatRequest)(nil),              // 24: magnetar.controlplane.v1.HeartbeatRequest
-	(*Region)(nil),                        // 25: magnetar.controlplane.v1.Region
-	(*fieldmaskpb.FieldMask)(nil),         // 26: google.protobuf.FieldMask
-	(*Cluster)(nil),                       // 27: magnetar.controlplane.v1.Cluster
-	(Operation_State)(0),                  // 28: magnetar.controlplane.v1.Operation.State
-	(*Operation)(nil),                     // 29: magnetar.controlplane.v1.Operation
-	(*durationpb.Duration)(nil),           // 30: google.protobuf.Duration
-	(*Tenant)(nil),                        // 31: magnetar.controlplane.v1.Tenant
-	(*Namespace)(nil),                     // 32: magnetar.controlplane.v1.Namespace
-	(*Topic)(nil),                         // 33: magnetar.controlplane.v1.Topic
-	(PulsarResourceState)(0),              // 34: magnetar.controlplane.v1.PulsarResourceState
-	(*RegionStatus)(nil),                  // 35: magnetar.controlplane.v1.RegionStatus
-	(*emptypb.Empty)(nil),                 // 36: google.protobuf.Empty
+	(ReportClusterStatusRequest_State)(0),   // 0: magnetar.controlplane.v1.ReportClusterStatusRequest.State
+	(*GetRegionRequest)(nil),                // 1: magnetar.controlplane.v1.GetRegionRequest
+	(*ListRegionsRequest)(nil),              // 2: magnetar.controlplane.v1.ListRegionsRequest
+	(*ListRegionsResponse)(nil),             // 3: magnetar.controlplane.v1.ListRegionsResponse
+	(*CreateRegionRequest)(nil),             // 4: magnetar.controlplane.v1.CreateRegionRequest
+	(*UpdateRegionRequest)(nil),             // 5: magnetar.controlplane.v1.UpdateRegionRequest
+	(*DeleteRegionRequest)(nil),             // 6: magnetar.controlplane.v1.DeleteRegionRequest
+	(*GetClusterRequest)(nil),               // 7: magnetar.controlplane.v1.GetClusterRequest
+	(*ListClustersRequest)(nil),             // 8: magnetar.controlplane.v1.ListClustersRequest
+	(*ListClustersResponse)(nil),            // 9: magnetar.controlplane.v1.ListClustersResponse
+	(*CreateClusterRequest)(nil),            // 10: magnetar.controlplane.v1.CreateClusterRequest
+	(*UpdateClusterRequest)(nil),            // 11: magnetar.controlplane.v1.UpdateClusterRequest
+	(*DeleteClusterRequest)(nil),            // 12: magnetar.controlplane.v1.DeleteClusterRequest
+	(*GetOperationRequest)(nil),             // 13: magnetar.controlplane.v1.GetOperationRequest
+	(*ListOperationsRequest)(nil),           // 14: magnetar.controlplane.v1.ListOperationsRequest
+	(*ListOperationsResponse)(nil),          // 15: magnetar.controlplane.v1.ListOperationsResponse
+	(*WaitOperationRequest)(nil),            // 16: magnetar.controlplane.v1.WaitOperationRequest
+	(*CancelOperationRequest)(nil),          // 17: magnetar.controlplane.v1.CancelOperationRequest
+	(*WatchDesiredStateRequest)(nil),        // 18: magnetar.controlplane.v1.WatchDesiredStateRequest
+	(*ClusterChange)(nil),                   // 19: magnetar.controlplane.v1.ClusterChange
+	(*PulsarResourceChange)(nil),            // 20: magnetar.controlplane.v1.PulsarResourceChange
+	(*WatchDesiredStateResponse)(nil),       // 21: magnetar.controlplane.v1.WatchDesiredStateResponse
+	(*ReportClusterStatusRequest)(nil),      // 22: magnetar.controlplane.v1.ReportClusterStatusRequest
+	(*ReportResourceStatusRequest)(nil),     // 23: magnetar.controlplane.v1.ReportResourceStatusRequest
+	(*HeartbeatRequest)(nil),                // 24: magnetar.controlplane.v1.HeartbeatRequest
+	(*Region)(nil),                          // 25: magnetar.controlplane.v1.Region
+	(*fieldmaskpb.FieldMask)(nil),           // 26: google.protobuf.FieldMask
+	(*Cluster)(nil),                         // 27: magnetar.controlplane.v1.Cluster
+	(Operation_State)(0),                    // 28: magnetar.controlplane.v1.Operation.State
+	(*Operation)(nil),                       // 29: magnetar.controlplane.v1.Operation
+	(*durationpb.Duration)(nil),             // 30: google.protobuf.Duration
+	(*Tenant)(nil),                          // 31: magnetar.controlplane.v1.Tenant
+	(*Namespace)(nil),                       // 32: magnetar.controlplane.v1.Namespace
+	(*Topic)(nil),                           // 33: magnetar.controlplane.v1.Topic
+	(PulsarResourceState)(0),                // 34: magnetar.controlplane.v1.PulsarResourceState
+	(*RegionStatus)(nil),                    // 35: magnetar.controlplane.v1.RegionStatus
+	(*ReportReplicationStatusRequest)(nil),  // 36: magnetar.controlplane.v1.ReportReplicationStatusRequest
+	(*emptypb.Empty)(nil),                   // 37: google.protobuf.Empty
+	(*ReportReplicationStatusResponse)(nil), // 38: magnetar.controlplane.v1.ReportReplicationStatusResponse
 }
 var file_api_controlplane_v1_clusters_proto_depIdxs = []int32{
 	25, // 0: magnetar.controlplane.v1.ListRegionsResponse.regions:type_name -> magnetar.controlplane.v1.Region
@@ -1772,26 +1775,28 @@ var file_api_controlplane_v1_clusters_proto_depIdxs = []int32{
 	22, // 37: magnetar.controlplane.v1.RegionAgent.ReportClusterStatus:input_type -> magnetar.controlplane.v1.ReportClusterStatusRequest
 	24, // 38: magnetar.controlplane.v1.RegionAgent.Heartbeat:input_type -> magnetar.controlplane.v1.HeartbeatRequest
 	23, // 39: magnetar.controlplane.v1.RegionAgent.ReportResourceStatus:input_type -> magnetar.controlplane.v1.ReportResourceStatusRequest
-	25, // 40: magnetar.controlplane.v1.Regions.GetRegion:output_type -> magnetar.controlplane.v1.Region
-	3,  // 41: magnetar.controlplane.v1.Regions.ListRegions:output_type -> magnetar.controlplane.v1.ListRegionsResponse
-	25, // 42: magnetar.controlplane.v1.Regions.CreateRegion:output_type -> magnetar.controlplane.v1.Region
-	25, // 43: magnetar.controlplane.v1.Regions.UpdateRegion:output_type -> magnetar.controlplane.v1.Region
-	36, // 44: magnetar.controlplane.v1.Regions.DeleteRegion:output_type -> google.protobuf.Empty
-	27, // 45: magnetar.controlplane.v1.Clusters.GetCluster:output_type -> magnetar.controlplane.v1.Cluster
-	9,  // 46: magnetar.controlplane.v1.Clusters.ListClusters:output_type -> magnetar.controlplane.v1.ListClustersResponse
-	29, // 47: magnetar.controlplane.v1.Clusters.CreateCluster:output_type -> magnetar.controlplane.v1.Operation
-	29, // 48: magnetar.controlplane.v1.Clusters.UpdateCluster:output_type -> magnetar.controlplane.v1.Operation
-	29, // 49: magnetar.controlplane.v1.Clusters.DeleteCluster:output_type -> magnetar.controlplane.v1.Operation
-	29, // 50: magnetar.controlplane.v1.Operations.GetOperation:output_type -> magnetar.controlplane.v1.Operation
-	15, // 51: magnetar.controlplane.v1.Operations.ListOperations:output_type -> magnetar.controlplane.v1.ListOperationsResponse
-	29, // 52: magnetar.controlplane.v1.Operations.WaitOperation:output_type -> magnetar.controlplane.v1.Operation
-	29, // 53: magnetar.controlplane.v1.Operations.CancelOperation:output_type -> magnetar.controlplane.v1.Operation
-	21, // 54: magnetar.controlplane.v1.RegionAgent.WatchDesiredState:output_type -> magnetar.controlplane.v1.WatchDesiredStateResponse
-	27, // 55: magnetar.controlplane.v1.RegionAgent.ReportClusterStatus:output_type -> magnetar.controlplane.v1.Cluster
-	25, // 56: magnetar.controlplane.v1.RegionAgent.Heartbeat:output_type -> magnetar.controlplane.v1.Region
-	20, // 57: magnetar.controlplane.v1.RegionAgent.ReportResourceStatus:output_type -> magnetar.controlplane.v1.PulsarResourceChange
-	40, // [40:58] is the sub-list for method output_type
-	22, // [22:40] is the sub-list for method input_type
+	36, // 40: magnetar.controlplane.v1.RegionAgent.ReportReplicationStatus:input_type -> magnetar.controlplane.v1.ReportReplicationStatusRequest
+	25, // 41: magnetar.controlplane.v1.Regions.GetRegion:output_type -> magnetar.controlplane.v1.Region
+	3,  // 42: magnetar.controlplane.v1.Regions.ListRegions:output_type -> magnetar.controlplane.v1.ListRegionsResponse
+	25, // 43: magnetar.controlplane.v1.Regions.CreateRegion:output_type -> magnetar.controlplane.v1.Region
+	25, // 44: magnetar.controlplane.v1.Regions.UpdateRegion:output_type -> magnetar.controlplane.v1.Region
+	37, // 45: magnetar.controlplane.v1.Regions.DeleteRegion:output_type -> google.protobuf.Empty
+	27, // 46: magnetar.controlplane.v1.Clusters.GetCluster:output_type -> magnetar.controlplane.v1.Cluster
+	9,  // 47: magnetar.controlplane.v1.Clusters.ListClusters:output_type -> magnetar.controlplane.v1.ListClustersResponse
+	29, // 48: magnetar.controlplane.v1.Clusters.CreateCluster:output_type -> magnetar.controlplane.v1.Operation
+	29, // 49: magnetar.controlplane.v1.Clusters.UpdateCluster:output_type -> magnetar.controlplane.v1.Operation
+	29, // 50: magnetar.controlplane.v1.Clusters.DeleteCluster:output_type -> magnetar.controlplane.v1.Operation
+	29, // 51: magnetar.controlplane.v1.Operations.GetOperation:output_type -> magnetar.controlplane.v1.Operation
+	15, // 52: magnetar.controlplane.v1.Operations.ListOperations:output_type -> magnetar.controlplane.v1.ListOperationsResponse
+	29, // 53: magnetar.controlplane.v1.Operations.WaitOperation:output_type -> magnetar.controlplane.v1.Operation
+	29, // 54: magnetar.controlplane.v1.Operations.CancelOperation:output_type -> magnetar.controlplane.v1.Operation
+	21, // 55: magnetar.controlplane.v1.RegionAgent.WatchDesiredState:output_type -> magnetar.controlplane.v1.WatchDesiredStateResponse
+	27, // 56: magnetar.controlplane.v1.RegionAgent.ReportClusterStatus:output_type -> magnetar.controlplane.v1.Cluster
+	25, // 57: magnetar.controlplane.v1.RegionAgent.Heartbeat:output_type -> magnetar.controlplane.v1.Region
+	20, // 58: magnetar.controlplane.v1.RegionAgent.ReportResourceStatus:output_type -> magnetar.controlplane.v1.PulsarResourceChange
+	38, // 59: magnetar.controlplane.v1.RegionAgent.ReportReplicationStatus:output_type -> magnetar.controlplane.v1.ReportReplicationStatusResponse
+	41, // [41:60] is the sub-list for method output_type
+	22, // [22:41] is the sub-list for method input_type
 	22, // [22:22] is the sub-list for extension type_name
 	22, // [22:22] is the sub-list for extension extendee
 	0,  // [0:22] is the sub-list for field type_name
@@ -1802,6 +1807,7 @@ func file_api_controlplane_v1_clusters_proto_init() {
 	if File_api_controlplane_v1_clusters_proto != nil {
 		return
 	}
+	file_api_controlplane_v1_replication_proto_init()
 	file_api_controlplane_v1_resources_proto_init()
 	file_api_controlplane_v1_clusters_proto_msgTypes[19].OneofWrappers = []any{
 		(*PulsarResourceChange_Tenant)(nil),

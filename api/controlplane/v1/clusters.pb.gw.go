@@ -1003,6 +1003,51 @@ func local_request_RegionAgent_ReportResourceStatus_2(ctx context.Context, marsh
 	return msg, metadata, err
 }
 
+func request_RegionAgent_ReportReplicationStatus_0(ctx context.Context, marshaler runtime.Marshaler, client RegionAgentClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ReportReplicationStatusRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["cluster"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "cluster")
+	}
+	protoReq.Cluster, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "cluster", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.ReportReplicationStatus(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_RegionAgent_ReportReplicationStatus_0(ctx context.Context, marshaler runtime.Marshaler, server RegionAgentServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ReportReplicationStatusRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["cluster"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "cluster")
+	}
+	protoReq.Cluster, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "cluster", err)
+	}
+	msg, err := server.ReportReplicationStatus(ctx, &protoReq)
+	return msg, metadata, err
+}
+
 // RegisterRegionsHandlerServer registers the http handlers for service Regions to "mux".
 // UnaryRPC     :call RegionsServer directly.
 // StreamingRPC :currently unsupported pending https://github.com/grpc/grpc-go/issues/906.
@@ -1438,6 +1483,26 @@ func RegisterRegionAgentHandlerServer(ctx context.Context, mux *runtime.ServeMux
 			return
 		}
 		forward_RegionAgent_ReportResourceStatus_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_RegionAgent_ReportReplicationStatus_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/magnetar.controlplane.v1.RegionAgent/ReportReplicationStatus", runtime.WithHTTPPathPattern("/v1/{cluster=organizations/*/clusters/*}:reportReplicationStatus"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_RegionAgent_ReportReplicationStatus_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_RegionAgent_ReportReplicationStatus_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
 
 	return nil
@@ -1982,23 +2047,42 @@ func RegisterRegionAgentHandlerClient(ctx context.Context, mux *runtime.ServeMux
 		}
 		forward_RegionAgent_ReportResourceStatus_2(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodPost, pattern_RegionAgent_ReportReplicationStatus_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/magnetar.controlplane.v1.RegionAgent/ReportReplicationStatus", runtime.WithHTTPPathPattern("/v1/{cluster=organizations/*/clusters/*}:reportReplicationStatus"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_RegionAgent_ReportReplicationStatus_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_RegionAgent_ReportReplicationStatus_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
 	return nil
 }
 
 var (
-	pattern_RegionAgent_WatchDesiredState_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 2, 5, 2}, []string{"v1", "regions", "region"}, "watchDesiredState"))
-	pattern_RegionAgent_ReportClusterStatus_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 2, 2, 1, 0, 4, 4, 5, 3}, []string{"v1", "organizations", "clusters", "name"}, "reportStatus"))
-	pattern_RegionAgent_Heartbeat_0            = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 2, 5, 2}, []string{"v1", "regions", "region"}, "heartbeat"))
-	pattern_RegionAgent_ReportResourceStatus_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 2, 2, 1, 0, 2, 3, 1, 0, 4, 6, 5, 4}, []string{"v1", "organizations", "clusters", "tenants", "name"}, "reportStatus"))
-	pattern_RegionAgent_ReportResourceStatus_1 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 2, 2, 1, 0, 2, 3, 1, 0, 2, 4, 1, 0, 4, 8, 5, 5}, []string{"v1", "organizations", "clusters", "tenants", "namespaces", "name"}, "reportStatus"))
-	pattern_RegionAgent_ReportResourceStatus_2 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 2, 2, 1, 0, 2, 3, 1, 0, 2, 4, 1, 0, 2, 5, 1, 0, 4, 10, 5, 6}, []string{"v1", "organizations", "clusters", "tenants", "namespaces", "topics", "name"}, "reportStatus"))
+	pattern_RegionAgent_WatchDesiredState_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 2, 5, 2}, []string{"v1", "regions", "region"}, "watchDesiredState"))
+	pattern_RegionAgent_ReportClusterStatus_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 2, 2, 1, 0, 4, 4, 5, 3}, []string{"v1", "organizations", "clusters", "name"}, "reportStatus"))
+	pattern_RegionAgent_Heartbeat_0               = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 2, 5, 2}, []string{"v1", "regions", "region"}, "heartbeat"))
+	pattern_RegionAgent_ReportResourceStatus_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 2, 2, 1, 0, 2, 3, 1, 0, 4, 6, 5, 4}, []string{"v1", "organizations", "clusters", "tenants", "name"}, "reportStatus"))
+	pattern_RegionAgent_ReportResourceStatus_1    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 2, 2, 1, 0, 2, 3, 1, 0, 2, 4, 1, 0, 4, 8, 5, 5}, []string{"v1", "organizations", "clusters", "tenants", "namespaces", "name"}, "reportStatus"))
+	pattern_RegionAgent_ReportResourceStatus_2    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 2, 2, 1, 0, 2, 3, 1, 0, 2, 4, 1, 0, 2, 5, 1, 0, 4, 10, 5, 6}, []string{"v1", "organizations", "clusters", "tenants", "namespaces", "topics", "name"}, "reportStatus"))
+	pattern_RegionAgent_ReportReplicationStatus_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 2, 2, 1, 0, 4, 4, 5, 3}, []string{"v1", "organizations", "clusters", "cluster"}, "reportReplicationStatus"))
 )
 
 var (
-	forward_RegionAgent_WatchDesiredState_0    = runtime.ForwardResponseMessage
-	forward_RegionAgent_ReportClusterStatus_0  = runtime.ForwardResponseMessage
-	forward_RegionAgent_Heartbeat_0            = runtime.ForwardResponseMessage
-	forward_RegionAgent_ReportResourceStatus_0 = runtime.ForwardResponseMessage
-	forward_RegionAgent_ReportResourceStatus_1 = runtime.ForwardResponseMessage
-	forward_RegionAgent_ReportResourceStatus_2 = runtime.ForwardResponseMessage
+	forward_RegionAgent_WatchDesiredState_0       = runtime.ForwardResponseMessage
+	forward_RegionAgent_ReportClusterStatus_0     = runtime.ForwardResponseMessage
+	forward_RegionAgent_Heartbeat_0               = runtime.ForwardResponseMessage
+	forward_RegionAgent_ReportResourceStatus_0    = runtime.ForwardResponseMessage
+	forward_RegionAgent_ReportResourceStatus_1    = runtime.ForwardResponseMessage
+	forward_RegionAgent_ReportResourceStatus_2    = runtime.ForwardResponseMessage
+	forward_RegionAgent_ReportReplicationStatus_0 = runtime.ForwardResponseMessage
 )

@@ -770,10 +770,11 @@ var Operations_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	RegionAgent_WatchDesiredState_FullMethodName    = "/magnetar.controlplane.v1.RegionAgent/WatchDesiredState"
-	RegionAgent_ReportClusterStatus_FullMethodName  = "/magnetar.controlplane.v1.RegionAgent/ReportClusterStatus"
-	RegionAgent_Heartbeat_FullMethodName            = "/magnetar.controlplane.v1.RegionAgent/Heartbeat"
-	RegionAgent_ReportResourceStatus_FullMethodName = "/magnetar.controlplane.v1.RegionAgent/ReportResourceStatus"
+	RegionAgent_WatchDesiredState_FullMethodName       = "/magnetar.controlplane.v1.RegionAgent/WatchDesiredState"
+	RegionAgent_ReportClusterStatus_FullMethodName     = "/magnetar.controlplane.v1.RegionAgent/ReportClusterStatus"
+	RegionAgent_Heartbeat_FullMethodName               = "/magnetar.controlplane.v1.RegionAgent/Heartbeat"
+	RegionAgent_ReportResourceStatus_FullMethodName    = "/magnetar.controlplane.v1.RegionAgent/ReportResourceStatus"
+	RegionAgent_ReportReplicationStatus_FullMethodName = "/magnetar.controlplane.v1.RegionAgent/ReportReplicationStatus"
 )
 
 // RegionAgentClient is the client API for RegionAgent service.
@@ -794,6 +795,10 @@ type RegionAgentClient interface {
 	// PulsarResourceChange with one resource set). A report that changes
 	// nothing writes nothing, so the agent's own reports settle.
 	ReportResourceStatus(ctx context.Context, in *ReportResourceStatusRequest, opts ...grpc.CallOption) (*PulsarResourceChange, error)
+	// Records the replication backlog of a cluster's replicated namespaces
+	// (the status of their replication groups and the runbooks' drain
+	// checks).
+	ReportReplicationStatus(ctx context.Context, in *ReportReplicationStatusRequest, opts ...grpc.CallOption) (*ReportReplicationStatusResponse, error)
 }
 
 type regionAgentClient struct {
@@ -844,6 +849,16 @@ func (c *regionAgentClient) ReportResourceStatus(ctx context.Context, in *Report
 	return out, nil
 }
 
+func (c *regionAgentClient) ReportReplicationStatus(ctx context.Context, in *ReportReplicationStatusRequest, opts ...grpc.CallOption) (*ReportReplicationStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReportReplicationStatusResponse)
+	err := c.cc.Invoke(ctx, RegionAgent_ReportReplicationStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RegionAgentServer is the server API for RegionAgent service.
 // All implementations must embed UnimplementedRegionAgentServer
 // for forward compatibility.
@@ -862,6 +877,10 @@ type RegionAgentServer interface {
 	// PulsarResourceChange with one resource set). A report that changes
 	// nothing writes nothing, so the agent's own reports settle.
 	ReportResourceStatus(context.Context, *ReportResourceStatusRequest) (*PulsarResourceChange, error)
+	// Records the replication backlog of a cluster's replicated namespaces
+	// (the status of their replication groups and the runbooks' drain
+	// checks).
+	ReportReplicationStatus(context.Context, *ReportReplicationStatusRequest) (*ReportReplicationStatusResponse, error)
 	mustEmbedUnimplementedRegionAgentServer()
 }
 
@@ -883,6 +902,9 @@ func (UnimplementedRegionAgentServer) Heartbeat(context.Context, *HeartbeatReque
 }
 func (UnimplementedRegionAgentServer) ReportResourceStatus(context.Context, *ReportResourceStatusRequest) (*PulsarResourceChange, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReportResourceStatus not implemented")
+}
+func (UnimplementedRegionAgentServer) ReportReplicationStatus(context.Context, *ReportReplicationStatusRequest) (*ReportReplicationStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReportReplicationStatus not implemented")
 }
 func (UnimplementedRegionAgentServer) mustEmbedUnimplementedRegionAgentServer() {}
 func (UnimplementedRegionAgentServer) testEmbeddedByValue()                     {}
@@ -977,6 +999,24 @@ func _RegionAgent_ReportResourceStatus_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RegionAgent_ReportReplicationStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportReplicationStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegionAgentServer).ReportReplicationStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegionAgent_ReportReplicationStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegionAgentServer).ReportReplicationStatus(ctx, req.(*ReportReplicationStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RegionAgent_ServiceDesc is the grpc.ServiceDesc for RegionAgent service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -999,6 +1039,10 @@ var RegionAgent_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReportResourceStatus",
 			Handler:    _RegionAgent_ReportResourceStatus_Handler,
+		},
+		{
+			MethodName: "ReportReplicationStatus",
+			Handler:    _RegionAgent_ReportReplicationStatus_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

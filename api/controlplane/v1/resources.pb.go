@@ -13,6 +13,7 @@ package controlplanev1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	structpb "google.golang.org/protobuf/types/known/structpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
@@ -305,6 +306,64 @@ func (Operation_State) EnumDescriptor() ([]byte, []int) {
 	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{9, 0}
 }
 
+type RunbookStep_State int32
+
+const (
+	RunbookStep_STATE_UNSPECIFIED RunbookStep_State = 0
+	RunbookStep_PENDING           RunbookStep_State = 1
+	RunbookStep_RUNNING           RunbookStep_State = 2
+	RunbookStep_DONE              RunbookStep_State = 3
+	RunbookStep_SKIPPED           RunbookStep_State = 4
+	RunbookStep_FAILED            RunbookStep_State = 5
+)
+
+// Enum value maps for RunbookStep_State.
+var (
+	RunbookStep_State_name = map[int32]string{
+		0: "STATE_UNSPECIFIED",
+		1: "PENDING",
+		2: "RUNNING",
+		3: "DONE",
+		4: "SKIPPED",
+		5: "FAILED",
+	}
+	RunbookStep_State_value = map[string]int32{
+		"STATE_UNSPECIFIED": 0,
+		"PENDING":           1,
+		"RUNNING":           2,
+		"DONE":              3,
+		"SKIPPED":           4,
+		"FAILED":            5,
+	}
+)
+
+func (x RunbookStep_State) Enum() *RunbookStep_State {
+	p := new(RunbookStep_State)
+	*p = x
+	return p
+}
+
+func (x RunbookStep_State) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RunbookStep_State) Descriptor() protoreflect.EnumDescriptor {
+	return file_api_controlplane_v1_resources_proto_enumTypes[5].Descriptor()
+}
+
+func (RunbookStep_State) Type() protoreflect.EnumType {
+	return &file_api_controlplane_v1_resources_proto_enumTypes[5]
+}
+
+func (x RunbookStep_State) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RunbookStep_State.Descriptor instead.
+func (RunbookStep_State) EnumDescriptor() ([]byte, []int) {
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{11, 0}
+}
+
 // Pulsar's schema compatibility strategies.
 type NamespacePolicies_SchemaCompatibilityStrategy int32
 
@@ -357,11 +416,11 @@ func (x NamespacePolicies_SchemaCompatibilityStrategy) String() string {
 }
 
 func (NamespacePolicies_SchemaCompatibilityStrategy) Descriptor() protoreflect.EnumDescriptor {
-	return file_api_controlplane_v1_resources_proto_enumTypes[5].Descriptor()
+	return file_api_controlplane_v1_resources_proto_enumTypes[6].Descriptor()
 }
 
 func (NamespacePolicies_SchemaCompatibilityStrategy) Type() protoreflect.EnumType {
-	return &file_api_controlplane_v1_resources_proto_enumTypes[5]
+	return &file_api_controlplane_v1_resources_proto_enumTypes[6]
 }
 
 func (x NamespacePolicies_SchemaCompatibilityStrategy) Number() protoreflect.EnumNumber {
@@ -370,7 +429,7 @@ func (x NamespacePolicies_SchemaCompatibilityStrategy) Number() protoreflect.Enu
 
 // Deprecated: Use NamespacePolicies_SchemaCompatibilityStrategy.Descriptor instead.
 func (NamespacePolicies_SchemaCompatibilityStrategy) EnumDescriptor() ([]byte, []int) {
-	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{13, 0}
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{16, 0}
 }
 
 type NamespacePolicies_BacklogQuota_Policy int32
@@ -412,11 +471,11 @@ func (x NamespacePolicies_BacklogQuota_Policy) String() string {
 }
 
 func (NamespacePolicies_BacklogQuota_Policy) Descriptor() protoreflect.EnumDescriptor {
-	return file_api_controlplane_v1_resources_proto_enumTypes[6].Descriptor()
+	return file_api_controlplane_v1_resources_proto_enumTypes[7].Descriptor()
 }
 
 func (NamespacePolicies_BacklogQuota_Policy) Type() protoreflect.EnumType {
-	return &file_api_controlplane_v1_resources_proto_enumTypes[6]
+	return &file_api_controlplane_v1_resources_proto_enumTypes[7]
 }
 
 func (x NamespacePolicies_BacklogQuota_Policy) Number() protoreflect.EnumNumber {
@@ -425,7 +484,7 @@ func (x NamespacePolicies_BacklogQuota_Policy) Number() protoreflect.EnumNumber 
 
 // Deprecated: Use NamespacePolicies_BacklogQuota_Policy.Descriptor instead.
 func (NamespacePolicies_BacklogQuota_Policy) EnumDescriptor() ([]byte, []int) {
-	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{13, 1, 0}
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{16, 1, 0}
 }
 
 type NamespacePolicies_AutoTopicCreation_TopicType int32
@@ -461,11 +520,11 @@ func (x NamespacePolicies_AutoTopicCreation_TopicType) String() string {
 }
 
 func (NamespacePolicies_AutoTopicCreation_TopicType) Descriptor() protoreflect.EnumDescriptor {
-	return file_api_controlplane_v1_resources_proto_enumTypes[7].Descriptor()
+	return file_api_controlplane_v1_resources_proto_enumTypes[8].Descriptor()
 }
 
 func (NamespacePolicies_AutoTopicCreation_TopicType) Type() protoreflect.EnumType {
-	return &file_api_controlplane_v1_resources_proto_enumTypes[7]
+	return &file_api_controlplane_v1_resources_proto_enumTypes[8]
 }
 
 func (x NamespacePolicies_AutoTopicCreation_TopicType) Number() protoreflect.EnumNumber {
@@ -474,7 +533,7 @@ func (x NamespacePolicies_AutoTopicCreation_TopicType) Number() protoreflect.Enu
 
 // Deprecated: Use NamespacePolicies_AutoTopicCreation_TopicType.Descriptor instead.
 func (NamespacePolicies_AutoTopicCreation_TopicType) EnumDescriptor() ([]byte, []int) {
-	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{13, 2, 0}
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{16, 2, 0}
 }
 
 // An organization is a tenant: every other tenant resource lives under one.
@@ -1390,11 +1449,13 @@ type Operation struct {
 	Error *OperationError `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
 	// The resource as it is when the operation succeeded (JSON object; empty
 	// for deletes).
-	Response      *structpb.Struct       `protobuf:"bytes,7,opt,name=response,proto3" json:"response,omitempty"`
-	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
-	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
-	EndTime       *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
-	Etag          string                 `protobuf:"bytes,11,opt,name=etag,proto3" json:"etag,omitempty"`
+	Response   *structpb.Struct       `protobuf:"bytes,7,opt,name=response,proto3" json:"response,omitempty"`
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	EndTime    *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	Etag       string                 `protobuf:"bytes,11,opt,name=etag,proto3" json:"etag,omitempty"`
+	// Steps and report of a runbook operation.
+	Runbook       *Runbook `protobuf:"bytes,12,opt,name=runbook,proto3" json:"runbook,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1506,6 +1567,300 @@ func (x *Operation) GetEtag() string {
 	return ""
 }
 
+func (x *Operation) GetRunbook() *Runbook {
+	if x != nil {
+		return x.Runbook
+	}
+	return nil
+}
+
+// Progress and outcome of a runbook (FailoverReplicationGroup,
+// FailbackReplicationGroup, EvacuateRegion).
+type Runbook struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The groups it moves ("organizations/{org}/replicationGroups/{group}").
+	Groups []string `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty"`
+	// The cluster the groups move from and to (one group), or the region
+	// evacuated.
+	FromCluster string `protobuf:"bytes,2,opt,name=from_cluster,json=fromCluster,proto3" json:"from_cluster,omitempty"`
+	ToCluster   string `protobuf:"bytes,3,opt,name=to_cluster,json=toCluster,proto3" json:"to_cluster,omitempty"`
+	Region      string `protobuf:"bytes,4,opt,name=region,proto3" json:"region,omitempty"`
+	// Planned (the old cluster is reachable and drained: RPO 0) or not.
+	Planned bool           `protobuf:"varint,5,opt,name=planned,proto3" json:"planned,omitempty"`
+	Steps   []*RunbookStep `protobuf:"bytes,6,rep,name=steps,proto3" json:"steps,omitempty"`
+	Report  *RunbookReport `protobuf:"bytes,7,opt,name=report,proto3" json:"report,omitempty"`
+	// The request's drain check: at most this many entries left before the
+	// fence, and how long to wait for the rest.
+	MaxBacklog    int64                `protobuf:"varint,8,opt,name=max_backlog,json=maxBacklog,proto3" json:"max_backlog,omitempty"`
+	DrainTimeout  *durationpb.Duration `protobuf:"bytes,9,opt,name=drain_timeout,json=drainTimeout,proto3" json:"drain_timeout,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Runbook) Reset() {
+	*x = Runbook{}
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Runbook) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Runbook) ProtoMessage() {}
+
+func (x *Runbook) ProtoReflect() protoreflect.Message {
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Runbook.ProtoReflect.Descriptor instead.
+func (*Runbook) Descriptor() ([]byte, []int) {
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *Runbook) GetGroups() []string {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+func (x *Runbook) GetFromCluster() string {
+	if x != nil {
+		return x.FromCluster
+	}
+	return ""
+}
+
+func (x *Runbook) GetToCluster() string {
+	if x != nil {
+		return x.ToCluster
+	}
+	return ""
+}
+
+func (x *Runbook) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *Runbook) GetPlanned() bool {
+	if x != nil {
+		return x.Planned
+	}
+	return false
+}
+
+func (x *Runbook) GetSteps() []*RunbookStep {
+	if x != nil {
+		return x.Steps
+	}
+	return nil
+}
+
+func (x *Runbook) GetReport() *RunbookReport {
+	if x != nil {
+		return x.Report
+	}
+	return nil
+}
+
+func (x *Runbook) GetMaxBacklog() int64 {
+	if x != nil {
+		return x.MaxBacklog
+	}
+	return 0
+}
+
+func (x *Runbook) GetDrainTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.DrainTimeout
+	}
+	return nil
+}
+
+type RunbookStep struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Step id, e.g. "fence", unique in the runbook.
+	Id          string            `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Description string            `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	State       RunbookStep_State `protobuf:"varint,3,opt,name=state,proto3,enum=magnetar.controlplane.v1.RunbookStep_State" json:"state,omitempty"`
+	// What the step checked or did.
+	Detail        string                 `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"`
+	StartTime     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	EndTime       *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunbookStep) Reset() {
+	*x = RunbookStep{}
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunbookStep) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunbookStep) ProtoMessage() {}
+
+func (x *RunbookStep) ProtoReflect() protoreflect.Message {
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunbookStep.ProtoReflect.Descriptor instead.
+func (*RunbookStep) Descriptor() ([]byte, []int) {
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *RunbookStep) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *RunbookStep) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *RunbookStep) GetState() RunbookStep_State {
+	if x != nil {
+		return x.State
+	}
+	return RunbookStep_STATE_UNSPECIFIED
+}
+
+func (x *RunbookStep) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *RunbookStep) GetStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTime
+	}
+	return nil
+}
+
+func (x *RunbookStep) GetEndTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndTime
+	}
+	return nil
+}
+
+type RunbookReport struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// When writes stopped in the old cluster (planned: the fence took
+	// effect; unplanned: the old cluster was found unhealthy).
+	WritesStoppedTime *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=writes_stopped_time,json=writesStoppedTime,proto3" json:"writes_stopped_time,omitempty"`
+	// When the failover endpoint started answering the new cluster.
+	SwitchTime *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=switch_time,json=switchTime,proto3" json:"switch_time,omitempty"`
+	// switch_time - writes_stopped_time: how long clients had no cluster to
+	// write to, as the control plane measures it.
+	Rto *durationpb.Duration `protobuf:"bytes,3,opt,name=rto,proto3" json:"rto,omitempty"`
+	// Entries written in the old cluster and not replicated to the new one
+	// when the endpoint switched (0 for a planned failover).
+	RpoMessages int64 `protobuf:"varint,4,opt,name=rpo_messages,json=rpoMessages,proto3" json:"rpo_messages,omitempty"`
+	// Entries the old cluster replicated to the new one while the runbook
+	// waited for the drain.
+	DrainedMessages int64 `protobuf:"varint,5,opt,name=drained_messages,json=drainedMessages,proto3" json:"drained_messages,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *RunbookReport) Reset() {
+	*x = RunbookReport{}
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunbookReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunbookReport) ProtoMessage() {}
+
+func (x *RunbookReport) ProtoReflect() protoreflect.Message {
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunbookReport.ProtoReflect.Descriptor instead.
+func (*RunbookReport) Descriptor() ([]byte, []int) {
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *RunbookReport) GetWritesStoppedTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.WritesStoppedTime
+	}
+	return nil
+}
+
+func (x *RunbookReport) GetSwitchTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SwitchTime
+	}
+	return nil
+}
+
+func (x *RunbookReport) GetRto() *durationpb.Duration {
+	if x != nil {
+		return x.Rto
+	}
+	return nil
+}
+
+func (x *RunbookReport) GetRpoMessages() int64 {
+	if x != nil {
+		return x.RpoMessages
+	}
+	return 0
+}
+
+func (x *RunbookReport) GetDrainedMessages() int64 {
+	if x != nil {
+		return x.DrainedMessages
+	}
+	return 0
+}
+
 // Why an operation did not succeed.
 type OperationError struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1518,7 +1873,7 @@ type OperationError struct {
 
 func (x *OperationError) Reset() {
 	*x = OperationError{}
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[10]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1530,7 +1885,7 @@ func (x *OperationError) String() string {
 func (*OperationError) ProtoMessage() {}
 
 func (x *OperationError) ProtoReflect() protoreflect.Message {
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[10]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1543,7 +1898,7 @@ func (x *OperationError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationError.ProtoReflect.Descriptor instead.
 func (*OperationError) Descriptor() ([]byte, []int) {
-	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{10}
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *OperationError) GetCode() int32 {
@@ -1582,7 +1937,7 @@ type AuditEvent struct {
 
 func (x *AuditEvent) Reset() {
 	*x = AuditEvent{}
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[11]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1594,7 +1949,7 @@ func (x *AuditEvent) String() string {
 func (*AuditEvent) ProtoMessage() {}
 
 func (x *AuditEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[11]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1607,7 +1962,7 @@ func (x *AuditEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEvent.ProtoReflect.Descriptor instead.
 func (*AuditEvent) Descriptor() ([]byte, []int) {
-	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{11}
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AuditEvent) GetSequence() int64 {
@@ -1691,7 +2046,7 @@ type Tenant struct {
 
 func (x *Tenant) Reset() {
 	*x = Tenant{}
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[12]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1703,7 +2058,7 @@ func (x *Tenant) String() string {
 func (*Tenant) ProtoMessage() {}
 
 func (x *Tenant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[12]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1716,7 +2071,7 @@ func (x *Tenant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tenant.ProtoReflect.Descriptor instead.
 func (*Tenant) Descriptor() ([]byte, []int) {
-	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{12}
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Tenant) GetName() string {
@@ -1800,7 +2155,7 @@ type NamespacePolicies struct {
 
 func (x *NamespacePolicies) Reset() {
 	*x = NamespacePolicies{}
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[13]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1812,7 +2167,7 @@ func (x *NamespacePolicies) String() string {
 func (*NamespacePolicies) ProtoMessage() {}
 
 func (x *NamespacePolicies) ProtoReflect() protoreflect.Message {
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[13]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1825,7 +2180,7 @@ func (x *NamespacePolicies) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NamespacePolicies.ProtoReflect.Descriptor instead.
 func (*NamespacePolicies) Descriptor() ([]byte, []int) {
-	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{13}
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *NamespacePolicies) GetRetention() *NamespacePolicies_Retention {
@@ -1891,6 +2246,13 @@ type Namespace struct {
 	Name     string             `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Uid      string             `protobuf:"bytes,2,opt,name=uid,proto3" json:"uid,omitempty"`
 	Policies *NamespacePolicies `protobuf:"bytes,3,opt,name=policies,proto3" json:"policies,omitempty"`
+	// Set by replication-group runbooks: the namespace's writes are refused
+	// and its producers sent to this cluster
+	// ("organizations/{org}/clusters/{cluster}"). Output only.
+	FencedTo string `protobuf:"bytes,9,opt,name=fenced_to,json=fencedTo,proto3" json:"fenced_to,omitempty"`
+	// The replication group that manages the namespace's replication
+	// clusters, if any. Output only.
+	ReplicationGroup string `protobuf:"bytes,10,opt,name=replication_group,json=replicationGroup,proto3" json:"replication_group,omitempty"`
 	// Output only.
 	State PulsarResourceState `protobuf:"varint,4,opt,name=state,proto3,enum=magnetar.controlplane.v1.PulsarResourceState" json:"state,omitempty"`
 	// Output only.
@@ -1904,7 +2266,7 @@ type Namespace struct {
 
 func (x *Namespace) Reset() {
 	*x = Namespace{}
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[14]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1916,7 +2278,7 @@ func (x *Namespace) String() string {
 func (*Namespace) ProtoMessage() {}
 
 func (x *Namespace) ProtoReflect() protoreflect.Message {
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[14]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1929,7 +2291,7 @@ func (x *Namespace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Namespace.ProtoReflect.Descriptor instead.
 func (*Namespace) Descriptor() ([]byte, []int) {
-	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{14}
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Namespace) GetName() string {
@@ -1951,6 +2313,20 @@ func (x *Namespace) GetPolicies() *NamespacePolicies {
 		return x.Policies
 	}
 	return nil
+}
+
+func (x *Namespace) GetFencedTo() string {
+	if x != nil {
+		return x.FencedTo
+	}
+	return ""
+}
+
+func (x *Namespace) GetReplicationGroup() string {
+	if x != nil {
+		return x.ReplicationGroup
+	}
+	return ""
 }
 
 func (x *Namespace) GetState() PulsarResourceState {
@@ -2013,7 +2389,7 @@ type Topic struct {
 
 func (x *Topic) Reset() {
 	*x = Topic{}
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[15]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2025,7 +2401,7 @@ func (x *Topic) String() string {
 func (*Topic) ProtoMessage() {}
 
 func (x *Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[15]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2038,7 +2414,7 @@ func (x *Topic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Topic.ProtoReflect.Descriptor instead.
 func (*Topic) Descriptor() ([]byte, []int) {
-	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{15}
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Topic) GetName() string {
@@ -2116,7 +2492,7 @@ type NamespacePolicies_Retention struct {
 
 func (x *NamespacePolicies_Retention) Reset() {
 	*x = NamespacePolicies_Retention{}
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[16]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2128,7 +2504,7 @@ func (x *NamespacePolicies_Retention) String() string {
 func (*NamespacePolicies_Retention) ProtoMessage() {}
 
 func (x *NamespacePolicies_Retention) ProtoReflect() protoreflect.Message {
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[16]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2141,7 +2517,7 @@ func (x *NamespacePolicies_Retention) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NamespacePolicies_Retention.ProtoReflect.Descriptor instead.
 func (*NamespacePolicies_Retention) Descriptor() ([]byte, []int) {
-	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{13, 0}
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{16, 0}
 }
 
 func (x *NamespacePolicies_Retention) GetTimeMinutes() int32 {
@@ -2171,7 +2547,7 @@ type NamespacePolicies_BacklogQuota struct {
 
 func (x *NamespacePolicies_BacklogQuota) Reset() {
 	*x = NamespacePolicies_BacklogQuota{}
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[17]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2183,7 +2559,7 @@ func (x *NamespacePolicies_BacklogQuota) String() string {
 func (*NamespacePolicies_BacklogQuota) ProtoMessage() {}
 
 func (x *NamespacePolicies_BacklogQuota) ProtoReflect() protoreflect.Message {
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[17]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2196,7 +2572,7 @@ func (x *NamespacePolicies_BacklogQuota) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NamespacePolicies_BacklogQuota.ProtoReflect.Descriptor instead.
 func (*NamespacePolicies_BacklogQuota) Descriptor() ([]byte, []int) {
-	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{13, 1}
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{16, 1}
 }
 
 func (x *NamespacePolicies_BacklogQuota) GetLimitBytes() int64 {
@@ -2228,7 +2604,7 @@ type NamespacePolicies_AutoTopicCreation struct {
 
 func (x *NamespacePolicies_AutoTopicCreation) Reset() {
 	*x = NamespacePolicies_AutoTopicCreation{}
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[18]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2240,7 +2616,7 @@ func (x *NamespacePolicies_AutoTopicCreation) String() string {
 func (*NamespacePolicies_AutoTopicCreation) ProtoMessage() {}
 
 func (x *NamespacePolicies_AutoTopicCreation) ProtoReflect() protoreflect.Message {
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[18]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2253,7 +2629,7 @@ func (x *NamespacePolicies_AutoTopicCreation) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use NamespacePolicies_AutoTopicCreation.ProtoReflect.Descriptor instead.
 func (*NamespacePolicies_AutoTopicCreation) Descriptor() ([]byte, []int) {
-	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{13, 2}
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{16, 2}
 }
 
 func (x *NamespacePolicies_AutoTopicCreation) GetAllow() bool {
@@ -2281,7 +2657,7 @@ var File_api_controlplane_v1_resources_proto protoreflect.FileDescriptor
 
 const file_api_controlplane_v1_resources_proto_rawDesc = "" +
 	"\n" +
-	"#api/controlplane/v1/resources.proto\x12\x18magnetar.controlplane.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb1\x02\n" +
+	"#api/controlplane/v1/resources.proto\x12\x18magnetar.controlplane.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb1\x02\n" +
 	"\fOrganization\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\tR\x03uid\x12!\n" +
@@ -2394,7 +2770,7 @@ const file_api_controlplane_v1_resources_proto_rawDesc = "" +
 	"\bUPDATING\x10\x03\x12\f\n" +
 	"\bDELETING\x10\x04\x12\n" +
 	"\n" +
-	"\x06FAILED\x10\x05\"\xbe\x04\n" +
+	"\x06FAILED\x10\x05\"\xfb\x04\n" +
 	"\tOperation\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x16\n" +
@@ -2409,7 +2785,8 @@ const file_api_controlplane_v1_resources_proto_rawDesc = "" +
 	"updateTime\x125\n" +
 	"\bend_time\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12\x12\n" +
-	"\x04etag\x18\v \x01(\tR\x04etag\"b\n" +
+	"\x04etag\x18\v \x01(\tR\x04etag\x12;\n" +
+	"\arunbook\x18\f \x01(\v2!.magnetar.controlplane.v1.RunbookR\arunbook\"b\n" +
 	"\x05State\x12\x15\n" +
 	"\x11STATE_UNSPECIFIED\x10\x00\x12\v\n" +
 	"\aPENDING\x10\x01\x12\v\n" +
@@ -2417,7 +2794,42 @@ const file_api_controlplane_v1_resources_proto_rawDesc = "" +
 	"\tSUCCEEDED\x10\x03\x12\n" +
 	"\n" +
 	"\x06FAILED\x10\x04\x12\r\n" +
-	"\tCANCELLED\x10\x05\">\n" +
+	"\tCANCELLED\x10\x05\"\xf4\x02\n" +
+	"\aRunbook\x12\x16\n" +
+	"\x06groups\x18\x01 \x03(\tR\x06groups\x12!\n" +
+	"\ffrom_cluster\x18\x02 \x01(\tR\vfromCluster\x12\x1d\n" +
+	"\n" +
+	"to_cluster\x18\x03 \x01(\tR\ttoCluster\x12\x16\n" +
+	"\x06region\x18\x04 \x01(\tR\x06region\x12\x18\n" +
+	"\aplanned\x18\x05 \x01(\bR\aplanned\x12;\n" +
+	"\x05steps\x18\x06 \x03(\v2%.magnetar.controlplane.v1.RunbookStepR\x05steps\x12?\n" +
+	"\x06report\x18\a \x01(\v2'.magnetar.controlplane.v1.RunbookReportR\x06report\x12\x1f\n" +
+	"\vmax_backlog\x18\b \x01(\x03R\n" +
+	"maxBacklog\x12>\n" +
+	"\rdrain_timeout\x18\t \x01(\v2\x19.google.protobuf.DurationR\fdrainTimeout\"\xe9\x02\n" +
+	"\vRunbookStep\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12A\n" +
+	"\x05state\x18\x03 \x01(\x0e2+.magnetar.controlplane.v1.RunbookStep.StateR\x05state\x12\x16\n" +
+	"\x06detail\x18\x04 \x01(\tR\x06detail\x129\n" +
+	"\n" +
+	"start_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
+	"\bend_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\"[\n" +
+	"\x05State\x12\x15\n" +
+	"\x11STATE_UNSPECIFIED\x10\x00\x12\v\n" +
+	"\aPENDING\x10\x01\x12\v\n" +
+	"\aRUNNING\x10\x02\x12\b\n" +
+	"\x04DONE\x10\x03\x12\v\n" +
+	"\aSKIPPED\x10\x04\x12\n" +
+	"\n" +
+	"\x06FAILED\x10\x05\"\x93\x02\n" +
+	"\rRunbookReport\x12J\n" +
+	"\x13writes_stopped_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x11writesStoppedTime\x12;\n" +
+	"\vswitch_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"switchTime\x12+\n" +
+	"\x03rto\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03rto\x12!\n" +
+	"\frpo_messages\x18\x04 \x01(\x03R\vrpoMessages\x12)\n" +
+	"\x10drained_messages\x18\x05 \x01(\x03R\x0fdrainedMessages\">\n" +
 	"\x0eOperationError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"\x94\x02\n" +
@@ -2484,11 +2896,14 @@ const file_api_controlplane_v1_resources_proto_rawDesc = "" +
 	"\x12FORWARD_TRANSITIVE\x10\a\x12\x13\n" +
 	"\x0fFULL_TRANSITIVE\x10\bB\x16\n" +
 	"\x14_message_ttl_secondsB\x18\n" +
-	"\x16_deduplication_enabled\"\xf4\x02\n" +
+	"\x16_deduplication_enabled\"\xbe\x03\n" +
 	"\tNamespace\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\tR\x03uid\x12G\n" +
-	"\bpolicies\x18\x03 \x01(\v2+.magnetar.controlplane.v1.NamespacePoliciesR\bpolicies\x12C\n" +
+	"\bpolicies\x18\x03 \x01(\v2+.magnetar.controlplane.v1.NamespacePoliciesR\bpolicies\x12\x1b\n" +
+	"\tfenced_to\x18\t \x01(\tR\bfencedTo\x12+\n" +
+	"\x11replication_group\x18\n" +
+	" \x01(\tR\x10replicationGroup\x12C\n" +
 	"\x05state\x18\x04 \x01(\x0e2-.magnetar.controlplane.v1.PulsarResourceStateR\x05state\x12%\n" +
 	"\x0estatus_message\x18\x05 \x01(\tR\rstatusMessage\x12;\n" +
 	"\vcreate_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
@@ -2532,91 +2947,106 @@ func file_api_controlplane_v1_resources_proto_rawDescGZIP() []byte {
 	return file_api_controlplane_v1_resources_proto_rawDescData
 }
 
-var file_api_controlplane_v1_resources_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_api_controlplane_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_api_controlplane_v1_resources_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
+var file_api_controlplane_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_api_controlplane_v1_resources_proto_goTypes = []any{
 	(PulsarResourceState)(0),                           // 0: magnetar.controlplane.v1.PulsarResourceState
 	(ApiKey_State)(0),                                  // 1: magnetar.controlplane.v1.ApiKey.State
 	(RegionStatus_State)(0),                            // 2: magnetar.controlplane.v1.RegionStatus.State
 	(Cluster_State)(0),                                 // 3: magnetar.controlplane.v1.Cluster.State
 	(Operation_State)(0),                               // 4: magnetar.controlplane.v1.Operation.State
-	(NamespacePolicies_SchemaCompatibilityStrategy)(0), // 5: magnetar.controlplane.v1.NamespacePolicies.SchemaCompatibilityStrategy
-	(NamespacePolicies_BacklogQuota_Policy)(0),         // 6: magnetar.controlplane.v1.NamespacePolicies.BacklogQuota.Policy
-	(NamespacePolicies_AutoTopicCreation_TopicType)(0), // 7: magnetar.controlplane.v1.NamespacePolicies.AutoTopicCreation.TopicType
-	(*Organization)(nil),                               // 8: magnetar.controlplane.v1.Organization
-	(*User)(nil),                                       // 9: magnetar.controlplane.v1.User
-	(*ServiceAccount)(nil),                             // 10: magnetar.controlplane.v1.ServiceAccount
-	(*ApiKey)(nil),                                     // 11: magnetar.controlplane.v1.ApiKey
-	(*RoleBinding)(nil),                                // 12: magnetar.controlplane.v1.RoleBinding
-	(*Region)(nil),                                     // 13: magnetar.controlplane.v1.Region
-	(*RegionStatus)(nil),                               // 14: magnetar.controlplane.v1.RegionStatus
-	(*ClusterSize)(nil),                                // 15: magnetar.controlplane.v1.ClusterSize
-	(*Cluster)(nil),                                    // 16: magnetar.controlplane.v1.Cluster
-	(*Operation)(nil),                                  // 17: magnetar.controlplane.v1.Operation
-	(*OperationError)(nil),                             // 18: magnetar.controlplane.v1.OperationError
-	(*AuditEvent)(nil),                                 // 19: magnetar.controlplane.v1.AuditEvent
-	(*Tenant)(nil),                                     // 20: magnetar.controlplane.v1.Tenant
-	(*NamespacePolicies)(nil),                          // 21: magnetar.controlplane.v1.NamespacePolicies
-	(*Namespace)(nil),                                  // 22: magnetar.controlplane.v1.Namespace
-	(*Topic)(nil),                                      // 23: magnetar.controlplane.v1.Topic
-	(*NamespacePolicies_Retention)(nil),                // 24: magnetar.controlplane.v1.NamespacePolicies.Retention
-	(*NamespacePolicies_BacklogQuota)(nil),             // 25: magnetar.controlplane.v1.NamespacePolicies.BacklogQuota
-	(*NamespacePolicies_AutoTopicCreation)(nil),        // 26: magnetar.controlplane.v1.NamespacePolicies.AutoTopicCreation
-	(*timestamppb.Timestamp)(nil),                      // 27: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),                            // 28: google.protobuf.Struct
+	(RunbookStep_State)(0),                             // 5: magnetar.controlplane.v1.RunbookStep.State
+	(NamespacePolicies_SchemaCompatibilityStrategy)(0), // 6: magnetar.controlplane.v1.NamespacePolicies.SchemaCompatibilityStrategy
+	(NamespacePolicies_BacklogQuota_Policy)(0),         // 7: magnetar.controlplane.v1.NamespacePolicies.BacklogQuota.Policy
+	(NamespacePolicies_AutoTopicCreation_TopicType)(0), // 8: magnetar.controlplane.v1.NamespacePolicies.AutoTopicCreation.TopicType
+	(*Organization)(nil),                               // 9: magnetar.controlplane.v1.Organization
+	(*User)(nil),                                       // 10: magnetar.controlplane.v1.User
+	(*ServiceAccount)(nil),                             // 11: magnetar.controlplane.v1.ServiceAccount
+	(*ApiKey)(nil),                                     // 12: magnetar.controlplane.v1.ApiKey
+	(*RoleBinding)(nil),                                // 13: magnetar.controlplane.v1.RoleBinding
+	(*Region)(nil),                                     // 14: magnetar.controlplane.v1.Region
+	(*RegionStatus)(nil),                               // 15: magnetar.controlplane.v1.RegionStatus
+	(*ClusterSize)(nil),                                // 16: magnetar.controlplane.v1.ClusterSize
+	(*Cluster)(nil),                                    // 17: magnetar.controlplane.v1.Cluster
+	(*Operation)(nil),                                  // 18: magnetar.controlplane.v1.Operation
+	(*Runbook)(nil),                                    // 19: magnetar.controlplane.v1.Runbook
+	(*RunbookStep)(nil),                                // 20: magnetar.controlplane.v1.RunbookStep
+	(*RunbookReport)(nil),                              // 21: magnetar.controlplane.v1.RunbookReport
+	(*OperationError)(nil),                             // 22: magnetar.controlplane.v1.OperationError
+	(*AuditEvent)(nil),                                 // 23: magnetar.controlplane.v1.AuditEvent
+	(*Tenant)(nil),                                     // 24: magnetar.controlplane.v1.Tenant
+	(*NamespacePolicies)(nil),                          // 25: magnetar.controlplane.v1.NamespacePolicies
+	(*Namespace)(nil),                                  // 26: magnetar.controlplane.v1.Namespace
+	(*Topic)(nil),                                      // 27: magnetar.controlplane.v1.Topic
+	(*NamespacePolicies_Retention)(nil),                // 28: magnetar.controlplane.v1.NamespacePolicies.Retention
+	(*NamespacePolicies_BacklogQuota)(nil),             // 29: magnetar.controlplane.v1.NamespacePolicies.BacklogQuota
+	(*NamespacePolicies_AutoTopicCreation)(nil),        // 30: magnetar.controlplane.v1.NamespacePolicies.AutoTopicCreation
+	(*timestamppb.Timestamp)(nil),                      // 31: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),                            // 32: google.protobuf.Struct
+	(*durationpb.Duration)(nil),                        // 33: google.protobuf.Duration
 }
 var file_api_controlplane_v1_resources_proto_depIdxs = []int32{
-	27, // 0: magnetar.controlplane.v1.Organization.create_time:type_name -> google.protobuf.Timestamp
-	27, // 1: magnetar.controlplane.v1.Organization.update_time:type_name -> google.protobuf.Timestamp
-	27, // 2: magnetar.controlplane.v1.User.create_time:type_name -> google.protobuf.Timestamp
-	27, // 3: magnetar.controlplane.v1.User.update_time:type_name -> google.protobuf.Timestamp
-	27, // 4: magnetar.controlplane.v1.ServiceAccount.create_time:type_name -> google.protobuf.Timestamp
-	27, // 5: magnetar.controlplane.v1.ServiceAccount.update_time:type_name -> google.protobuf.Timestamp
+	31, // 0: magnetar.controlplane.v1.Organization.create_time:type_name -> google.protobuf.Timestamp
+	31, // 1: magnetar.controlplane.v1.Organization.update_time:type_name -> google.protobuf.Timestamp
+	31, // 2: magnetar.controlplane.v1.User.create_time:type_name -> google.protobuf.Timestamp
+	31, // 3: magnetar.controlplane.v1.User.update_time:type_name -> google.protobuf.Timestamp
+	31, // 4: magnetar.controlplane.v1.ServiceAccount.create_time:type_name -> google.protobuf.Timestamp
+	31, // 5: magnetar.controlplane.v1.ServiceAccount.update_time:type_name -> google.protobuf.Timestamp
 	1,  // 6: magnetar.controlplane.v1.ApiKey.state:type_name -> magnetar.controlplane.v1.ApiKey.State
-	27, // 7: magnetar.controlplane.v1.ApiKey.expire_time:type_name -> google.protobuf.Timestamp
-	27, // 8: magnetar.controlplane.v1.ApiKey.revoke_time:type_name -> google.protobuf.Timestamp
-	27, // 9: magnetar.controlplane.v1.ApiKey.create_time:type_name -> google.protobuf.Timestamp
-	27, // 10: magnetar.controlplane.v1.ApiKey.update_time:type_name -> google.protobuf.Timestamp
-	27, // 11: magnetar.controlplane.v1.RoleBinding.create_time:type_name -> google.protobuf.Timestamp
-	27, // 12: magnetar.controlplane.v1.RoleBinding.update_time:type_name -> google.protobuf.Timestamp
-	14, // 13: magnetar.controlplane.v1.Region.status:type_name -> magnetar.controlplane.v1.RegionStatus
-	27, // 14: magnetar.controlplane.v1.Region.create_time:type_name -> google.protobuf.Timestamp
-	27, // 15: magnetar.controlplane.v1.Region.update_time:type_name -> google.protobuf.Timestamp
+	31, // 7: magnetar.controlplane.v1.ApiKey.expire_time:type_name -> google.protobuf.Timestamp
+	31, // 8: magnetar.controlplane.v1.ApiKey.revoke_time:type_name -> google.protobuf.Timestamp
+	31, // 9: magnetar.controlplane.v1.ApiKey.create_time:type_name -> google.protobuf.Timestamp
+	31, // 10: magnetar.controlplane.v1.ApiKey.update_time:type_name -> google.protobuf.Timestamp
+	31, // 11: magnetar.controlplane.v1.RoleBinding.create_time:type_name -> google.protobuf.Timestamp
+	31, // 12: magnetar.controlplane.v1.RoleBinding.update_time:type_name -> google.protobuf.Timestamp
+	15, // 13: magnetar.controlplane.v1.Region.status:type_name -> magnetar.controlplane.v1.RegionStatus
+	31, // 14: magnetar.controlplane.v1.Region.create_time:type_name -> google.protobuf.Timestamp
+	31, // 15: magnetar.controlplane.v1.Region.update_time:type_name -> google.protobuf.Timestamp
 	2,  // 16: magnetar.controlplane.v1.RegionStatus.state:type_name -> magnetar.controlplane.v1.RegionStatus.State
-	27, // 17: magnetar.controlplane.v1.RegionStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
-	15, // 18: magnetar.controlplane.v1.Cluster.size:type_name -> magnetar.controlplane.v1.ClusterSize
+	31, // 17: magnetar.controlplane.v1.RegionStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
+	16, // 18: magnetar.controlplane.v1.Cluster.size:type_name -> magnetar.controlplane.v1.ClusterSize
 	3,  // 19: magnetar.controlplane.v1.Cluster.state:type_name -> magnetar.controlplane.v1.Cluster.State
-	27, // 20: magnetar.controlplane.v1.Cluster.create_time:type_name -> google.protobuf.Timestamp
-	27, // 21: magnetar.controlplane.v1.Cluster.update_time:type_name -> google.protobuf.Timestamp
+	31, // 20: magnetar.controlplane.v1.Cluster.create_time:type_name -> google.protobuf.Timestamp
+	31, // 21: magnetar.controlplane.v1.Cluster.update_time:type_name -> google.protobuf.Timestamp
 	4,  // 22: magnetar.controlplane.v1.Operation.state:type_name -> magnetar.controlplane.v1.Operation.State
-	18, // 23: magnetar.controlplane.v1.Operation.error:type_name -> magnetar.controlplane.v1.OperationError
-	28, // 24: magnetar.controlplane.v1.Operation.response:type_name -> google.protobuf.Struct
-	27, // 25: magnetar.controlplane.v1.Operation.create_time:type_name -> google.protobuf.Timestamp
-	27, // 26: magnetar.controlplane.v1.Operation.update_time:type_name -> google.protobuf.Timestamp
-	27, // 27: magnetar.controlplane.v1.Operation.end_time:type_name -> google.protobuf.Timestamp
-	27, // 28: magnetar.controlplane.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
-	28, // 29: magnetar.controlplane.v1.AuditEvent.detail:type_name -> google.protobuf.Struct
-	0,  // 30: magnetar.controlplane.v1.Tenant.state:type_name -> magnetar.controlplane.v1.PulsarResourceState
-	27, // 31: magnetar.controlplane.v1.Tenant.create_time:type_name -> google.protobuf.Timestamp
-	27, // 32: magnetar.controlplane.v1.Tenant.update_time:type_name -> google.protobuf.Timestamp
-	24, // 33: magnetar.controlplane.v1.NamespacePolicies.retention:type_name -> magnetar.controlplane.v1.NamespacePolicies.Retention
-	25, // 34: magnetar.controlplane.v1.NamespacePolicies.backlog_quota:type_name -> magnetar.controlplane.v1.NamespacePolicies.BacklogQuota
-	26, // 35: magnetar.controlplane.v1.NamespacePolicies.auto_topic_creation:type_name -> magnetar.controlplane.v1.NamespacePolicies.AutoTopicCreation
-	5,  // 36: magnetar.controlplane.v1.NamespacePolicies.schema_compatibility_strategy:type_name -> magnetar.controlplane.v1.NamespacePolicies.SchemaCompatibilityStrategy
-	21, // 37: magnetar.controlplane.v1.Namespace.policies:type_name -> magnetar.controlplane.v1.NamespacePolicies
-	0,  // 38: magnetar.controlplane.v1.Namespace.state:type_name -> magnetar.controlplane.v1.PulsarResourceState
-	27, // 39: magnetar.controlplane.v1.Namespace.create_time:type_name -> google.protobuf.Timestamp
-	27, // 40: magnetar.controlplane.v1.Namespace.update_time:type_name -> google.protobuf.Timestamp
-	0,  // 41: magnetar.controlplane.v1.Topic.state:type_name -> magnetar.controlplane.v1.PulsarResourceState
-	27, // 42: magnetar.controlplane.v1.Topic.create_time:type_name -> google.protobuf.Timestamp
-	27, // 43: magnetar.controlplane.v1.Topic.update_time:type_name -> google.protobuf.Timestamp
-	6,  // 44: magnetar.controlplane.v1.NamespacePolicies.BacklogQuota.policy:type_name -> magnetar.controlplane.v1.NamespacePolicies.BacklogQuota.Policy
-	7,  // 45: magnetar.controlplane.v1.NamespacePolicies.AutoTopicCreation.type:type_name -> magnetar.controlplane.v1.NamespacePolicies.AutoTopicCreation.TopicType
-	46, // [46:46] is the sub-list for method output_type
-	46, // [46:46] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	22, // 23: magnetar.controlplane.v1.Operation.error:type_name -> magnetar.controlplane.v1.OperationError
+	32, // 24: magnetar.controlplane.v1.Operation.response:type_name -> google.protobuf.Struct
+	31, // 25: magnetar.controlplane.v1.Operation.create_time:type_name -> google.protobuf.Timestamp
+	31, // 26: magnetar.controlplane.v1.Operation.update_time:type_name -> google.protobuf.Timestamp
+	31, // 27: magnetar.controlplane.v1.Operation.end_time:type_name -> google.protobuf.Timestamp
+	19, // 28: magnetar.controlplane.v1.Operation.runbook:type_name -> magnetar.controlplane.v1.Runbook
+	20, // 29: magnetar.controlplane.v1.Runbook.steps:type_name -> magnetar.controlplane.v1.RunbookStep
+	21, // 30: magnetar.controlplane.v1.Runbook.report:type_name -> magnetar.controlplane.v1.RunbookReport
+	33, // 31: magnetar.controlplane.v1.Runbook.drain_timeout:type_name -> google.protobuf.Duration
+	5,  // 32: magnetar.controlplane.v1.RunbookStep.state:type_name -> magnetar.controlplane.v1.RunbookStep.State
+	31, // 33: magnetar.controlplane.v1.RunbookStep.start_time:type_name -> google.protobuf.Timestamp
+	31, // 34: magnetar.controlplane.v1.RunbookStep.end_time:type_name -> google.protobuf.Timestamp
+	31, // 35: magnetar.controlplane.v1.RunbookReport.writes_stopped_time:type_name -> google.protobuf.Timestamp
+	31, // 36: magnetar.controlplane.v1.RunbookReport.switch_time:type_name -> google.protobuf.Timestamp
+	33, // 37: magnetar.controlplane.v1.RunbookReport.rto:type_name -> google.protobuf.Duration
+	31, // 38: magnetar.controlplane.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
+	32, // 39: magnetar.controlplane.v1.AuditEvent.detail:type_name -> google.protobuf.Struct
+	0,  // 40: magnetar.controlplane.v1.Tenant.state:type_name -> magnetar.controlplane.v1.PulsarResourceState
+	31, // 41: magnetar.controlplane.v1.Tenant.create_time:type_name -> google.protobuf.Timestamp
+	31, // 42: magnetar.controlplane.v1.Tenant.update_time:type_name -> google.protobuf.Timestamp
+	28, // 43: magnetar.controlplane.v1.NamespacePolicies.retention:type_name -> magnetar.controlplane.v1.NamespacePolicies.Retention
+	29, // 44: magnetar.controlplane.v1.NamespacePolicies.backlog_quota:type_name -> magnetar.controlplane.v1.NamespacePolicies.BacklogQuota
+	30, // 45: magnetar.controlplane.v1.NamespacePolicies.auto_topic_creation:type_name -> magnetar.controlplane.v1.NamespacePolicies.AutoTopicCreation
+	6,  // 46: magnetar.controlplane.v1.NamespacePolicies.schema_compatibility_strategy:type_name -> magnetar.controlplane.v1.NamespacePolicies.SchemaCompatibilityStrategy
+	25, // 47: magnetar.controlplane.v1.Namespace.policies:type_name -> magnetar.controlplane.v1.NamespacePolicies
+	0,  // 48: magnetar.controlplane.v1.Namespace.state:type_name -> magnetar.controlplane.v1.PulsarResourceState
+	31, // 49: magnetar.controlplane.v1.Namespace.create_time:type_name -> google.protobuf.Timestamp
+	31, // 50: magnetar.controlplane.v1.Namespace.update_time:type_name -> google.protobuf.Timestamp
+	0,  // 51: magnetar.controlplane.v1.Topic.state:type_name -> magnetar.controlplane.v1.PulsarResourceState
+	31, // 52: magnetar.controlplane.v1.Topic.create_time:type_name -> google.protobuf.Timestamp
+	31, // 53: magnetar.controlplane.v1.Topic.update_time:type_name -> google.protobuf.Timestamp
+	7,  // 54: magnetar.controlplane.v1.NamespacePolicies.BacklogQuota.policy:type_name -> magnetar.controlplane.v1.NamespacePolicies.BacklogQuota.Policy
+	8,  // 55: magnetar.controlplane.v1.NamespacePolicies.AutoTopicCreation.type:type_name -> magnetar.controlplane.v1.NamespacePolicies.AutoTopicCreation.TopicType
+	56, // [56:56] is the sub-list for method output_type
+	56, // [56:56] is the sub-list for method input_type
+	56, // [56:56] is the sub-list for extension type_name
+	56, // [56:56] is the sub-list for extension extendee
+	0,  // [0:56] is the sub-list for field type_name
 }
 
 func init() { file_api_controlplane_v1_resources_proto_init() }
@@ -2624,15 +3054,15 @@ func file_api_controlplane_v1_resources_proto_init() {
 	if File_api_controlplane_v1_resources_proto != nil {
 		return
 	}
-	file_api_controlplane_v1_resources_proto_msgTypes[13].OneofWrappers = []any{}
-	file_api_controlplane_v1_resources_proto_msgTypes[15].OneofWrappers = []any{}
+	file_api_controlplane_v1_resources_proto_msgTypes[16].OneofWrappers = []any{}
+	file_api_controlplane_v1_resources_proto_msgTypes[18].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_controlplane_v1_resources_proto_rawDesc), len(file_api_controlplane_v1_resources_proto_rawDesc)),
-			NumEnums:      8,
-			NumMessages:   19,
+			NumEnums:      9,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
