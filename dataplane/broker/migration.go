@@ -87,24 +87,29 @@ type ClusterURL struct {
 // Empty reports whether no URL is set.
 func (u ClusterURL) Empty() bool { return u == ClusterURL{} }
 
-// Validate checks each URL set has its scheme (http, https, pulsar,
-// pulsar+ssl) and a host, and that a broker URL is set.
+// Validate checks each URL set has a host and its scheme: http or https
+// for serviceUrl, https for serviceUrlTls, pulsar or pulsar+ssl for
+// brokerServiceUrl, pulsar+ssl for brokerServiceUrlTls; and that a broker
+// URL is set.
 func (u ClusterURL) Validate() error {
 	if u.BrokerServiceURL == "" && u.BrokerServiceTLS == "" {
 		return errors.New("brokerServiceUrl or brokerServiceUrlTls is required")
 	}
-	for _, c := range []struct{ field, val, scheme string }{
-		{"serviceUrl", u.ServiceURL, "http"},
-		{"serviceUrlTls", u.ServiceURLTLS, "https"},
-		{"brokerServiceUrl", u.BrokerServiceURL, "pulsar"},
-		{"brokerServiceUrlTls", u.BrokerServiceTLS, "pulsar+ssl"},
+	for _, c := range []struct {
+		field, val string
+		schemes    []string
+	}{
+		{"serviceUrl", u.ServiceURL, []string{"http", "https"}},
+		{"serviceUrlTls", u.ServiceURLTLS, []string{"https"}},
+		{"brokerServiceUrl", u.BrokerServiceURL, []string{"pulsar", "pulsar+ssl"}},
+		{"brokerServiceUrlTls", u.BrokerServiceTLS, []string{"pulsar+ssl"}},
 	} {
 		if c.val == "" {
 			continue
 		}
 		p, err := url.Parse(c.val)
-		if err != nil || p.Scheme != c.scheme || p.Host == "" {
-			return fmt.Errorf("%s %q: want %s://host:port", c.field, c.val, c.scheme)
+		if err != nil || !slices.Contains(c.schemes, p.Scheme) || p.Host == "" {
+			return fmt.Errorf("%s %q: want %s://host:port", c.field, c.val, strings.Join(c.schemes, " or "))
 		}
 	}
 	return nil
