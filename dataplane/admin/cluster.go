@@ -20,6 +20,8 @@ func (h *Handler) clusters(q *request) error {
 			return err
 		}
 		return ok(q, nonNilStrings(names))
+	case len(q.seg) == 2 && q.seg[1] == "migrate":
+		return h.clusterMigrate(q, q.seg[0])
 	case len(q.seg) != 1:
 		return errNotFound
 	}

@@ -267,6 +267,8 @@ func (h *Handler) namespaces(q *request) error {
 		return ok(q, nonNilStrings(topics))
 	case name == "persistence" && len(rest) == 2 && rest[1] == "bookieAffinity":
 		return h.namespacePolicy(q, tenant, ns, nsPolicy{field: "bookieAffinityGroup", kind: kindObject})
+	case name == "migration" && len(rest) == 1:
+		return h.namespaceMigration(q, tenant, ns)
 	case name == "autoTopicCreation" && len(rest) == 1:
 		return h.autoTopicCreation(q, tenant, ns)
 	case name == "backlogQuotaMap" && len(rest) == 1 && q.method() == http.MethodGet:

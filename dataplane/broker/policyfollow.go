@@ -196,4 +196,5 @@ func (s *Service) onTopicPolicyChange(key string, _ []byte) {
 func (s *Service) startPolicyFollowers() {
 	s.followRecords(&s.tpv, s.onTopicPolicyChange)
 	s.followRecords(&s.rgv, s.onResourceGroupChange)
+	s.followRecords(&s.cv, s.onClusterChange)
 }

@@ -363,6 +363,7 @@ func (t *Topic) applyPolicies(snap *policySnapshot) {
 	if closed || t.ml == nil {
 		return
 	}
+	t.refreshMigration()
 	if prev == nil || !sameLedgerConfig(ledgerConfig(prev.Policies), ledgerConfig(snap.Policies)) {
 		if err := t.ml.Reconfigure(ledgerConfig(snap.Policies)); err != nil {
 			t.s.log.Warn("apply retention/persistence policies failed", "topic", t.name.String(), "err", err)

@@ -34,6 +34,10 @@ type Producer struct {
 	// deduplicated; replMsgs and replBytes count what it stored.
 	replicator          bool
 	replMsgs, replBytes atomic.Uint64
+	// inflight counts the SENDs on their way to the ledger; dropped is
+	// set once a SEND was dropped by a migration fence (migration.go).
+	inflight atomic.Int64
+	dropped  atomic.Bool
 }
 
 // closeByBroker tells the client to reconnect this producer.
@@ -82,6 +86,12 @@ func (c *conn) handleProducer(cp *pb.CommandProducer) {
 	t, err := c.s.getTopic(ctx, tn, mode)
 	if err != nil {
 		c.sendError(reqID, err)
+		return
+	}
+	if r := t.migration(); r != nil && mode != openReplicated {
+		// Fenced for a migration (migration.go): client producers go to
+		// the target; remote clusters' replicators still write here.
+		c.sendError(reqID, t.fencedError(r))
 		return
 	}
 	name := cp.GetProducerName()
@@ -196,6 +206,16 @@ func (c *conn) handleSend(s *pb.CommandSend, data []byte) error {
 		p.closeByBroker()
 		return nil
 	}
+	if !p.replicator {
+		// Counted before the fence is checked: once the migration sees no
+		// SEND in flight after fencing, none can be stored (migration.go).
+		p.inflight.Add(1)
+		if p.topic.migration() != nil {
+			p.inflight.Add(-1)
+			p.dropped.Store(true)
+			return nil // before deduplication records it; the client re-sends it where it reconnects
+		}
+	}
 	dd := p.topic.dedup.Load()
 	if dd != nil && !p.replicator && !p.topic.policies().dedupEnabled() {
 		dd = nil // kept for replicators only
@@ -220,6 +240,7 @@ func (c *conn) handleSend(s *pb.CommandSend, data []byte) error {
 			// answers with position -1:-1).
 			c.sendFrame(outFrame{isReceipt: true, receipt: sendReceipt{producerID: prodID, sequenceID: seq, highestSequenceID: highest,
 				ledgerID: ^uint64(0), entryID: ^uint64(0)}})
+			p.doneSending()
 			return nil
 		case dupUnknown:
 			// The earlier copy may still fail: neither store nor confirm.
@@ -227,16 +248,19 @@ func (c *conn) handleSend(s *pb.CommandSend, data []byte) error {
 			// write has settled.
 			c.send(protocol.NewSendError(prodID, seq, pb.ServerError_PersistenceError,
 				"deduplication: an earlier copy of this message is still being written"))
+			p.doneSending()
 			return nil
 		}
 	}
 	n := int64(len(data))
 	start := time.Now() // before the waits for a send slot and the byte budget
 	if !c.acquireSendSlot() {
+		p.doneSending()
 		return errors.New("connection closed")
 	}
 	if !c.s.pending.acquire(n, c.closeCh) {
 		c.releaseSendSlot()
+		p.doneSending()
 		return errors.New("connection closed")
 	}
 	op := publishOps.Get().(*publishOp)
@@ -283,6 +307,7 @@ func (op *publishOp) AddComplete(pos ledger.Position, err error) {
 	*op = publishOp{}
 	publishOps.Put(op)
 
+	defer p.doneSending() // after the answer is queued
 	if err == nil && p.topic.ml != nil {
 		p.topic.notifySubscriptions() // stored: wake the dispatchers
 	}
@@ -316,6 +341,13 @@ func (op *publishOp) AddComplete(pos ledger.Position, err error) {
 	}
 	c.sendFrame(outFrame{isReceipt: true, receipt: sendReceipt{producerID: prodID, sequenceID: seq, highestSequenceID: highest,
 		ledgerID: uint64(pos.LedgerID), entryID: uint64(pos.EntryID)}})
+}
+
+// doneSending ends one SEND counted in inflight.
+func (p *Producer) doneSending() {
+	if !p.replicator {
+		p.inflight.Add(-1)
+	}
 }
 
 // mapLedgerError maps managed-ledger errors to Pulsar errors.

@@ -82,6 +82,9 @@ type replSubSource struct {
 	// sent: per remote, the last state sent and when.
 	sent   map[string]string
 	sentAt map[string]time.Time
+	// sentMD: per remote, the mark-delete position of the last state
+	// handed to its replicator (a migration waits for it, migration.go).
+	sentMD map[string]ledger.Position
 	// last is the state computed for the cursor state lastKey (mark-delete
 	// and acknowledged runs): every remote's replicator asks each second,
 	// and an unchanged cursor is not read again.
@@ -162,6 +165,9 @@ func (t *Topic) replicatedSubscriptionUpdates(ctx context.Context, remote string
 		due := string(b) != src.sent[remote] || time.Since(src.sentAt[remote]) >= replSubResend
 		if due {
 			src.sent[remote], src.sentAt[remote] = string(b), time.Now()
+			if md, ok := ledger.ParsePosition(u.Vector[t.s.cfg.ClusterName]); ok {
+				setKey(&src.sentMD, remote, md)
+			}
 		}
 		src.mu.Unlock()
 		if due {

@@ -51,6 +51,7 @@ type Service struct {
 	pw      policyWatch    // newest namespace policies seen (policywatch.go)
 	tpv     recordView     // topic-level policies (policyfollow.go)
 	rgv     recordView     // resource group records (policyfollow.go)
+	cv      recordView     // cluster records (migration.go)
 	rgs     resourceGroups // resource groups' buckets (resourcegroup.go)
 	// limitGen counts changes of topic policies and resource groups
 	// (ratelimits.go catchUpLimits).
@@ -97,6 +98,7 @@ func New(cfg Config, md metadata.Store, mlf *ledger.Factory) (*Service, error) {
 		pending:  newByteBudget(cfg.MaxPendingPublishBytes),
 		tpv:      recordView{prefix: topicPoliciesPath},
 		rgv:      recordView{prefix: resourceGroupsPath},
+		cv:       recordView{prefix: clustersPath},
 	}
 	s.res.onNamespace = s.namespaceWritten
 	s.pw.authGen = &s.authGen
@@ -406,6 +408,7 @@ func (s *Service) getTopic(ctx context.Context, t TopicName, mode topicOpen) (*T
 			close(f.done)
 			if f.topic != nil {
 				s.catchUpPolicies(f.topic)
+				f.topic.refreshMigration()
 				s.catchUpLimits(f.topic, gen)
 			}
 			return f.topic, f.err

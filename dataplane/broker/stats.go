@@ -112,6 +112,11 @@ type TopicStats struct {
 	LastOffloadLedgerID         int64 `json:"lastOffloadLedgerId"`
 	LastOffloadSuccessTimeStamp int64 `json:"lastOffloadSuccessTimeStamp"`
 	LastOffloadFailureTimeStamp int64 `json:"lastOffloadFailureTimeStamp"`
+	// Migrated is set while the topic is fenced for a migration
+	// (migration.go), its clients sent to MigratedClusterURL.
+	Migrated            bool        `json:"migrated"`
+	MigratedClusterURL  *ClusterURL `json:"migratedClusterUrl,omitempty"`
+	MigratedClusterName string      `json:"migratedClusterName,omitempty"`
 }
 
 // StatsOptions are the stats query parameters the broker honours.
@@ -152,6 +157,10 @@ func (s *Service) TopicStats(ctx context.Context, t TopicName, opt StatsOptions)
 		st.BacklogSize = st.StorageSize
 		st.LastPublishTimestamp = lastPublishTime(ctx, tp.ml)
 		fillOffloadStats(st, tp.ml)
+	}
+	if r := tp.migration(); r != nil {
+		st.Migrated, st.MigratedClusterName = true, r.target.cluster
+		st.MigratedClusterURL = &r.target.url
 	}
 	tp.mu.Lock()
 	producers := make([]*Producer, 0, len(tp.producers))

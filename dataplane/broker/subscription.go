@@ -436,6 +436,19 @@ func (s *Subscription) dispatch(ctx context.Context) {
 			}
 			return
 		}
+		if max, fenced := s.topic.capDispatch(); fenced {
+			// A fenced topic serves what it stored before the fence
+			// (migration.go); the read position stays at the first entry
+			// after it.
+			n := len(entries)
+			for n > 0 && entries[n-1].Pos.Compare(max) > 0 {
+				n--
+			}
+			if n < len(entries) {
+				s.cursor.Seek(entries[n].Pos)
+				entries = entries[:n]
+			}
+		}
 		if len(entries) == 0 {
 			return
 		}

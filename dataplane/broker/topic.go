@@ -55,6 +55,10 @@ type Topic struct {
 	// replSubPending holds, under mu, remote replicated-subscription
 	// states not yet applied, by subscription (replsub.go).
 	replSubPending map[string]*replSubUpdate
+	// mig is the topic's write fence for a migration, nil when not
+	// fenced (migration.go); migMu serializes fencing and unfencing.
+	mig   atomic.Pointer[migrationRun]
+	migMu sync.Mutex
 }
 
 // exclusiveAccess is the producer access state of a topic that has had an
@@ -170,6 +174,7 @@ func (t *Topic) close(ctx context.Context) error {
 	for _, s := range subs {
 		s.close(true)
 	}
+	t.stopMigration()
 	t.stopReplicators()
 	// Forget the topic only once its managed ledger is closed: meanwhile
 	// lookups find the closing topic and clients are told to retry

@@ -181,3 +181,22 @@ func NewAckResponse(consumerID, requestID uint64, txnMost, txnLeast uint64, err 
 	}
 	return &pulsarwire.BaseCommand{Type: pulsarwire.BaseCommand_ACK_RESPONSE.Enum(), AckResponse: r}
 }
+
+// NewTopicMigrated tells a client that the topic of its producer or
+// consumer (resourceID) moved to another cluster, reached at brokerURL or
+// brokerURLTLS (PIP-188): the client looks the topic up there when it
+// reconnects.
+func NewTopicMigrated(resourceID uint64, consumer bool, brokerURL, brokerURLTLS string) *pulsarwire.BaseCommand {
+	typ := pulsarwire.CommandTopicMigrated_Producer
+	if consumer {
+		typ = pulsarwire.CommandTopicMigrated_Consumer
+	}
+	c := &pulsarwire.CommandTopicMigrated{ResourceId: proto.Uint64(resourceID), ResourceType: typ.Enum()}
+	if brokerURL != "" {
+		c.BrokerServiceUrl = proto.String(brokerURL)
+	}
+	if brokerURLTLS != "" {
+		c.BrokerServiceUrlTls = proto.String(brokerURLTLS)
+	}
+	return &pulsarwire.BaseCommand{Type: pulsarwire.BaseCommand_TOPIC_MIGRATED.Enum(), TopicMigrated: c}
+}

@@ -15,7 +15,11 @@ import (
 	"github.com/magnetar-dev/magnetar/dataplane/standalone/standalonetest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// The Go client leaks a producer's send-timeout goroutine when the broker
+// refuses the producer (TestMigrationHelpers makes it refuse on purpose).
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/apache/pulsar-client-go/pulsar.(*partitionProducer).failTimeoutMessages"))
+}
 
 // newClient starts a real in-process Magnetar standalone and returns a
 // client of its admin API.
