@@ -44,7 +44,7 @@ func (a *Agent) applyFence(ctx context.Context, c *pulsaradmin.Client, ch *cpv1.
 		if p == nil || p.GetServiceUrl() == "" {
 			return "", fmt.Errorf("fence toward %s: its URLs are not known yet", to)
 		}
-		target = &pulsaradmin.ClusterURL{ServiceURL: p.GetAdminUrl(), BrokerServiceURL: p.GetServiceUrl()}
+		target = &pulsaradmin.ClusterURL{ServiceURL: p.GetAdminUrl(), BrokerServiceURL: p.GetServiceUrl(), Cluster: a.pulsarName(to)}
 	}
 	if err := c.SetNamespaceMigration(ctx, name, target); err != nil {
 		return "", fmt.Errorf("fence %s: %w", name, err)

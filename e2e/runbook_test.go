@@ -1,0 +1,319 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/magnetar-dev/magnetar/client/failover"
+)
+
+// groupLoad produces continuously through the Go failover package and
+// records what was acknowledged, and by which cluster.
+type groupLoad struct {
+	t      *testing.T
+	p      *failover.Producer
+	c      *failover.Client
+	mu     sync.Mutex
+	acked  []int
+	failed int
+	stop   chan struct{}
+	done   chan struct{}
+}
+
+func startGroupLoad(t *testing.T, c *failover.Client, topic string) *groupLoad {
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic, Name: "runbook-producer", SendTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &groupLoad{t: t, p: p, c: c, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		for i := 0; ; i++ {
+			select {
+			case <-l.stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			_, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: []byte(fmt.Sprintf("m-%06d", i))})
+			cancel()
+			l.mu.Lock()
+			if err == nil {
+				l.acked = append(l.acked, i)
+			} else {
+				l.failed++
+			}
+			l.mu.Unlock()
+		}
+	}()
+	return l
+}
+
+func (l *groupLoad) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.acked)
+}
+
+func (l *groupLoad) finish() []int {
+	close(l.stop)
+	<-l.done
+	l.p.Close()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.acked
+}
+
+// checkAllPresent fails unless every acknowledged sequence is in got, and
+// reports order and duplicates.
+func checkAllPresent(t *testing.T, where string, acked []int, got []string) {
+	t.Helper()
+	seen := map[string]int{}
+	last, outOfOrder := -1, 0
+	for _, m := range got {
+		seen[m]++
+		var n int
+		if _, err := fmt.Sscanf(m, "m-%06d", &n); err == nil {
+			if n < last {
+				outOfOrder++
+			}
+			last = max(last, n)
+		}
+	}
+	missing, dups := 0, 0
+	for _, n := range acked {
+		if seen[fmt.Sprintf("m-%06d", n)] == 0 {
+			missing++
+		}
+	}
+	for _, c := range seen {
+		if c > 1 {
+			dups += c - 1
+		}
+	}
+	t.Logf("%s: %d acknowledged, %d stored, %d missing, %d duplicates, %d out of order", where, len(acked), len(got), missing, dups, outOfOrder)
+	if missing > 0 {
+		t.Fatalf("%s: %d acknowledged messages missing", where, missing)
+	}
+}
+
+var rtoLine = regexp.MustCompile(`report: RTO (\S+) .*RPO (\d+) messages`)
+
+// runCLI runs a magnetar CLI command against the control plane.
+func runCLI(t *testing.T, addr, keyFile string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(Binary(t), append(args, "--endpoint", addr, "--api-key-file", keyFile)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("magnetar %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// TestRunbooks: two regions, each an agent process with its data plane, a
+// control-plane process; a replication group of a cluster in each, and a
+// producer that follows the group's failover endpoint (served by the west
+// agent) through the Go failover package. (1) A planned `runbook failover` moves them with
+// RPO 0; (2) a failback during which the control plane is SIGKILLed
+// resumes and finishes after its restart, and the agents keep answering
+// the failover endpoint while it is down; (3) every process of the active
+// region is SIGKILLed and the control plane fails over by itself; (4) the
+// region comes back and `runbook failback` returns, nothing acknowledged
+// in either region lost.
+func TestRunbooks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process-level test")
+	}
+	dirs := map[string]string{"r1": t.TempDir(), "r2": t.TempDir()}
+	for _, d := range dirs {
+		killDataPlaneOnCleanup(t, d)
+	}
+	cpProc, cp, addr, keyFile, opKey := startControlPlaneProcess(t)
+	cp.mustCall(opKey, "POST", "/v1/regions?regionId=r2", map[string]any{})
+	agents, foAddr := map[string]*Process{}, map[string]string{}
+	for _, r := range []string{"r1", "r2"} {
+		foAddr[r] = FreeAddr(t)
+		agents[r] = Start(t, "agent-"+r, "agent", "--region", r, "--control-plane", "http://"+addr, "--api-key-file", keyFile,
+			"--data-dir", dirs[r], "--poll-timeout", "5s", "--reconcile-interval", "1s", "--failover-listen", foAddr[r])
+		interruptOnCleanup(t, agents[r])
+	}
+	cp.mustCall(opKey, "POST", "/v1/organizations?organizationId=acme", map[string]any{})
+	cp.mustCall(opKey, "POST", "/v1/organizations/acme/serviceAccounts?serviceAccountId=app", map[string]any{})
+	keyOut := cp.mustCall(opKey, "POST", "/v1/organizations/acme/serviceAccounts/app/apiKeys?apiKeyId=k1", map[string]any{})
+	appKey, _ := keyOut["secret"].(string)
+	cp.mustCall(opKey, "POST", "/v1/organizations/acme/roleBindings?roleBindingId=app-viewer", map[string]any{
+		"role": "roles/viewer", "member": "organizations/acme/serviceAccounts/app", "resource": "organizations/acme"})
+
+	urls := map[string]string{}
+	for id, region := range map[string]string{"east": "regions/r1", "west": "regions/r2"} {
+		op := cp.mustCall(opKey, "POST", "/v1/organizations/acme/clusters?clusterId="+id, map[string]any{
+			"region": region, "size": map[string]any{"brokers": 1, "bookies": 1}})
+		resp, _ := cp.waitOp(opKey, op["name"].(string), 2*time.Minute)["response"].(map[string]any)
+		urls[id], _ = resp["serviceUrl"].(string)
+	}
+	group := "/v1/organizations/acme/replicationGroups/g"
+	op := cp.mustCall(opKey, "POST", "/v1/organizations/acme/replicationGroups?replicationGroupId=g", map[string]any{
+		"members":    []string{"organizations/acme/clusters/east", "organizations/acme/clusters/west"},
+		"namespaces": []string{"shop/orders"}, "mode": "ACTIVE_PASSIVE", "replicatedSubscriptions": true})
+	if done := cp.waitOp(opKey, op["name"].(string), 2*time.Minute); done["state"] != "SUCCEEDED" {
+		t.Fatalf("create group: %v", done)
+	}
+
+	// The clients poll the failover endpoint of the west region's agent,
+	// which forwards to the control plane and answers from its cache
+	// while the control plane is down.
+	endpoint := "http://" + foAddr["r2"] + group + "/failoverTarget"
+	hdr := http.Header{"Authorization": {"Bearer " + appKey}}
+	fc, err := failover.NewControlled(context.Background(), endpoint, failover.ControlledOptions{
+		Client: pulsar.ClientOptions{OperationTimeout: 30 * time.Second}, Header: hdr, CheckInterval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fc.Close()
+	if fc.ServiceURL() != urls["east"] {
+		t.Fatalf("failover endpoint answers %s, want east %s", fc.ServiceURL(), urls["east"])
+	}
+	topic := "persistent://shop/orders/events"
+	load := startGroupLoad(t, fc, topic)
+	waitFor(t, "messages acknowledged by east", time.Minute, func() bool { return load.count() > 100 })
+
+	// (1) Planned failover.
+	out := runCLI(t, addr, keyFile, "runbook", "failover", "--group", "acme/g", "--to", "west")
+	t.Logf("planned failover:\n%s", out)
+	if m := rtoLine.FindStringSubmatch(out); m == nil || m[2] != "0" {
+		t.Fatalf("planned failover report: want RPO 0, got:\n%s", out)
+	}
+	waitFor(t, "the producer to move to west", time.Minute, func() bool { return fc.ServiceURL() == urls["west"] })
+	before := load.count()
+	waitFor(t, "messages acknowledged by west", time.Minute, func() bool { return load.count() > before+100 })
+	westClient := pulsarClient(t, strings.TrimPrefix(urls["west"], "pulsar://"))
+	load.mu.Lock()
+	ackedSoFar := append([]int(nil), load.acked[:before]...)
+	load.mu.Unlock()
+	checkAllPresent(t, "west after the planned failover", ackedSoFar, readCovering(t, westClient, topic, ackedSoFar))
+
+	// (2) Failback with the control plane killed mid-runbook.
+	code, fb := cp.call(opKey, "POST", group+":failback", map[string]any{})
+	if code != http.StatusOK {
+		t.Fatalf("failback: %d %v", code, fb)
+	}
+	// r1's agent has answered nobody yet: one request, as a client would.
+	req1, _ := http.NewRequest("GET", "http://"+foAddr["r1"]+group+"/failoverTarget", nil)
+	req1.Header.Set("Authorization", "Bearer "+appKey)
+	if resp, err := http.DefaultClient.Do(req1); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("agent r1's failover endpoint: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	cpProc.Kill()
+	for _, r := range []string{"r1", "r2"} {
+		req, _ := http.NewRequest("GET", "http://"+foAddr[r]+group+"/failoverTarget", nil)
+		req.Header.Set("Authorization", "Bearer "+appKey)
+		var got string
+		waitFor(t, "agent "+r+" to answer the failover endpoint from its cache", 30*time.Second, func() bool {
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			got = resp.Header.Get("X-Magnetar-Failover-Source")
+			return resp.StatusCode == http.StatusOK && got == "cache"
+		})
+	}
+	cpProc.Restart()
+	cpProc.WaitListening(addr, 30*time.Second)
+	if done := cp.waitOp(opKey, fb["name"].(string), 2*time.Minute); done["state"] != "SUCCEEDED" {
+		t.Fatalf("failback after the control plane's restart: %v", done)
+	}
+	waitFor(t, "the producer to move back to east", time.Minute, func() bool { return fc.ServiceURL() == urls["east"] })
+
+	// (3) Unplanned loss of the active region, automatic failover.
+	cp.mustCall(opKey, "PATCH", group, map[string]any{"failoverPolicy": map[string]any{
+		"mode": "AUTOMATIC", "failoverDelay": "3s", "switchBackDelay": "3600s"}})
+	before = load.count()
+	waitFor(t, "messages acknowledged by east again", time.Minute, func() bool { return load.count() > before+100 })
+	killed := time.Now()
+	agents["r1"].Kill()
+	killRegion(t, dirs["r1"])
+	waitFor(t, "the automatic failover to west", time.Minute, func() bool {
+		_, g := cp.call(opKey, "GET", group, nil)
+		return g["activeCluster"] == "organizations/acme/clusters/west" && g["operation"] == ""
+	})
+	t.Logf("unplanned: the endpoint answers west %s after the kill (failover_delay 3s)", time.Since(killed).Round(time.Millisecond))
+	waitFor(t, "the producer to move to west", time.Minute, func() bool { return fc.ServiceURL() == urls["west"] })
+
+	// (4) The region returns; failback.
+	agents["r1"].Restart()
+	waitFor(t, "east to pass health checks and catch up", 2*time.Minute, func() bool {
+		_, g := cp.call(opKey, "GET", group, nil)
+		st, _ := g["status"].(map[string]any)
+		ms, _ := st["members"].([]any)
+		for _, m := range ms {
+			mm := m.(map[string]any)
+			if mm["cluster"] == "organizations/acme/clusters/east" {
+				return mm["healthy"] == true && mm["reportTime"] != nil
+			}
+		}
+		return false
+	})
+	out = runCLI(t, addr, keyFile, "runbook", "failback", "--group", "acme/g")
+	t.Logf("failback:\n%s", out)
+	waitFor(t, "the producer to move back to east", time.Minute, func() bool { return fc.ServiceURL() == urls["east"] })
+	before = load.count()
+	waitFor(t, "messages acknowledged by east after the failback", time.Minute, func() bool { return load.count() > before+50 })
+	acked := load.finish()
+	eastClient := pulsarClient(t, strings.TrimPrefix(urls["east"], "pulsar://"))
+	checkAllPresent(t, "east at the end", acked, readCovering(t, eastClient, topic, acked))
+}
+
+// readCovering reads topic from the earliest message until every sequence
+// of want has been seen or a minute has passed, and returns what it read.
+func readCovering(t *testing.T, c pulsar.Client, topic string, want []int) []string {
+	t.Helper()
+	r, err := c.CreateReader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	missing := map[string]bool{}
+	for _, n := range want {
+		missing[fmt.Sprintf("m-%06d", n)] = true
+	}
+	var out []string
+	deadline := time.Now().Add(time.Minute)
+	for len(missing) > 0 && time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		m, err := r.Next(ctx)
+		cancel()
+		if err != nil {
+			continue
+		}
+		out = append(out, string(m.Payload()))
+		delete(missing, string(m.Payload()))
+	}
+	return out
+}
+
+// killRegion SIGKILLs every data-plane process an agent runs under dir.
+func killRegion(t *testing.T, dir string) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "clusters", "*", "state.json"))
+	for _, f := range files {
+		for _, pid := range recordedPIDs(t, f) {
+			if pid > 0 && strings.HasPrefix(cmdline(pid), Binary(t)+" ") {
+				syscall.Kill(-pid, syscall.SIGKILL)
+			}
+		}
+	}
+}
