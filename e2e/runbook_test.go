@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -186,6 +187,17 @@ func TestRunbooks(t *testing.T) {
 	}
 	topic := "persistent://shop/orders/events"
 	load := startGroupLoad(t, fc, topic)
+	// The Java client through ControlledClusterFailover, polling the same
+	// endpoint, when Java is on the machine.
+	var jp *ClientProducer
+	var jc *ClientConsumer
+	if javaAvailable() {
+		jo := ClientOptions{ProviderURL: endpoint, ProviderToken: appKey, CheckInterval: 500 * time.Millisecond,
+			ServiceURL: urls["east"], Topic: topic, Name: "j", Rate: 50, Subscription: "java-sub", SubscriptionType: "Failover"}
+		jc = StartJavaConsumer(t, "java-consumer", jo)
+		jp = StartJavaProducer(t, "java-producer", jo)
+		jp.WaitAcked(20, time.Minute)
+	}
 	waitFor(t, "messages acknowledged by east", time.Minute, func() bool { return load.count() > 100 })
 
 	// (1) Planned failover.
@@ -275,6 +287,23 @@ func TestRunbooks(t *testing.T) {
 	acked := load.finish()
 	eastClient := pulsarClient(t, strings.TrimPrefix(urls["east"], "pulsar://"))
 	checkAllPresent(t, "east at the end", acked, readCovering(t, eastClient, topic, acked))
+	if jp != nil {
+		jp.WaitURL(strings.TrimPrefix(urls["east"], "pulsar://"), time.Minute)
+		jp.Stop()
+		want := map[string]bool{}
+		for _, a := range jp.Acked() {
+			want[fmt.Sprintf("j-%06d", a.Seq)] = true
+		}
+		if len(jp.SendErrors()) > 0 {
+			t.Logf("java producer: %d sends failed (reported to the application): %v", len(jp.SendErrors()), jp.SendErrors()[:min(3, len(jp.SendErrors()))])
+		}
+		missing := jc.WaitReceivedAll(want, time.Minute)
+		t.Logf("java: %d acknowledged, %d received by the Java consumer, URL changes %v", len(want), len(jc.Received()), jp.URLChanges())
+		if len(missing) > 0 {
+			t.Fatalf("java: %d acknowledged messages never received, e.g. %v", len(missing), missing[:min(5, len(missing))])
+		}
+		jc.Stop()
+	}
 }
 
 // readCovering reads topic from the earliest message until every sequence
@@ -303,6 +332,21 @@ func readCovering(t *testing.T, c pulsar.Client, topic string, want []int) []str
 		delete(missing, string(m.Payload()))
 	}
 	return out
+}
+
+// javaAvailable says whether the Java client can run (SkipIfNoJava's
+// check, without skipping the test).
+func javaAvailable() bool {
+	if os.Getenv(requireJavaEnv) == "1" {
+		return true // required: starting the clients fails the test if they cannot run
+	}
+	for _, tool := range []string{"java", "mvn"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return false
+		}
+	}
+	_, err := javaClasspath()
+	return err == nil
 }
 
 // killRegion SIGKILLs every data-plane process an agent runs under dir.
