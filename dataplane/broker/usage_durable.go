@@ -85,6 +85,18 @@ func (p usagePoint) String() string {
 	return fmt.Sprintf("%d:%d:%d:%d", p.pos.LedgerID, p.pos.EntryID, p.msgs, p.bytes)
 }
 
+// usagePos formats p as "L:E" (also Earliest, which Position.String names).
+func usagePos(p ledger.Position) string { return fmt.Sprintf("%d:%d", p.LedgerID, p.EntryID) }
+
+// parseUsagePos reads what usagePos wrote.
+func parseUsagePos(s string) (ledger.Position, bool) {
+	v, ok := parseInts(s, 2)
+	if !ok {
+		return ledger.Position{}, false
+	}
+	return ledger.Position{LedgerID: v[0], EntryID: v[1]}, true
+}
+
 func parseInts(s string, n int) ([]int64, bool) {
 	f := strings.Split(s, ":")
 	if len(f) != n {
@@ -139,11 +151,11 @@ func loadTopicUsage(ctx context.Context, t *Topic) (*topicUsage, error) {
 	u := &topicUsage{t: t, cur: cur, subs: map[string]*subUsage{}}
 	props := cur.Properties()
 	var ok bool
-	if u.start, ok = ledger.ParsePosition(props[usageInStartProp]); !ok {
+	if u.start, ok = parseUsagePos(props[usageInStartProp]); !ok {
 		// Never checkpointed: nothing acknowledged on the cursor yet, so
 		// its mark-delete position is where it was created.
 		u.start = cur.MarkDeletePosition()
-		cur.SetProperty(usageInStartProp, u.start.String())
+		cur.SetProperty(usageInStartProp, usagePos(u.start))
 	}
 	if u.in, ok = parsePoint(props[usageInProp]); !ok || u.in.pos.Less(u.start) {
 		u.in = usagePoint{pos: u.start}
@@ -237,10 +249,10 @@ func (u *topicUsage) track(name string, cur *ledger.Cursor) {
 		return
 	}
 	props := cur.Properties()
-	start, ok := ledger.ParsePosition(props[usageSubStartProp])
+	start, ok := parseUsagePos(props[usageSubStartProp])
 	if !ok {
 		start = cur.MarkDeletePosition()
-		cur.SetProperty(usageSubStartProp, start.String())
+		cur.SetProperty(usageSubStartProp, usagePos(start))
 	}
 	s := &subUsage{cur: cur, start: start, point: usagePoint{pos: start}}
 	if v, ok := parseInts(u.cur.Properties()[usageOutPropPrefix+name], 6); ok && v[0] == start.LedgerID && v[1] == start.EntryID &&
@@ -343,7 +355,7 @@ func (u *topicUsage) report() []billing.SourceUsage {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	topic := u.t.name.String()
-	out := []billing.SourceUsage{{Source: "in " + topic, Epoch: u.start.String(), Tenant: u.t.name.Tenant,
+	out := []billing.SourceUsage{{Source: "in " + topic, Epoch: usagePos(u.start), Tenant: u.t.name.Tenant,
 		Namespace: u.t.name.Namespace, MessagesIn: u.in.msgs, BytesIn: u.in.bytes}}
 	names := make([]string, 0, len(u.subs))
 	for n := range u.subs {
@@ -352,7 +364,7 @@ func (u *topicUsage) report() []billing.SourceUsage {
 	sort.Strings(names)
 	for _, n := range names {
 		s := u.subs[n]
-		out = append(out, billing.SourceUsage{Source: "out " + topic + " " + n, Epoch: s.start.String(), Tenant: u.t.name.Tenant,
+		out = append(out, billing.SourceUsage{Source: "out " + topic + " " + n, Epoch: usagePos(s.start), Tenant: u.t.name.Tenant,
 			Namespace: u.t.name.Namespace, MessagesOut: s.point.msgs, BytesOut: s.point.bytes})
 	}
 	return out
