@@ -26,9 +26,10 @@ import (
 // producer that keeps up to 32 messages in flight (no send timeout, so a
 // message is retried across broker restarts until the broker confirms it;
 // the namespace deduplicates, so a retry of a stored message is not stored
-// again) and a consumer that acknowledges everything it receives and counts
-// each message once (a redelivery after a broker's crash is not counted
-// again). Both run on goroutines owned by the traffic (stop).
+// again) and a consumer that acknowledges everything it receives, waiting
+// for the broker's answer, and counts each message once when the broker
+// confirmed its acknowledgement (a redelivery after a broker's crash is not
+// counted again). Both run on goroutines owned by the traffic (stop).
 type meteredTraffic struct {
 	client pulsar.Client
 	prod   pulsar.Producer
@@ -66,7 +67,7 @@ func startTraffic(t *testing.T, client pulsar.Client, topic string, seed uint64)
 	bo := func() backoff.Policy { return fastReconnect{} }
 	var err error
 	m.consOpts = pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "e2e",
-		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest, BackOffPolicyFunc: bo}
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest, BackOffPolicyFunc: bo, AckWithResponse: true}
 	if m.cons, err = client.Subscribe(m.consOpts); err != nil {
 		t.Fatal(err)
 	}
@@ -96,6 +97,14 @@ func (m *meteredTraffic) produce() {
 		case <-m.stopping:
 			return
 		default:
+		}
+		// At most 300 messages ahead of the consumer's acknowledgements.
+		for m.outstanding() > 300 {
+			select {
+			case <-m.stopping:
+				return
+			case <-time.After(time.Millisecond):
+			}
 		}
 		p := make([]byte, 8+m.rng.IntN(2000))
 		binary.BigEndian.PutUint64(p, i)
@@ -143,6 +152,9 @@ func (m *meteredTraffic) consume() {
 			m.fail(fmt.Errorf("a message of %d bytes", len(p)))
 			return
 		}
+		if err := m.cons.Ack(msg); err != nil {
+			continue // redelivered (after a broker's crash) or on a new consumer (stalled)
+		}
 		m.mu.Lock()
 		if i := binary.BigEndian.Uint64(p); !m.seen[i] {
 			m.seen[i] = true
@@ -150,11 +162,11 @@ func (m *meteredTraffic) consume() {
 			m.bytesOut += int64(len(p))
 		}
 		m.mu.Unlock()
-		m.cons.Ack(msg)
 	}
 }
 
-// outstanding is how many confirmed messages were not received yet.
+// outstanding is how many confirmed messages were not yet received and
+// acknowledged.
 func (m *meteredTraffic) outstanding() int64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -411,6 +423,7 @@ func TestBillingExactlyOnce(t *testing.T) {
 			}
 			b, _ := os.ReadFile(filepath.Join(agentDir, "metering", "usage.json"))
 			t.Logf("agent roll-up: %.3000s", b)
+			tr.debug()
 			t.Fatalf("after 90s the usage is %v; the clients counted %v", got, want)
 		}
 	}
