@@ -33,6 +33,8 @@ package broker
 //	the subscription's own cursor:
 //	  magnetar.usage.start         "L:E"        the subscription's start position
 //
+// A checkpoint is taken every usageCheckpointEvery entries in, at the first
+// entry of a new ledger, whenever an out counter moves and at every report.
 // The usage cursor's mark-delete position is kept at or below every
 // counter's position (properties are set before the cursor moves), so the
 // entries a recount after a crash must read are never trimmed. A
@@ -67,6 +69,10 @@ const (
 	usageSubStartProp  = "magnetar.usage.start"
 	// usageReadBatch is how many entries one read of a recount takes.
 	usageReadBatch = 500
+	// usageCheckpointEvery is how many entries in may count between two
+	// checkpoints (a recount after a crash reads at most about as many,
+	// plus what the cursor persistence interval held).
+	usageCheckpointEvery = 64
 	// usageReadTimeout bounds one read of a recount.
 	usageReadTimeout = 30 * time.Second
 )
@@ -82,7 +88,14 @@ type usagePoint struct {
 }
 
 func (p usagePoint) String() string {
-	return fmt.Sprintf("%d:%d:%d:%d", p.pos.LedgerID, p.pos.EntryID, p.msgs, p.bytes)
+	b := make([]byte, 0, 48)
+	for i, v := range []int64{p.pos.LedgerID, p.pos.EntryID, p.msgs, p.bytes} {
+		if i > 0 {
+			b = append(b, ':')
+		}
+		b = strconv.AppendInt(b, v, 10)
+	}
+	return string(b)
 }
 
 // usagePos formats p as "L:E" (also Earliest, which Position.String names).
@@ -138,6 +151,10 @@ type topicUsage struct {
 	start ledger.Position
 	in    usagePoint
 	subs  map[string]*subUsage
+	// Entries counted in since the last checkpoint, and the ledger of the
+	// in counter's position then.
+	sinceCheckpoint  int
+	checkpointLedger int64
 }
 
 // loadTopicUsage opens the topic's usage cursor and brings the in counter
@@ -239,7 +256,12 @@ func (u *topicUsage) added(pos ledger.Position, msgs int32, payload int64) {
 		return // counted by the recount at load
 	}
 	u.in = usagePoint{pos: pos, msgs: u.in.msgs + int64(max(msgs, 1)), bytes: u.in.bytes + payload}
-	u.checkpointLocked()
+	u.sinceCheckpoint++
+	// Every usageCheckpointEvery entries, and at the first entry of a new
+	// ledger (so the previous ledger is not held back from trimming).
+	if u.sinceCheckpoint >= usageCheckpointEvery || pos.LedgerID != u.checkpointLedger {
+		u.checkpointLocked()
+	}
 }
 
 // track registers a durable subscription's cursor (a new subscription, or
@@ -332,6 +354,7 @@ func (u *topicUsage) advanceOut(ctx context.Context, sub string) error {
 // checkpointLocked stores the counters in the usage cursor's properties and
 // then moves its mark-delete position up to the lowest counter's position.
 func (u *topicUsage) checkpointLocked() {
+	u.sinceCheckpoint, u.checkpointLedger = 0, u.in.pos.LedgerID
 	u.cur.SetProperty(usageInProp, u.in.String())
 	low := u.in.pos
 	for n, s := range u.subs {
@@ -354,6 +377,9 @@ func (u *topicUsage) report() []billing.SourceUsage {
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	if u.sinceCheckpoint > 0 {
+		u.checkpointLocked()
+	}
 	topic := u.t.name.String()
 	out := []billing.SourceUsage{{Source: "in " + topic, Epoch: usagePos(u.start), Tenant: u.t.name.Tenant,
 		Namespace: u.t.name.Namespace, MessagesIn: u.in.msgs, BytesIn: u.in.bytes}}
