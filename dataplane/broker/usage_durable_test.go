@@ -59,10 +59,15 @@ func TestUsageDurable(t *testing.T) {
 		t.Fatalf("persistent traffic counted as non-persistent: %+v", d)
 	}
 
+	// The clients closed first: the Go client's producer reconnecting
+	// after an unload races with itself under the race detector.
+	prod.Close()
+	cons.Close()
 	tn, _ := broker.ParseTopicName(topic)
 	if err := e.sa.Broker().UnloadTopic(e.ctx, tn); err != nil {
 		t.Fatal(err)
 	}
+	prod = e.producer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
 	for i := 0; i < 3; i++ {
 		e.send(prod, &pulsar.ProducerMessage{Payload: []byte(fmt.Sprint("after-", i))})
 	}
