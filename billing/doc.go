@@ -58,7 +58,10 @@
 // alerted once a month).
 //
 // UsageReport (report.go) is the JSON a broker serves at
-// GET /magnetar/v1/usage; Sample sums it for the roll-up.
+// GET /magnetar/v1/usage; Samples turns it into roll-up samples: one of
+// the broker process (its epoch) and one per durable counter of a topic
+// (Sample.Durable: the highest value of an epoch counts, so a recount after
+// a crash or a stale report of a previous owner adds nothing).
 //
 // Concurrency: values and pure functions; a Rollup is not safe for
 // concurrent use.

@@ -20,6 +20,12 @@ type Sample struct {
 	Counters map[Meter]int64
 	// Gauges are sampled values of gauge meters.
 	Gauges map[Meter]int64
+	// Durable marks a counter that outlives broker processes (a topic's,
+	// reported by whichever broker serves the topic): a value below the
+	// cursor in the same epoch is a stale or recounting report and is
+	// ignored, and of several samples of the source in one scrape the
+	// highest counts.
+	Durable bool
 }
 
 // Cursor is the last counters seen of one source.
@@ -99,22 +105,43 @@ func (r *Rollup) Observe(org, cluster string, now time.Time, samples []Sample, e
 		if s.Source == "" || s.Epoch == "" {
 			return fmt.Errorf("billing: sample of cluster %s without source or epoch", cluster)
 		}
-		prev, seen := cursors[s.Source]
-		next := Cursor{Epoch: s.Epoch, Counters: map[Meter]int64{}}
 		for m, v := range s.Counters {
 			if v < 0 {
 				return fmt.Errorf("billing: %s %s: negative counter %s", cluster, s.Source, m)
 			}
+		}
+		if !s.Durable {
+			if c, ok := cursors[s.Source]; ok && c.Epoch == s.Epoch {
+				for m, v := range s.Counters {
+					if v < c.Counters[m] {
+						return fmt.Errorf("billing: %s %s: counter %s went back from %d to %d in epoch %s",
+							cluster, s.Source, m, c.Counters[m], v, s.Epoch)
+					}
+				}
+			}
+		}
+	}
+	for _, s := range samples {
+		prev, seen := cursors[s.Source]
+		next := Cursor{Epoch: s.Epoch, Counters: map[Meter]int64{}}
+		same := seen && prev.Epoch == s.Epoch
+		for m, v := range s.Counters {
 			d := v
-			if seen && prev.Epoch == s.Epoch {
+			if same {
 				d = v - prev.Counters[m]
-				if d < 0 {
-					return fmt.Errorf("billing: %s %s: counter %s went back from %d to %d in epoch %s",
-						cluster, s.Source, m, prev.Counters[m], v, s.Epoch)
+				if d < 0 { // a durable counter's stale report
+					d, v = 0, prev.Counters[m]
 				}
 			}
 			inc[m] += d
 			next.Counters[m] = v
+		}
+		if same {
+			for m, v := range prev.Counters {
+				if _, ok := next.Counters[m]; !ok {
+					next.Counters[m] = v
+				}
+			}
 		}
 		cursors[s.Source] = next
 		for m, v := range s.Gauges {

@@ -202,16 +202,26 @@ func TestIngest(t *testing.T) {
 	}
 }
 
-func TestUsageReportSample(t *testing.T) {
+func TestUsageReportSamples(t *testing.T) {
 	r := UsageReport{Epoch: "e", Namespaces: []NamespaceUsage{
-		{Tenant: "a", Namespace: "x", MessagesIn: 1, BytesIn: 10, MessagesOut: 2, BytesOut: 20, BytesReplicatedOut: 5, StorageBytes: 100, Topics: 1, Partitions: 3},
-		{Tenant: "b", Namespace: "y", MessagesIn: 4, BytesIn: 40, BytesReplicatedOut: 1, StorageBytes: 7, Topics: 2, Partitions: 2},
+		{Tenant: "a", Namespace: "x", MessagesIn: 1, BytesIn: 10, MessagesOut: 2, BytesOut: 20, NonPersistentMessagesIn: 1,
+			NonPersistentBytesIn: 10, BytesReplicatedOut: 5, StorageBytes: 100, Topics: 1, Partitions: 3},
+		{Tenant: "b", Namespace: "y", MessagesIn: 4, BytesIn: 40, NonPersistentMessagesOut: 3, NonPersistentBytesOut: 30,
+			BytesReplicatedOut: 1, StorageBytes: 7, Topics: 2, Partitions: 2},
+	}, Sources: []SourceUsage{
+		{Source: "in t", Epoch: "1:-1", MessagesIn: 7, BytesIn: 70},
+		{Source: "out t s", Epoch: "1:-1", MessagesOut: 6, BytesOut: 60},
 	}}
-	s := r.Sample("b1")
-	if s.Source != "b1" || s.Epoch != "e" {
+	ss := r.Samples("b1")
+	if len(ss) != 3 {
+		t.Fatalf("samples %+v", ss)
+	}
+	s := ss[0]
+	if s.Source != "b1" || s.Epoch != "e" || s.Durable {
 		t.Fatalf("sample %+v", s)
 	}
-	for m, want := range map[Meter]int64{MessagesIn: 5, BytesIn: 50, MessagesOut: 2, BytesOut: 20, BytesReplicatedOut: 6} {
+	// The process sample bills only non-persistent topics' in and out.
+	for m, want := range map[Meter]int64{MessagesIn: 1, BytesIn: 10, MessagesOut: 3, BytesOut: 30, BytesReplicatedOut: 6} {
 		if s.Counters[m] != want {
 			t.Errorf("counter %s = %d, want %d", m, s.Counters[m], want)
 		}
@@ -220,5 +230,62 @@ func TestUsageReportSample(t *testing.T) {
 		if s.Gauges[m] != want {
 			t.Errorf("gauge %s = %d, want %d", m, s.Gauges[m], want)
 		}
+	}
+	in, out := ss[1], ss[2]
+	if !in.Durable || in.Source != "in t" || in.Counters[MessagesIn] != 7 || in.Counters[BytesIn] != 70 || len(in.Counters) != 2 {
+		t.Errorf("in sample %+v", in)
+	}
+	if !out.Durable || out.Counters[MessagesOut] != 6 || out.Counters[BytesOut] != 60 || len(out.Counters) != 2 {
+		t.Errorf("out sample %+v", out)
+	}
+}
+
+// A durable counter is recounted after a crash from an older checkpoint
+// and may be reported by two brokers at once (a topic's old and new
+// owner): the roll-up keeps the highest value of an epoch and bills each
+// increment once; a new epoch (the topic created again) counts from zero.
+func TestRollupDurableSources(t *testing.T) {
+	r := NewRollup()
+	h := time.Date(2026, 12, 3, 13, 0, 0, 0, time.UTC)
+	d := func(src, epoch string, v int64) Sample {
+		return Sample{Source: src, Epoch: epoch, Durable: true, Counters: map[Meter]int64{MessagesIn: v}}
+	}
+	steps := []struct {
+		samples []Sample
+		want    int64 // the hour's messages_in after the step
+	}{
+		{[]Sample{d("in t", "1:-1", 10)}, 10},
+		{[]Sample{d("in t", "1:-1", 25)}, 25},
+		{[]Sample{d("in t", "1:-1", 18)}, 25},                        // a restarted broker recounting
+		{[]Sample{d("in t", "1:-1", 25), d("in t", "1:-1", 30)}, 30}, // old and new owner in one scrape
+		{[]Sample{d("in t", "1:-1", 30), d("in t", "1:-1", 22)}, 30},
+		{[]Sample{d("in t", "1:-1", 31)}, 31},
+		{nil, 31},                             // nobody serves the topic: its cursor stays
+		{[]Sample{d("in t", "1:-1", 40)}, 40}, // counted at its next answer
+		{[]Sample{d("in t", "9:-1", 5)}, 45},  // created again: a new epoch from zero
+		{[]Sample{d("in u", "3:-1", 2)}, 47},  // another topic
+		{[]Sample{d("in t", "9:-1", 4)}, 47},
+	}
+	for i, st := range steps {
+		if err := r.Observe("organizations/o", "organizations/o/clusters/c", h.Add(time.Duration(i)*time.Minute), st.samples, nil); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		k := Key{"organizations/o", "organizations/o/clusters/c", MessagesIn, h}
+		if got := r.Totals[k.IdempotencyKey()].Quantity; got != st.want {
+			t.Fatalf("step %d: messages_in %d, want %d", i, got, st.want)
+		}
+	}
+	// A process counter going back in its epoch is still refused, and
+	// refused whole: nothing of the scrape is applied.
+	p := Sample{Source: "b", Epoch: "e", Counters: map[Meter]int64{BytesReplicatedOut: 5}}
+	if err := r.Observe("organizations/o", "organizations/o/clusters/c", h, []Sample{p}, nil); err != nil {
+		t.Fatal(err)
+	}
+	p.Counters = map[Meter]int64{BytesReplicatedOut: 4}
+	if err := r.Observe("organizations/o", "organizations/o/clusters/c", h, []Sample{d("in t", "9:-1", 100), p}, nil); err == nil {
+		t.Fatal("a process counter going back was accepted")
+	}
+	if c := r.Cursors["organizations/o/clusters/c"]["in t"]; c.Counters[MessagesIn] != 5 {
+		t.Fatalf("a refused scrape moved a cursor: %+v", c)
 	}
 }

@@ -153,6 +153,9 @@ func (s *Subscription) ack(cons *Consumer, a *pb.CommandAck) error {
 			s.wake()
 		}
 	}()
+	if s.durable {
+		defer s.topic.usage.advanceOut(context.Background(), s.name) // errors: counted at the next usage read
+	}
 	for _, id := range a.GetMessageId() {
 		pos := posOf(id)
 		var err error

@@ -338,6 +338,7 @@ func (op *publishOp) AddComplete(pos ledger.Position, err error) {
 		p.replBytes.Add(uint64(n))
 	} else {
 		c.s.metrics.usage.in(p.topic.name, num, payload) // replicated in is billed at the source, as replicated out
+		p.topic.usage.added(pos, num, payload)
 	}
 	c.sendFrame(outFrame{isReceipt: true, receipt: sendReceipt{producerID: prodID, sequenceID: seq, highestSequenceID: highest,
 		ledgerID: uint64(pos.LedgerID), entryID: uint64(pos.EntryID)}})

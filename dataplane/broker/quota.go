@@ -141,7 +141,7 @@ func (t *Topic) durableCursors() []*ledger.Cursor {
 	all := t.ml.Cursors()
 	out := all[:0:0]
 	for _, c := range all {
-		if c.IsDurable() && c.Name() != dedupCursor {
+		if c.IsDurable() && !internalCursor(c.Name()) {
 			out = append(out, c)
 		}
 	}

@@ -508,6 +508,12 @@ func (s *Service) openTopic(ctx context.Context, t TopicName, name string, mode 
 	tp.pol.cur.Store(snap)
 	tp.refreshLimitsLocked() // not visible yet: nobody else holds pol.mu
 	s.metrics.topicLoads.Inc()
+	u, err := loadTopicUsage(ctx, tp)
+	if err != nil {
+		tp.close(ctx)
+		return nil, err
+	}
+	tp.usage = u
 	if pol.DeduplicationEnabled != nil && *pol.DeduplicationEnabled {
 		d, err := loadDedup(ctx, ml)
 		if err != nil {

@@ -123,6 +123,9 @@ type delayedEntry struct {
 }
 
 func newSubscription(t *Topic, name string, cur *ledger.Cursor, subType pb.CommandSubscribe_SubType) *Subscription {
+	if t != nil {
+		t.usage.track(name, cur) // before any consumer attaches
+	}
 	return &Subscription{
 		topic: t, name: name, cursor: cur, durable: cur != nil && cur.IsDurable(),
 		subType:      subType,

@@ -33,6 +33,9 @@ type Topic struct {
 	// dedup is nil unless the namespace enables deduplication; the policy
 	// watch may switch it while the topic is loaded (policywatch.go).
 	dedup atomic.Pointer[dedupState]
+	// usage is the durable usage counters of a persistent topic
+	// (usage_durable.go); nil for non-persistent topics.
+	usage *topicUsage
 	// pol is the namespace policies snapshot the topic runs with, kept
 	// current by the broker's policy watch (policywatch.go).
 	pol topicPolicies
@@ -137,7 +140,7 @@ func (t *Topic) Name() TopicName { return t.name }
 // backlog is retained and visible before any consumer reconnects.
 func (t *Topic) loadSubscriptions(ctx context.Context) error {
 	for _, cur := range t.ml.Cursors() {
-		if !cur.IsDurable() || cur.Name() == dedupCursor || isReplicatorCursor(cur.Name()) {
+		if !cur.IsDurable() || internalCursor(cur.Name()) || isReplicatorCursor(cur.Name()) {
 			continue
 		}
 		s := newSubscription(t, cur.Name(), cur, -1)
@@ -181,6 +184,9 @@ func (t *Topic) close(ctx context.Context) error {
 	// (ServiceNotReady), so a reopen never races the close.
 	var err error
 	if t.ml != nil {
+		if uerr := t.usage.advanceOut(ctx, ""); uerr != nil {
+			t.s.log.Warn("usage: counting consumed entries failed", "topic", t.name.String(), "err", uerr)
+		}
 		if d := t.dedup.Load(); d != nil {
 			if serr := d.snapshot(ctx, t.ml); serr != nil {
 				t.s.log.Warn("dedup snapshot failed", "topic", t.name.String(), "err", serr)
@@ -377,6 +383,9 @@ func (t *Topic) removeSubscription(ctx context.Context, s *Subscription) error {
 	}
 	t.mu.Unlock()
 	s.close(false)
+	if s.durable {
+		t.usage.untrack(s.name)
+	}
 	if t.ml != nil && s.durable {
 		if err := t.ml.DeleteCursor(ctx, s.name); err != nil && !errors.Is(err, ledger.ErrNotFound) {
 			return err

@@ -73,7 +73,7 @@ func (t *Topic) acknowledgeOlderThan(ctx context.Context, cutoff time.Time) ([]s
 	}
 	var moved []string
 	for _, c := range t.ml.Cursors() {
-		if !c.IsDurable() || c.Name() == dedupCursor {
+		if !c.IsDurable() || internalCursor(c.Name()) {
 			continue
 		}
 		if c.MarkDeletePosition().Compare(last) < 0 {

@@ -17,6 +17,7 @@ package broker
 // another region's cluster.
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"sort"
@@ -35,6 +36,9 @@ type nsKey struct{ tenant, namespace string }
 // nsCounters are one namespace's counters.
 type nsCounters struct {
 	msgsIn, bytesIn, msgsOut, bytesOut, msgsReplOut, bytesReplOut atomic.Int64
+	// The part of in and out of non-persistent topics (billed from these
+	// counters; persistent topics from their durable counters).
+	npMsgsIn, npBytesIn, npMsgsOut, npBytesOut atomic.Int64
 }
 
 // usageMeter holds the counters; the map only grows (a namespace's entry
@@ -76,6 +80,10 @@ func (u *usageMeter) in(t TopicName, msgs int32, payload int64) {
 	c := u.of(t)
 	c.msgsIn.Add(int64(max(msgs, 1)))
 	c.bytesIn.Add(payload)
+	if t.Domain == NonPersistent {
+		c.npMsgsIn.Add(int64(max(msgs, 1)))
+		c.npBytesIn.Add(payload)
+	}
 }
 
 // out counts an entry handed to a consumer.
@@ -83,6 +91,10 @@ func (u *usageMeter) out(t TopicName, msgs int, entry []byte) {
 	c := u.of(t)
 	c.msgsOut.Add(int64(max(msgs, 1)))
 	c.bytesOut.Add(int64(protocol.PayloadSize(entry)))
+	if t.Domain == NonPersistent {
+		c.npMsgsOut.Add(int64(max(msgs, 1)))
+		c.npBytesOut.Add(int64(protocol.PayloadSize(entry)))
+	}
 }
 
 // CountReplicatedOut counts messages and payload bytes of topic t sent to
@@ -100,8 +112,11 @@ type (
 	Usage          = billing.UsageReport
 )
 
-// Usage reports the counters and samples the gauges.
+// Usage reports the counters and samples the gauges. It first counts the
+// entries every durable subscription consumed since the last count
+// (usage_durable.go), reading them (each read bounded by usageReadTimeout).
 func (s *Service) Usage() Usage {
+	ctx := context.Background()
 	u := s.metrics.usage
 	byNS := map[nsKey]*NamespaceUsage{}
 	get := func(k nsKey) *NamespaceUsage {
@@ -118,9 +133,16 @@ func (s *Service) Usage() Usage {
 		n.MessagesIn, n.BytesIn = c.msgsIn.Load(), c.bytesIn.Load()
 		n.MessagesOut, n.BytesOut = c.msgsOut.Load(), c.bytesOut.Load()
 		n.MessagesReplicatedOut, n.BytesReplicatedOut = c.msgsReplOut.Load(), c.bytesReplOut.Load()
+		n.NonPersistentMessagesIn, n.NonPersistentBytesIn = c.npMsgsIn.Load(), c.npBytesIn.Load()
+		n.NonPersistentMessagesOut, n.NonPersistentBytesOut = c.npMsgsOut.Load(), c.npBytesOut.Load()
 	}
 	u.mu.RUnlock()
+	var sources []billing.SourceUsage
 	for _, t := range s.openTopics() {
+		if err := t.usage.advanceOut(ctx, ""); err != nil {
+			s.log.Warn("usage: counting consumed entries failed", "topic", t.name.String(), "err", err)
+		}
+		sources = append(sources, t.usage.report()...)
 		n := get(nsKey{t.name.Tenant, t.name.Namespace})
 		n.Partitions++
 		if t.name.PartitionIndex() <= 0 {
@@ -130,7 +152,7 @@ func (s *Service) Usage() Usage {
 			n.StorageBytes += t.ml.TotalSize()
 		}
 	}
-	out := Usage{Epoch: u.epoch, Namespaces: make([]NamespaceUsage, 0, len(byNS))}
+	out := Usage{Epoch: u.epoch, Namespaces: make([]NamespaceUsage, 0, len(byNS)), Sources: sources}
 	for _, n := range byNS {
 		out.Namespaces = append(out.Namespaces, *n)
 	}

@@ -168,7 +168,7 @@ func (m *meter) scrape(ctx context.Context) error {
 				m.a.log.Debug("agent: metering: broker did not answer", "cluster", t.name, "broker", u, "err", err)
 				continue
 			}
-			samples = append(samples, usage.Sample(u))
+			samples = append(samples, usage.Samples(u)...)
 		}
 		extra := map[billing.Meter]int64{billing.BrokerHours: int64(t.size.Brokers), billing.BookieHours: int64(t.size.Bookies)}
 		if err := m.rollup.Observe("organizations/"+org, t.name, now, samples, extra); err != nil {
