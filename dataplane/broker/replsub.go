@@ -35,6 +35,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -201,8 +202,13 @@ func (t *Topic) replSubState(ctx context.Context, s *Subscription, src *replSubS
 		src.mu.Unlock()
 		return u, nil
 	}
-	from, vec := src.scanned, src.vec
+	// The scan works on a copy: the replicators' updates and the markers'
+	// applies compute states concurrently.
+	from, vec := src.scanned, maps.Clone(src.vec)
 	src.mu.Unlock()
+	if vec == nil {
+		vec = map[string]ledger.Position{}
+	}
 	var meta pb.MessageMetadata
 	if md.Compare(from) > 0 {
 		// Entries in (from, md]: read once, in order.
@@ -228,7 +234,9 @@ func (t *Topic) replSubState(ctx context.Context, s *Subscription, src *replSubS
 			next = t.ml.Next(es[len(es)-1].Pos)
 		}
 		src.mu.Lock()
-		src.scanned = from
+		if from.Compare(src.scanned) > 0 {
+			src.scanned, src.vec = from, vec
+		}
 		src.mu.Unlock()
 	}
 	u := &replSubUpdate{Subscription: s.name, Vector: map[string]string{local: md.String()}}
