@@ -176,8 +176,9 @@ func plan(o options, system string, d durability) []plannedRun {
 	}
 	// The runs after the first on a server warm up for less: the first
 	// (W1 in (a), on a fresh server) takes the faults of memory touched for
-	// the first time and the stall they cause (docs/benchmarks.md,
-	// "Seventeenth session"); the later ones start on a warm server.
+	// the first time and the stall they cause (docs/benchmarks.md, "W1's
+	// warm-up stall, the first touch of memory"); the later ones start on a
+	// warm server.
 	for i := 1; i < len(runs); i++ {
 		runs[i].load.warmup = o.laterWarmup
 	}
