@@ -520,7 +520,7 @@ func (s *Server) stepFailover(ctx context.Context, op *cpv1.Operation) (bool, er
 	if errors.Is(err, errStepWait) {
 		if st.State != cpv1.RunbookStep_RUNNING {
 			st.State = cpv1.RunbookStep_RUNNING
-			return false, s.saveRunbook(ctx, op, false)
+			return false, s.saveRunbook(ctx, op)
 		}
 		return false, nil
 	}
@@ -534,13 +534,13 @@ func (s *Server) stepFailover(ctx context.Context, op *cpv1.Operation) (bool, er
 				return false, err
 			}
 		}
-		if err := s.saveRunbook(ctx, op, false); err != nil {
+		if err := s.saveRunbook(ctx, op); err != nil {
 			return false, err
 		}
 		return false, s.finishRunbook(ctx, op, codes.FailedPrecondition, st.Id+": "+res.fail)
 	}
 	st.State, st.Detail, st.EndTime = res.state, res.detail, timestamppb.Now()
-	return true, s.saveRunbook(ctx, op, true)
+	return true, s.saveRunbook(ctx, op)
 }
 
 type stepResult struct {
@@ -550,7 +550,7 @@ type stepResult struct {
 }
 
 // saveRunbook records op's runbook (steps and report).
-func (s *Server) saveRunbook(ctx context.Context, op *cpv1.Operation, running bool) error {
+func (s *Server) saveRunbook(ctx context.Context, op *cpv1.Operation) error {
 	return s.tx(ctx, func(w store.Writer) error {
 		return changeOperation(ctx, w, op.Name, func(stored *cpv1.Operation) error {
 			stored.Runbook = op.Runbook

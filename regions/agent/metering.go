@@ -116,21 +116,29 @@ func (m *meter) targets(ctx context.Context) []meteringTarget {
 	}
 	a.mu.Unlock()
 	for i := range out {
-		st, err := a.prov.Status(ctx, out[i].name)
-		if err != nil {
-			continue
-		}
-		var urls []string
-		for _, p := range st.Processes {
-			if p.Role == "broker" && p.HTTPAddr != "" {
-				urls = append(urls, "http://"+p.HTTPAddr)
-			}
-		}
-		if len(urls) > 0 {
-			out[i].brokers = urls
-		}
+		out[i].brokers = a.brokerAdminURLs(ctx, out[i].name, out[i].brokers[0])
 	}
 	return out
+}
+
+// brokerAdminURLs lists the admin URLs of every broker of a cluster, from
+// its provisioner's status; fallback (the cluster's admin URL) when the
+// provisioner names none.
+func (a *Agent) brokerAdminURLs(ctx context.Context, cluster, fallback string) []string {
+	st, err := a.prov.Status(ctx, cluster)
+	if err != nil {
+		return []string{fallback}
+	}
+	var urls []string
+	for _, p := range st.Processes {
+		if p.Role == "broker" && p.HTTPAddr != "" {
+			urls = append(urls, "http://"+p.HTTPAddr)
+		}
+	}
+	if len(urls) == 0 {
+		return []string{fallback}
+	}
+	return urls
 }
 
 func (m *meter) client(adminURL string) (*pulsaradmin.Client, error) {

@@ -113,18 +113,7 @@ func (a *Agent) replicationReports(ctx context.Context, hc *http.Client) []*cpv1
 	a.mu.Unlock()
 	var out []*cpv1.ReportReplicationStatusRequest
 	for cl, c := range byCluster {
-		urls := []string{c.adminURL}
-		if st, err := a.prov.Status(ctx, cl); err == nil {
-			var bs []string
-			for _, p := range st.Processes {
-				if p.Role == "broker" && p.HTTPAddr != "" {
-					bs = append(bs, "http://"+p.HTTPAddr)
-				}
-			}
-			if len(bs) > 0 {
-				urls = bs
-			}
-		}
+		urls := a.brokerAdminURLs(ctx, cl, c.adminURL)
 		type key struct{ ns, remote string }
 		sums := map[key]*cpv1.ReplicationBacklog{}
 		complete := true
