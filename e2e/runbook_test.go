@@ -149,12 +149,7 @@ func TestRunbooks(t *testing.T) {
 			"--data-dir", dirs[r], "--poll-timeout", "5s", "--reconcile-interval", "1s", "--failover-listen", foAddr[r])
 		interruptOnCleanup(t, agents[r])
 	}
-	cp.mustCall(opKey, "POST", "/v1/organizations?organizationId=acme", map[string]any{})
-	cp.mustCall(opKey, "POST", "/v1/organizations/acme/serviceAccounts?serviceAccountId=app", map[string]any{})
-	keyOut := cp.mustCall(opKey, "POST", "/v1/organizations/acme/serviceAccounts/app/apiKeys?apiKeyId=k1", map[string]any{})
-	appKey, _ := keyOut["secret"].(string)
-	cp.mustCall(opKey, "POST", "/v1/organizations/acme/roleBindings?roleBindingId=app-viewer", map[string]any{
-		"role": "roles/viewer", "member": "organizations/acme/serviceAccounts/app", "resource": "organizations/acme"})
+	appKey := acmeViewer(cp, opKey)
 
 	urls := map[string]string{}
 	for id, region := range map[string]string{"east": "regions/r1", "west": "regions/r2"} {
@@ -163,6 +158,7 @@ func TestRunbooks(t *testing.T) {
 		resp, _ := cp.waitOp(opKey, op["name"].(string), 2*time.Minute)["response"].(map[string]any)
 		urls[id], _ = resp["serviceUrl"].(string)
 	}
+	retainedNamespace(cp, opKey, "east", "west")
 	group := "/v1/organizations/acme/replicationGroups/g"
 	op := cp.mustCall(opKey, "POST", "/v1/organizations/acme/replicationGroups?replicationGroupId=g", map[string]any{
 		"members":    []string{"organizations/acme/clusters/east", "organizations/acme/clusters/west"},
@@ -175,29 +171,10 @@ func TestRunbooks(t *testing.T) {
 	// which forwards to the control plane and answers from its cache
 	// while the control plane is down.
 	endpoint := "http://" + foAddr["r2"] + group + "/failoverTarget"
-	hdr := http.Header{"Authorization": {"Bearer " + appKey}}
-	fc, err := failover.NewControlled(context.Background(), endpoint, failover.ControlledOptions{
-		Client: pulsar.ClientOptions{OperationTimeout: 30 * time.Second}, Header: hdr, CheckInterval: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fc.Close()
-	if fc.ServiceURL() != urls["east"] {
-		t.Fatalf("failover endpoint answers %s, want east %s", fc.ServiceURL(), urls["east"])
-	}
+	fc := followGroup(t, endpoint, appKey, urls["east"])
 	topic := "persistent://shop/orders/events"
 	load := startGroupLoad(t, fc, topic)
-	// The Java client through ControlledClusterFailover, polling the same
-	// endpoint, when Java is on the machine.
-	var jp *ClientProducer
-	var jc *ClientConsumer
-	if javaAvailable() {
-		jo := ClientOptions{ProviderURL: endpoint, ProviderToken: appKey, CheckInterval: 500 * time.Millisecond,
-			ServiceURL: urls["east"], Topic: topic, Name: "j", Rate: 50, Subscription: "java-sub", SubscriptionType: "Failover"}
-		jc = StartJavaConsumer(t, "java-consumer", jo)
-		jp = StartJavaProducer(t, "java-producer", jo)
-		jp.WaitAcked(20, time.Minute)
-	}
+	java := startJavaGroupClients(t, endpoint, appKey, urls["east"], topic)
 	waitFor(t, "messages acknowledged by east", time.Minute, func() bool { return load.count() > 100 })
 
 	// (1) Planned failover.
@@ -287,28 +264,119 @@ func TestRunbooks(t *testing.T) {
 	acked := load.finish()
 	eastClient := pulsarClient(t, strings.TrimPrefix(urls["east"], "pulsar://"))
 	checkAllPresent(t, "east at the end", acked, readCovering(t, eastClient, topic, acked))
-	if jp != nil {
-		jp.WaitURL(strings.TrimPrefix(urls["east"], "pulsar://"), time.Minute)
-		jp.Stop()
-		want := map[string]bool{}
-		for _, a := range jp.Acked() {
-			want[fmt.Sprintf("j-%06d", a.Seq)] = true
-		}
-		if len(jp.SendErrors()) > 0 {
-			t.Logf("java producer: %d sends failed (reported to the application): %v", len(jp.SendErrors()), jp.SendErrors()[:min(3, len(jp.SendErrors()))])
-		}
-		missing := jc.WaitReceivedAll(want, time.Minute)
-		t.Logf("java: %d acknowledged, %d received by the Java consumer, URL changes %v", len(want), len(jc.Received()), jp.URLChanges())
-		if len(missing) > 0 {
-			t.Fatalf("java: %d acknowledged messages never received, e.g. %v", len(missing), missing[:min(5, len(missing))])
-		}
-		jc.Stop()
+	java.check(t, urls["east"])
+}
+
+// acmeViewer creates organization acme and a service account with the
+// viewer role on it, and returns the account's API key (what clients poll
+// the failover endpoint with).
+func acmeViewer(cp cpClient, opKey string) string {
+	cp.t.Helper()
+	cp.mustCall(opKey, "POST", "/v1/organizations?organizationId=acme", map[string]any{})
+	cp.mustCall(opKey, "POST", "/v1/organizations/acme/serviceAccounts?serviceAccountId=app", map[string]any{})
+	keyOut := cp.mustCall(opKey, "POST", "/v1/organizations/acme/serviceAccounts/app/apiKeys?apiKeyId=k1", map[string]any{})
+	cp.mustCall(opKey, "POST", "/v1/organizations/acme/roleBindings?roleBindingId=app-viewer", map[string]any{
+		"role": "roles/viewer", "member": "organizations/acme/serviceAccounts/app", "resource": "organizations/acme"})
+	key, _ := keyOut["secret"].(string)
+	return key
+}
+
+// followGroup is a Go failover client polling endpoint every 200 ms with
+// key, closed when the test ends; it fails the test unless the endpoint
+// answers want first.
+func followGroup(t *testing.T, endpoint, key, want string) *failover.Client {
+	t.Helper()
+	fc, err := failover.NewControlled(context.Background(), endpoint, failover.ControlledOptions{
+		Client: pulsar.ClientOptions{OperationTimeout: 30 * time.Second},
+		Header: http.Header{"Authorization": {"Bearer " + key}}, CheckInterval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(fc.Close)
+	if fc.ServiceURL() != want {
+		t.Fatalf("failover endpoint answers %s, want %s", fc.ServiceURL(), want)
+	}
+	return fc
+}
+
+// retainedNamespace creates namespace shop/orders with an hour's retention
+// in each of acme's clusters, for a replication group to adopt: without
+// retention a cluster deletes what every subscription (the replicators'
+// among them) has consumed, and the tests read whole topics back.
+func retainedNamespace(cp cpClient, key string, clusters ...string) {
+	cp.t.Helper()
+	for _, c := range clusters {
+		base := "/v1/organizations/acme/clusters/" + c
+		cp.mustCall(key, "POST", base+"/tenants?tenantId=shop", map[string]any{})
+		cp.mustCall(key, "POST", base+"/tenants/shop/namespaces?namespaceId=orders", map[string]any{
+			"policies": map[string]any{"retention": map[string]any{"timeMinutes": 60, "sizeMb": 100}}})
+	}
+}
+
+// javaGroupClients are a Java producer (50 messages per second) and a Java
+// consumer on a replicated Failover subscription, both following a
+// replication group's failover endpoint through ControlledClusterFailover;
+// nil when Java is not on the machine.
+type javaGroupClients struct {
+	p *ClientProducer
+	c *ClientConsumer
+}
+
+func startJavaGroupClients(t *testing.T, endpoint, key, serviceURL, topic string) *javaGroupClients {
+	t.Helper()
+	if !javaAvailable() {
+		t.Log("java: not on this machine; the Java clients do not run")
+		return nil
+	}
+	jo := ClientOptions{ProviderURL: endpoint, ProviderToken: key, CheckInterval: 500 * time.Millisecond,
+		ServiceURL: serviceURL, Topic: topic, Name: "j", Rate: 50, Subscription: "java-sub", SubscriptionType: "Failover"}
+	j := &javaGroupClients{c: StartJavaConsumer(t, "java-consumer", jo)}
+	j.p = StartJavaProducer(t, "java-producer", jo)
+	j.p.WaitAcked(20, time.Minute)
+	return j
+}
+
+// check waits for the producer to use finalURL, stops both and fails
+// unless the consumer received every message the producer saw
+// acknowledged.
+func (j *javaGroupClients) check(t *testing.T, finalURL string) {
+	t.Helper()
+	if j == nil {
+		return
+	}
+	j.p.WaitURL(strings.TrimPrefix(finalURL, "pulsar://"), time.Minute)
+	j.p.Stop()
+	want := map[string]bool{}
+	for _, a := range j.p.Acked() {
+		want[fmt.Sprintf("j-%06d", a.Seq)] = true
+	}
+	if errs := j.p.SendErrors(); len(errs) > 0 {
+		t.Logf("java producer: %d sends failed (reported to the application): %v", len(errs), errs[:min(3, len(errs))])
+	}
+	missing := j.c.WaitReceivedAll(want, time.Minute)
+	got := j.c.Received()
+	distinct := map[string]bool{}
+	for _, m := range got {
+		distinct[m.Payload] = true
+	}
+	t.Logf("java: %d acknowledged to the Java producer; the Java consumer received %d messages of the topic's producers, %d of them again after a switch; URL changes %v",
+		len(want), len(got), len(got)-len(distinct), j.p.URLChanges())
+	if len(missing) > 0 {
+		t.Fatalf("java: %d acknowledged messages never received, e.g. %v", len(missing), missing[:min(5, len(missing))])
+	}
+	j.c.Stop()
 }
 
 // readCovering reads topic from the earliest message until every sequence
 // of want has been seen or a minute has passed, and returns what it read.
 func readCovering(t *testing.T, c pulsar.Client, topic string, want []int) []string {
+	t.Helper()
+	return readPayloadsWithin(t, c, topic, payloads("m", want), time.Minute)
+}
+
+// readPayloadsWithin reads topic from the earliest message until every
+// payload of want has been seen or d has passed, and returns what it read.
+func readPayloadsWithin(t *testing.T, c pulsar.Client, topic string, want []string, d time.Duration) []string {
 	t.Helper()
 	r, err := c.CreateReader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID()})
 	if err != nil {
@@ -316,11 +384,11 @@ func readCovering(t *testing.T, c pulsar.Client, topic string, want []int) []str
 	}
 	defer r.Close()
 	missing := map[string]bool{}
-	for _, n := range want {
-		missing[fmt.Sprintf("m-%06d", n)] = true
+	for _, p := range want {
+		missing[p] = true
 	}
 	var out []string
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(d)
 	for len(missing) > 0 && time.Now().Before(deadline) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		m, err := r.Next(ctx)

@@ -49,6 +49,7 @@ func newAgentCommand() *cobra.Command {
 			}
 			if cfg.FailoverListen != "" {
 				cfg.FailoverCacheFile = filepath.Join(pcfg.DataDir, "failover-cache.json")
+				cfg.FailoverAddrFile = filepath.Join(pcfg.DataDir, agent.FailoverAddrFileName)
 			}
 			a, err := agent.New(cfg)
 			if err != nil {
@@ -68,7 +69,7 @@ func newAgentCommand() *cobra.Command {
 	f.DurationVar(&cfg.ReconcileInterval, "reconcile-interval", agent.DefaultReconcileInterval, "period of the full reconcile (repairs crashed processes)")
 	f.BoolVar(&metering, "metering", true, "meter the clusters' usage (state under <data-dir>/metering) and send it to the control plane")
 	f.DurationVar(&cfg.MeteringInterval, "metering-interval", agent.DefaultMeteringInterval, "period of the brokers' usage scrape")
-	f.StringVar(&cfg.FailoverListen, "failover-listen", "", "serve the replication groups' failover endpoint here too, answering from its cache while the control plane is down (e.g. 127.0.0.1:7090; empty: off)")
+	f.StringVar(&cfg.FailoverListen, "failover-listen", "", "serve the replication groups' failover endpoint here too, answering from its cache while the control plane is down (e.g. 127.0.0.1:7090; port 0 picks one, written to <data-dir>/failover.addr; empty: off)")
 	f.DurationVar(&pcfg.StopGrace, "stop-grace", 10*time.Second, "time between SIGTERM and SIGKILL when stopping a process")
 	// Tiered storage of every cluster the agent runs: one bucket, a prefix
 	// per cluster; the brokers take credentials from the agent's

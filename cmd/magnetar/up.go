@@ -34,6 +34,15 @@ func newUpCommand() *cobra.Command {
 			}
 			fmt.Fprintf(os.Stderr, "magnetar up ready\n  REST: http://%s/v1/...\n  gRPC: %s (plaintext)\n  regions: %s\n  operator API key: %s\n",
 				env.Addr(), env.Addr(), strings.Join(env.Regions(), ", "), env.KeyFile())
+			for _, r := range cfg.Regions {
+				addr := env.FailoverAddr(r)
+				for deadline := time.Now().Add(10 * time.Second); addr == "" && time.Now().Before(deadline); addr = env.FailoverAddr(r) {
+					time.Sleep(50 * time.Millisecond)
+				}
+				if addr != "" {
+					fmt.Fprintf(os.Stderr, "  failover endpoint of region %s's agent: http://%s/v1/organizations/{org}/replicationGroups/{group}/failoverTarget\n", r, addr)
+				}
+			}
 			select {
 			case <-ctx.Done():
 			case <-env.Done():
@@ -48,6 +57,9 @@ func newUpCommand() *cobra.Command {
 	f.StringVar(&cfg.Listen, "listen", apiserver.DefaultListen, "address of the control plane's gRPC and REST API")
 	f.StringSliceVar(&cfg.Regions, "regions", up.DefaultRegions, "ids of the regions to register and run")
 	f.StringVar(&cfg.Binary, "binary", "", "magnetar binary to run data-plane processes with (default: this binary)")
+	f.BoolVar(&cfg.AgentProcesses, "agent-processes", false, "run each region's agent as a `magnetar agent` child process (log and PID under <data-dir>/regions/<id>/), restarted when it exits, instead of in this process")
+	f.DurationVar(&cfg.AgentRestartDelay, "agent-restart-delay", up.DefaultAgentRestartDelay, "with --agent-processes: time before an agent process that exited is started again")
+	f.DurationVar(&cfg.ReconcileInterval, "reconcile-interval", agent.DefaultReconcileInterval, "period of the agents' full reconcile (repairs crashed processes)")
 	f.DurationVar(&cfg.MeteringInterval, "metering-interval", agent.DefaultMeteringInterval, "period of the agents' usage scrape of the brokers")
 	return cmd
 }

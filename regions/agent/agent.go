@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -83,6 +84,10 @@ type Config struct {
 	// FailoverCacheFile keeps the endpoint's last answers across restarts;
 	// "" keeps them in memory only.
 	FailoverCacheFile string
+	// FailoverAddrFile, when set, receives the endpoint's bound address
+	// (host:port and a newline) once it listens, so a supervisor that
+	// asked for port 0 can find it. Removed when Run returns.
+	FailoverAddrFile string
 }
 
 // Validate fills defaults and checks required fields.
@@ -230,6 +235,13 @@ func (a *Agent) Run(ctx context.Context) error {
 			return fmt.Errorf("agent: failover endpoint: %w", err)
 		}
 		a.log.Info("agent: serving the failover endpoint", "addr", fo.Addr().String())
+		if f := a.cfg.FailoverAddrFile; f != "" {
+			if err := writeFileAtomic(f, []byte(fo.Addr().String()+"\n")); err != nil {
+				fo.Shutdown(context.Background())
+				return fmt.Errorf("agent: failover endpoint: %w", err)
+			}
+			defer os.Remove(f)
+		}
 	}
 	defer a.userConn.Close()
 

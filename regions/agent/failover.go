@@ -37,6 +37,10 @@ import (
 
 var failoverPath = regexp.MustCompile(`^/v1/(organizations/[^/]+/replicationGroups/[^/]+)/failoverTarget$`)
 
+// FailoverAddrFileName is the name the agent command gives
+// Config.FailoverAddrFile under its data directory.
+const FailoverAddrFileName = "failover.addr"
+
 // FailoverServer serves the failover endpoint. Create it with
 // NewFailoverServer; Serve until Shutdown.
 type FailoverServer struct {
@@ -192,14 +196,24 @@ func (f *FailoverServer) saveLocked() {
 	}
 	raw, err := json.Marshal(f.cache)
 	if err == nil {
-		tmp := f.file + ".tmp"
-		if err = os.MkdirAll(filepath.Dir(f.file), 0o700); err == nil {
-			if err = os.WriteFile(tmp, raw, 0o600); err == nil {
-				err = os.Rename(tmp, f.file)
-			}
-		}
+		err = writeFileAtomic(f.file, raw)
 	}
 	if err != nil {
 		f.log.Warn("agent: save failover cache", "file", f.file, "err", err)
 	}
+}
+
+// writeFileAtomic replaces path with raw (through a temporary file and a
+// rename, so a reader sees the old or the new content, never part), making
+// its directory if needed. It does not fsync: the files it writes are caches
+// a crash may lose.
+func writeFileAtomic(path string, raw []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, raw, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }

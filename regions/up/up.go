@@ -47,7 +47,28 @@ type Config struct {
 	MeteringInterval time.Duration
 	// PollTimeout of the agents' watch; default agent.DefaultPollTimeout.
 	PollTimeout time.Duration
+	// ReconcileInterval of the agents' full reconcile; default
+	// agent.DefaultReconcileInterval.
+	ReconcileInterval time.Duration
+	// AgentProcesses runs each region's agent as a child process
+	// (`magnetar agent`, with its log in regions/<id>/agent.log and its PID
+	// in regions/<id>/agent.pid), the way a region runs its agent beside
+	// the control plane; killing that process and the region's clusters
+	// loses the region until the agent is started again. Default false:
+	// the agents run in this process.
+	AgentProcesses bool
+	// AgentRestartDelay is how long an agent process that exited waits
+	// before it is started again, as a supervisor such as systemd would;
+	// default DefaultAgentRestartDelay.
+	AgentRestartDelay time.Duration
 }
+
+// DefaultAgentRestartDelay is Config.AgentRestartDelay's default.
+const DefaultAgentRestartDelay = 2 * time.Second
+
+// agentStopGrace is the time between SIGTERM and SIGKILL of an agent
+// process.
+const agentStopGrace = 15 * time.Second
 
 // Validate fills defaults.
 func (c *Config) Validate() error {
@@ -68,6 +89,16 @@ func (c *Config) Validate() error {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.AgentRestartDelay <= 0 {
+		c.AgentRestartDelay = DefaultAgentRestartDelay
+	}
+	if c.AgentProcesses && c.Binary == "" {
+		bin, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("up: config: the agent processes' binary: %w", err)
+		}
+		c.Binary = bin
+	}
 	return nil
 }
 
@@ -77,8 +108,9 @@ type Env struct {
 	log     *slog.Logger
 	store   store.Store
 	srv     *apiserver.Server
+	dir     string
 	keyFile string
-	provs   []*process.Provisioner
+	provs   []*process.Provisioner // in-process agents' provisioners
 
 	cancel   context.CancelFunc // stops the agents
 	wg       sync.WaitGroup     // the agents
@@ -101,7 +133,7 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("up: %w", err)
 	}
-	e := &Env{cfg: cfg, log: cfg.Logger, keyFile: filepath.Join(dir, "bootstrap.key"), served: make(chan struct{})}
+	e := &Env{cfg: cfg, log: cfg.Logger, dir: dir, keyFile: filepath.Join(dir, "bootstrap.key"), served: make(chan struct{})}
 	agentsCtx, cancel := context.WithCancel(context.Background())
 	e.cancel = cancel
 	defer func() {
@@ -138,15 +170,25 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 	}
 
 	for _, r := range cfg.Regions {
-		prov, err := process.New(process.Config{DataDir: filepath.Join(dir, "regions", r), Binary: cfg.Binary,
-			Logger: cfg.Logger.With("region", r)})
+		rdir := filepath.Join(dir, "regions", r)
+		os.Remove(filepath.Join(rdir, agent.FailoverAddrFileName)) // a stale address would be taken for the new one
+		if cfg.AgentProcesses {
+			if err := e.startAgentProcess(agentsCtx, r, rdir); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		prov, err := process.New(process.Config{DataDir: rdir, Binary: cfg.Binary, Logger: cfg.Logger.With("region", r)})
 		if err != nil {
 			return nil, err
 		}
 		e.provs = append(e.provs, prov)
 		a, err := agent.New(agent.Config{Region: r, ControlPlaneURL: "http://" + e.srv.Addr().String(), APIKey: key,
 			Provisioner: prov, PulsarClusterName: process.PulsarClusterName, Logger: cfg.Logger, PollTimeout: cfg.PollTimeout,
-			MeteringDir: filepath.Join(dir, "regions", r, "metering"), MeteringInterval: cfg.MeteringInterval})
+			ReconcileInterval: cfg.ReconcileInterval,
+			MeteringDir:       filepath.Join(rdir, "metering"), MeteringInterval: cfg.MeteringInterval,
+			FailoverListen: "127.0.0.1:0", FailoverCacheFile: filepath.Join(rdir, "failover-cache.json"),
+			FailoverAddrFile: filepath.Join(rdir, agent.FailoverAddrFileName)})
 		if err != nil {
 			return nil, err
 		}
@@ -194,6 +236,16 @@ func (e *Env) Regions() []string {
 // Done is closed when the API server stops (on its own or by Shutdown).
 func (e *Env) Done() <-chan struct{} { return e.served }
 
+// FailoverAddr is the address of region's agent's failover endpoint, ""
+// until it listens (and while an agent process is down).
+func (e *Env) FailoverAddr(region string) string {
+	raw, err := os.ReadFile(filepath.Join(e.dir, "regions", region, agent.FailoverAddrFileName))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(raw))
+}
+
 // Shutdown stops the agents, every data-plane process (data is kept) and
 // the control plane.
 func (e *Env) Shutdown(ctx context.Context) error {
@@ -201,7 +253,21 @@ func (e *Env) Shutdown(ctx context.Context) error {
 		e.cancel()
 		e.wg.Wait()
 		var errs []error
-		for _, p := range e.provs {
+		provs := e.provs
+		if e.cfg.AgentProcesses {
+			// The agents have exited and left their clusters running, as an
+			// agent does; stop those through the state they recorded.
+			for _, r := range e.cfg.Regions {
+				p, err := process.New(process.Config{DataDir: filepath.Join(e.dir, "regions", r), Binary: e.cfg.Binary,
+					Logger: e.log.With("region", r)})
+				if err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				provs = append(provs, p)
+			}
+		}
+		for _, p := range provs {
 			p.Close()
 			errs = append(errs, p.StopAll(ctx))
 		}
