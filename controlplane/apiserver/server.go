@@ -149,6 +149,10 @@ func New(cfg Config) (*Server, error) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(cpv1.OpenAPI)
 	})
+	mux.HandleFunc("GET /v3/openapi.json", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(cpv1.OpenAPI3)
+	})
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.promReg, promhttp.HandlerOpts{}))
 	mux.Handle("/", limitBody(gw))
