@@ -15,7 +15,8 @@
 // query parameters (no body), the body field's message (body: field) or one
 // object of every remaining field (body: "*"). Message schemas follow
 // protojson: lowerCamelCase names, 64-bit integers as strings, enums by name,
-// well-known types in their JSON forms. Errors are google.rpc.Status as the
+// well-known types in their JSON forms, controlplanev1.TextLimits as
+// maxLength. Errors are google.rpc.Status as the
 // gateway renders it ({"code", "message", "details"}).
 //
 // The output is deterministic (sorted keys), so a regenerated document that

@@ -12,6 +12,8 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
 	"gopkg.in/yaml.v3"
+
+	cpv1 "github.com/magnetar-dev/magnetar/api/controlplane/v1"
 )
 
 // httpRule is one google.api.HttpRule of gateway.yaml.
@@ -565,6 +567,9 @@ func (g *generator) singular(fd protoreflect.FieldDescriptor) obj {
 	case protoreflect.DoubleKind:
 		return obj{"type": "number", "format": "double"}
 	case protoreflect.StringKind:
+		if limit, ok := cpv1.TextLimits[string(fd.Name())]; ok {
+			return obj{"type": "string", "maxLength": limit}
+		}
 		return obj{"type": "string"}
 	case protoreflect.BytesKind:
 		return obj{"type": "string", "format": "byte"}

@@ -76,6 +76,9 @@ func (s *Server) authInterceptor(ctx context.Context, req any, info *grpc.UnaryS
 		s.metrics.authFailures.Add(ctx, 1)
 		return nil, err
 	}
+	if err := checkTextLimits(req); err != nil {
+		return nil, err
+	}
 	resp, err := handler(context.WithValue(ctx, principalKey{}, c), req)
 	return resp, s.toStatus(err, "")
 }
