@@ -64,3 +64,69 @@ func TestTextLengthLimits(t *testing.T) {
 		Organization: &cpv1.Organization{DisplayName: strings.Repeat("z", 1000)}})
 	wantCode(t, err, codes.InvalidArgument, "organization.display_name: at most 256 characters")
 }
+
+// AIP-155: the same create with the same request_id returns the first
+// result; the request_id with another resource id or another body is 400
+// naming request_id, over REST and gRPC, for plain resources and for
+// creates that return an operation, and still after the resource changed.
+func TestRequestIDReuse(t *testing.T) {
+	h := newHarness(t, "sqlite::memory:")
+	a := h.setup("reuse")[0]
+	ac := h.authCtx(a.key)
+
+	// A plain resource (the store's request ids).
+	sreq := &cpv1.CreateServiceAccountRequest{Parent: a.org, ServiceAccountId: "bot", RequestId: "rq-sa-1",
+		ServiceAccount: &cpv1.ServiceAccount{Description: "first"}}
+	first := must[*cpv1.ServiceAccount](t)(h.sas.CreateServiceAccount(ac, sreq))
+	again := must[*cpv1.ServiceAccount](t)(h.sas.CreateServiceAccount(ac, sreq))
+	if again.Uid != first.Uid {
+		t.Fatalf("replay: %v vs %v", again, first)
+	}
+	other := &cpv1.CreateServiceAccountRequest{Parent: a.org, ServiceAccountId: "bot", RequestId: "rq-sa-1",
+		ServiceAccount: &cpv1.ServiceAccount{Description: "second"}}
+	_, err := h.sas.CreateServiceAccount(ac, other)
+	wantCode(t, err, codes.InvalidArgument, "request_id: already used by a different request (for "+a.org+"/serviceAccounts/bot)")
+	_, err = h.sas.CreateServiceAccount(ac, &cpv1.CreateServiceAccountRequest{Parent: a.org, ServiceAccountId: "bot2", RequestId: "rq-sa-1",
+		ServiceAccount: &cpv1.ServiceAccount{Description: "first"}})
+	wantCode(t, err, codes.InvalidArgument, "request_id: already used by a different request (for "+a.org+"/serviceAccounts/bot)")
+	// The same over REST: the gateway builds the same request message.
+	code, body := h.rest(a.key, "POST", "/v1/"+a.org+"/serviceAccounts?serviceAccountId=bot&requestId=rq-sa-1", map[string]any{"description": "first"})
+	if code != http.StatusOK || body["uid"] != first.Uid {
+		t.Fatalf("REST replay: %d %v", code, body)
+	}
+	code, body = h.rest(a.key, "POST", "/v1/"+a.org+"/serviceAccounts?serviceAccountId=bot&requestId=rq-sa-1", map[string]any{"description": "changed"})
+	if code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(body["message"]), "request_id: already used by a different request") {
+		t.Fatalf("REST reuse with another body: %d %v", code, body)
+	}
+	// After an update the replay returns the resource as it is now, and a
+	// different request is still refused.
+	code, body = h.rest(a.key, "PATCH", "/v1/"+a.org+"/serviceAccounts/bot?updateMask=description", map[string]any{"description": "updated"})
+	if code != http.StatusOK {
+		t.Fatalf("update: %d %v", code, body)
+	}
+	now := must[*cpv1.ServiceAccount](t)(h.sas.CreateServiceAccount(ac, sreq))
+	if now.Uid != first.Uid || now.Description != "updated" {
+		t.Fatalf("replay after update: %v", now)
+	}
+	_, err = h.sas.CreateServiceAccount(ac, other)
+	wantCode(t, err, codes.InvalidArgument, "request_id: already used by a different request")
+
+	// A create that returns an operation.
+	creq := &cpv1.CreateClusterRequest{Parent: a.org, ClusterId: "c1", RequestId: "rq-cl-1", Cluster: &cpv1.Cluster{Region: "regions/us-east", DisplayName: "one"}}
+	op1 := must[*cpv1.Operation](t)(h.clusters.CreateCluster(ac, creq))
+	op2 := must[*cpv1.Operation](t)(h.clusters.CreateCluster(ac, creq))
+	if op1.Name != op2.Name {
+		t.Fatalf("cluster replay: %s vs %s", op1.Name, op2.Name)
+	}
+	_, err = h.clusters.CreateCluster(ac, &cpv1.CreateClusterRequest{Parent: a.org, ClusterId: "c1", RequestId: "rq-cl-1",
+		Cluster: &cpv1.Cluster{Region: "regions/us-east", DisplayName: "two"}})
+	wantCode(t, err, codes.InvalidArgument, "request_id: already used by a different request (for "+a.org+"/clusters/c1)")
+	code, body = h.rest(a.key, "POST", "/v1/"+a.org+"/clusters?clusterId=c2&requestId=rq-cl-1", map[string]any{"region": "regions/us-east", "displayName": "one"})
+	if code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(body["message"]), a.org+"/clusters/c1") {
+		t.Fatalf("REST reuse for another cluster: %d %v", code, body)
+	}
+	code, body = h.rest(a.key, "POST", "/v1/"+a.org+"/clusters?clusterId=c1&requestId=rq-cl-1", map[string]any{"region": "regions/us-east", "displayName": "one"})
+	if code != http.StatusOK || body["name"] != op1.Name {
+		t.Fatalf("REST cluster replay: %d %v", code, body)
+	}
+}

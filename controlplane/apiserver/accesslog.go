@@ -1,0 +1,159 @@
+package apiserver
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"google.golang.org/grpc/metadata"
+)
+
+// The HTTP edge observes every request that is not gRPC (REST calls, the
+// OpenAPI documents, /healthz, /metrics): one access-log line and the
+// request metrics, by HTTP method and status code. gRPC calls are measured
+// by the otelgrpc stats handler instead.
+//
+// The principal of a REST call is known only inside the gRPC interceptor,
+// which runs on the gateway's in-process connection under another context.
+// The edge therefore registers each request under a random token in
+// s.inflight and the gateway sends the token as metadata (httpTokenKey);
+// the interceptor looks it up and records the authenticated principal.
+
+// httpTokenKey is the metadata key of the edge's request token.
+const httpTokenKey = "x-magnetar-http-request"
+
+// httpRequest is what the edge learns about a request while it is served.
+type httpRequest struct {
+	mu        sync.Mutex
+	principal string
+}
+
+func (r *httpRequest) setPrincipal(p string) {
+	r.mu.Lock()
+	r.principal = p
+	r.mu.Unlock()
+}
+
+func (r *httpRequest) getPrincipal() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.principal
+}
+
+type httpRequestKey struct{}
+
+// statusWriter records the status code and body size of a response.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// observeHTTP wraps next with the access log and the request metrics.
+// Health checks and metric scrapes are logged at debug level, everything
+// else at info.
+func (s *Server) observeHTTP(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		token := randomToken(16)
+		req := &httpRequest{}
+		s.inflight.Store(token, req)
+		defer s.inflight.Delete(token)
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), httpRequestKey{}, token)))
+		if sw.status == 0 {
+			sw.status = http.StatusOK
+		}
+		elapsed := time.Since(start)
+		s.metrics.httpRequest(r.Context(), r.Method, sw.status, elapsed)
+		level := slog.LevelInfo
+		if r.Method == http.MethodGet && (r.URL.Path == "/healthz" || r.URL.Path == "/metrics") {
+			level = slog.LevelDebug
+		}
+		principal := req.getPrincipal()
+		if principal == "" {
+			principal = "-"
+		}
+		s.log.LogAttrs(r.Context(), level, "apiserver: http request",
+			slog.String("method", r.Method),
+			slog.String("path", r.URL.Path),
+			slog.String("principal", principal),
+			slog.Int("status", sw.status),
+			slog.Float64("duration_seconds", elapsed.Seconds()),
+			slog.Int64("response_bytes", sw.bytes),
+			slog.String("remote", r.RemoteAddr),
+		)
+	})
+}
+
+// gatewayMetadata is the gateway's metadata for a REST call: the edge's
+// request token.
+func gatewayMetadata(ctx context.Context, _ *http.Request) metadata.MD {
+	if token, ok := ctx.Value(httpRequestKey{}).(string); ok {
+		return metadata.Pairs(httpTokenKey, token)
+	}
+	return nil
+}
+
+// notePrincipal records the authenticated principal of the REST request
+// whose token ctx's metadata carries, if any.
+func (s *Server) notePrincipal(ctx context.Context, principal string) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	for _, token := range md.Get(httpTokenKey) {
+		if v, ok := s.inflight.Load(token); ok {
+			v.(*httpRequest).setPrincipal(principal)
+		}
+	}
+}
+
+// httpMetrics are the edge's instruments.
+type httpMetrics struct {
+	requests metric.Int64Counter
+	duration metric.Float64Histogram
+}
+
+func newHTTPMetrics(m metric.Meter) (httpMetrics, error) {
+	requests, err := m.Int64Counter("magnetar.controlplane.http.requests",
+		metric.WithDescription("HTTP requests served (REST, OpenAPI, health, metrics; not gRPC), by method and status code."))
+	if err != nil {
+		return httpMetrics{}, err
+	}
+	duration, err := m.Float64Histogram("magnetar.controlplane.http.request.duration",
+		metric.WithUnit("s"),
+		metric.WithDescription("Time to serve an HTTP request (not gRPC), by method and status code."),
+		metric.WithExplicitBucketBoundaries(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
+	if err != nil {
+		return httpMetrics{}, err
+	}
+	return httpMetrics{requests: requests, duration: duration}, nil
+}
+
+func (m *metrics) httpRequest(ctx context.Context, method string, status int, elapsed time.Duration) {
+	attrs := metric.WithAttributes(attribute.String("method", method), attribute.String("code", strconv.Itoa(status)))
+	m.http.requests.Add(ctx, 1, attrs)
+	m.http.duration.Record(ctx, elapsed.Seconds(), attrs)
+}
