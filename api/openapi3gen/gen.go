@@ -517,13 +517,15 @@ func (g *generator) messageSchema(md protoreflect.MessageDescriptor, skip map[st
 	return s
 }
 
-// fieldSchema is a field's schema with its comment as description and
-// readOnly for fields documented as output only.
+// fieldSchema is a field's schema with its comment as description,
+// readOnly for fields documented as output only, and nullable for singular
+// message fields (an unset one is rendered as null).
 func (g *generator) fieldSchema(fd protoreflect.FieldDescriptor) obj {
 	s := g.fieldSchemaBare(fd)
 	c := comments(fd)
 	readOnly := strings.Contains(c, "Output only")
-	if c == "" && !readOnly {
+	nullable := fd.Message() != nil && !fd.IsList() && !fd.IsMap() && fd.Message().FullName() != "google.protobuf.Value"
+	if c == "" && !readOnly && !nullable {
 		return s
 	}
 	if _, isRef := s["$ref"]; isRef {
@@ -534,6 +536,9 @@ func (g *generator) fieldSchema(fd protoreflect.FieldDescriptor) obj {
 	}
 	if readOnly {
 		s["readOnly"] = true
+	}
+	if nullable {
+		s["nullable"] = true
 	}
 	return s
 }

@@ -130,3 +130,25 @@ func TestRequestIDReuse(t *testing.T) {
 		t.Fatalf("REST cluster replay: %d %v", code, body)
 	}
 }
+
+// A 405 names the path's methods in an Allow header (RFC 9110).
+func TestMethodNotAllowedAllow(t *testing.T) {
+	h := newHarness(t, "sqlite::memory:")
+	for _, c := range []struct{ method, path, allow string }{
+		{"PUT", "/v1/organizations", "GET, POST"},
+		{"PUT", "/v1/organizations/acme", "DELETE, GET, PATCH"},
+		{"TRACE", "/v1/organizations/acme/serviceAccounts/ci/apiKeys/k1:revoke", "POST"},
+		{"DELETE", "/v1/priceBooks/pb1", "GET"},
+	} {
+		req, _ := http.NewRequest(c.method, h.base+c.path, nil)
+		req.Header.Set("Authorization", "Bearer "+h.opKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != c.allow {
+			t.Errorf("%s %s: %d, Allow %q; want 405, Allow %q", c.method, c.path, resp.StatusCode, resp.Header.Get("Allow"), c.allow)
+		}
+	}
+}
