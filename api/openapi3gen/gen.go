@@ -186,8 +186,8 @@ type obj = map[string]any
 // generator builds one document.
 type generator struct {
 	files   *protoregistry.Files
-	pkg     string         // proto package whose messages are named without it
-	schemas obj            // components.schemas
+	pkg     string // proto package whose messages are named without it
+	schemas obj    // components.schemas
 	pending []protoreflect.MessageDescriptor
 }
 
@@ -248,9 +248,9 @@ func Generate(set *descriptorpb.FileDescriptorSet, rules []httpRule, info Info) 
 	}
 	g.schemas["Status"] = statusSchema()
 	g.schemas["Any"] = obj{
-		"type":        "object",
-		"description": "A protobuf message of any type: \"@type\" names it, the other properties are its JSON fields.",
-		"properties":  obj{"@type": obj{"type": "string", "description": "Type URL, e.g. type.googleapis.com/google.rpc.BadRequest."}},
+		"type":                 "object",
+		"description":          "A protobuf message of any type: \"@type\" names it, the other properties are its JSON fields.",
+		"properties":           obj{"@type": obj{"type": "string", "description": "Type URL, e.g. type.googleapis.com/google.rpc.BadRequest."}},
 		"additionalProperties": true,
 	}
 	var tagList []any
@@ -267,10 +267,10 @@ func Generate(set *descriptorpb.FileDescriptorSet, rules []httpRule, info Info) 
 		tagList = append(tagList, t)
 	}
 	doc := obj{
-		"openapi": "3.0.3",
-		"info":    obj{"title": info.Title, "version": info.Version, "description": info.Description},
-		"tags":    tagList,
-		"paths":   paths,
+		"openapi":  "3.0.3",
+		"info":     obj{"title": info.Title, "version": info.Version, "description": info.Description},
+		"tags":     tagList,
+		"paths":    paths,
 		"security": []any{obj{"apiKey": []any{}}},
 		"components": obj{
 			"schemas": g.schemas,
