@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -27,22 +27,10 @@ import (
 // httpTokenKey is the metadata key of the edge's request token.
 const httpTokenKey = "x-magnetar-http-request"
 
-// httpRequest is what the edge learns about a request while it is served.
+// httpRequest is what the edge learns about a request while it is served:
+// the principal's name, set by the interceptor.
 type httpRequest struct {
-	mu        sync.Mutex
-	principal string
-}
-
-func (r *httpRequest) setPrincipal(p string) {
-	r.mu.Lock()
-	r.principal = p
-	r.mu.Unlock()
-}
-
-func (r *httpRequest) getPrincipal() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.principal
+	principal atomic.Pointer[string]
 }
 
 type httpRequestKey struct{}
@@ -94,9 +82,9 @@ func (s *Server) observeHTTP(next http.Handler) http.Handler {
 		if r.Method == http.MethodGet && (r.URL.Path == "/healthz" || r.URL.Path == "/metrics") {
 			level = slog.LevelDebug
 		}
-		principal := req.getPrincipal()
-		if principal == "" {
-			principal = "-"
+		principal := "-"
+		if p := req.principal.Load(); p != nil {
+			principal = *p
 		}
 		s.log.LogAttrs(r.Context(), level, "apiserver: http request",
 			slog.String("method", r.Method),
@@ -125,7 +113,7 @@ func (s *Server) notePrincipal(ctx context.Context, principal string) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	for _, token := range md.Get(httpTokenKey) {
 		if v, ok := s.inflight.Load(token); ok {
-			v.(*httpRequest).setPrincipal(principal)
+			v.(*httpRequest).principal.Store(&principal)
 		}
 	}
 }
