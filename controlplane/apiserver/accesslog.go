@@ -10,13 +10,18 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
 )
 
 // The HTTP edge observes every request that is not gRPC (REST calls, the
 // OpenAPI documents, /healthz, /metrics): one access-log line and the
-// request metrics, by HTTP method and status code. gRPC calls are measured
-// by the otelgrpc stats handler instead.
+// request metrics, by HTTP method and status code. A gRPC call from a
+// client gets one access-log line from logInterceptor (its metrics are the
+// otelgrpc stats handler's); the gateway's in-process calls are the REST
+// requests the edge logs already.
 //
 // The principal of a REST call is known only inside the gRPC interceptor,
 // which runs on the gateway's in-process connection under another context.
@@ -27,13 +32,47 @@ import (
 // httpTokenKey is the metadata key of the edge's request token.
 const httpTokenKey = "x-magnetar-http-request"
 
-// httpRequest is what the edge learns about a request while it is served:
-// the principal's name, set by the interceptor.
+// httpRequest is what the edge (or logInterceptor) learns about a request
+// while it is served: the principal's name, set by the interceptor.
 type httpRequest struct {
 	principal atomic.Pointer[string]
 }
 
-type httpRequestKey struct{}
+func (r *httpRequest) principalName() string {
+	if p := r.principal.Load(); p != nil {
+		return *p
+	}
+	return "-"
+}
+
+type httpRequestKey struct{} // the edge's token, in the HTTP request's context
+
+type grpcCallKey struct{} // the *httpRequest of a client's gRPC call
+
+// fromGateway tells whether a gRPC call came over the gateway's in-process
+// connection (a REST request) rather than from a client.
+func fromGateway(ctx context.Context) bool {
+	p, ok := peer.FromContext(ctx)
+	return ok && p.Addr != nil && p.Addr.Network() == "bufconn"
+}
+
+// logInterceptor writes one access-log line per gRPC call of a client
+// (method, principal, gRPC code, duration).
+func (s *Server) logInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if fromGateway(ctx) {
+		return handler(ctx, req)
+	}
+	start := time.Now()
+	call := &httpRequest{}
+	resp, err := handler(context.WithValue(ctx, grpcCallKey{}, call), req)
+	s.log.LogAttrs(ctx, slog.LevelInfo, "apiserver: grpc call",
+		slog.String("method", info.FullMethod),
+		slog.String("principal", call.principalName()),
+		slog.String("code", status.Code(err).String()),
+		slog.Float64("duration_seconds", time.Since(start).Seconds()),
+	)
+	return resp, err
+}
 
 // statusWriter records the status code and body size of a response.
 type statusWriter struct {
@@ -82,14 +121,10 @@ func (s *Server) observeHTTP(next http.Handler) http.Handler {
 		if r.Method == http.MethodGet && (r.URL.Path == "/healthz" || r.URL.Path == "/metrics") {
 			level = slog.LevelDebug
 		}
-		principal := "-"
-		if p := req.principal.Load(); p != nil {
-			principal = *p
-		}
 		s.log.LogAttrs(r.Context(), level, "apiserver: http request",
 			slog.String("method", r.Method),
 			slog.String("path", r.URL.Path),
-			slog.String("principal", principal),
+			slog.String("principal", req.principalName()),
 			slog.Int("status", sw.status),
 			slog.Float64("duration_seconds", elapsed.Seconds()),
 			slog.Int64("response_bytes", sw.bytes),
@@ -107,9 +142,17 @@ func gatewayMetadata(ctx context.Context, _ *http.Request) metadata.MD {
 	return nil
 }
 
-// notePrincipal records the authenticated principal of the REST request
-// whose token ctx's metadata carries, if any.
+// notePrincipal records the authenticated principal for the access log:
+// of the client's gRPC call, or of the REST request whose token the
+// gateway's metadata carries.
 func (s *Server) notePrincipal(ctx context.Context, principal string) {
+	if call, ok := ctx.Value(grpcCallKey{}).(*httpRequest); ok {
+		call.principal.Store(&principal)
+		return
+	}
+	if !fromGateway(ctx) {
+		return
+	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	for _, token := range md.Get(httpTokenKey) {
 		if v, ok := s.inflight.Load(token); ok {

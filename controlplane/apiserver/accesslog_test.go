@@ -11,6 +11,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"google.golang.org/grpc/codes"
+
+	cpv1 "github.com/magnetar-dev/magnetar/api/controlplane/v1"
 )
 
 // syncBuffer is a bytes.Buffer safe for the server's concurrent writes.
@@ -113,6 +117,28 @@ func TestAccessLogAndHTTPMetrics(t *testing.T) {
 			t.Errorf("/metrics has no %s{method=%q,code=%q}", want.metric, want.method, want.code)
 		}
 	}
+	// A client's gRPC calls get a line each; the gateway's calls for REST
+	// requests do not (their HTTP line is the one).
+	must[*cpv1.ListServiceAccountsResponse](t)(h.sas.ListServiceAccounts(h.authCtx(a.key), &cpv1.ListServiceAccountsRequest{Parent: a.org}))
+	_, err = h.regions.GetRegion(t.Context(), &cpv1.GetRegionRequest{Name: "regions/us-east"})
+	wantCode(t, err, codes.Unauthenticated, "")
+	calls := map[string]map[string]any{}
+	for _, l := range logs.lines(t, "apiserver: grpc call") {
+		calls[l["method"].(string)] = l
+	}
+	for _, want := range []struct{ method, principal, code string }{
+		{"/magnetar.controlplane.v1.ServiceAccounts/ListServiceAccounts", a.sa, "OK"},
+		{"/magnetar.controlplane.v1.Regions/GetRegion", "-", "Unauthenticated"},
+	} {
+		l := calls[want.method]
+		if l == nil || l["principal"] != want.principal || l["code"] != want.code {
+			t.Errorf("gRPC access-log line for %s: %v", want.method, l)
+		}
+	}
+	if l := calls["/magnetar.controlplane.v1.Organizations/GetOrganization"]; l != nil {
+		t.Errorf("a REST request logged as a gRPC call too: %v", l)
+	}
+
 	// Scrapes are logged at debug level.
 	eventually(t, "the scrape's log line", func() bool {
 		for _, l := range logs.lines(t, "apiserver: http request") {

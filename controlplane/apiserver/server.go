@@ -96,7 +96,7 @@ func New(cfg Config) (*Server, error) {
 
 	s.grpc = grpc.NewServer(
 		grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(tp), otelgrpc.WithMeterProvider(s.mp))),
-		grpc.ChainUnaryInterceptor(s.authInterceptor),
+		grpc.ChainUnaryInterceptor(s.logInterceptor, s.authInterceptor),
 	)
 	cpv1.RegisterOrganizationsServer(s.grpc, organizations{s: s})
 	cpv1.RegisterUsersServer(s.grpc, users{s: s})
