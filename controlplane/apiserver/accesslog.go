@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -56,8 +57,13 @@ func fromGateway(ctx context.Context) bool {
 	return ok && p.Addr != nil && p.Addr.Network() == "bufconn"
 }
 
+// agentService is the prefix of the region agents' methods: heartbeats,
+// long-polls and status reports, several a minute per region.
+const agentService = "/magnetar.controlplane.v1.RegionAgent/"
+
 // logInterceptor writes one access-log line per gRPC call of a client
-// (method, principal, gRPC code, duration).
+// (method, principal, gRPC code, duration): at info level, except the
+// region agents' periodic calls that succeed, at debug level.
 func (s *Server) logInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	if fromGateway(ctx) {
 		return handler(ctx, req)
@@ -65,7 +71,11 @@ func (s *Server) logInterceptor(ctx context.Context, req any, info *grpc.UnarySe
 	start := time.Now()
 	call := &httpRequest{}
 	resp, err := handler(context.WithValue(ctx, grpcCallKey{}, call), req)
-	s.log.LogAttrs(ctx, slog.LevelInfo, "apiserver: grpc call",
+	level := slog.LevelInfo
+	if err == nil && strings.HasPrefix(info.FullMethod, agentService) {
+		level = slog.LevelDebug
+	}
+	s.log.LogAttrs(ctx, level, "apiserver: grpc call",
 		slog.String("method", info.FullMethod),
 		slog.String("principal", call.principalName()),
 		slog.String("code", status.Code(err).String()),

@@ -122,16 +122,18 @@ func TestAccessLogAndHTTPMetrics(t *testing.T) {
 	must[*cpv1.ListServiceAccountsResponse](t)(h.sas.ListServiceAccounts(h.authCtx(a.key), &cpv1.ListServiceAccountsRequest{Parent: a.org}))
 	_, err = h.regions.GetRegion(t.Context(), &cpv1.GetRegionRequest{Name: "regions/us-east"})
 	wantCode(t, err, codes.Unauthenticated, "")
+	must[*cpv1.Region](t)(h.agent.Heartbeat(h.authCtx(h.opKey), &cpv1.HeartbeatRequest{Region: "regions/us-east"}))
 	calls := map[string]map[string]any{}
 	for _, l := range logs.lines(t, "apiserver: grpc call") {
 		calls[l["method"].(string)] = l
 	}
-	for _, want := range []struct{ method, principal, code string }{
-		{"/magnetar.controlplane.v1.ServiceAccounts/ListServiceAccounts", a.sa, "OK"},
-		{"/magnetar.controlplane.v1.Regions/GetRegion", "-", "Unauthenticated"},
+	for _, want := range []struct{ method, principal, code, level string }{
+		{"/magnetar.controlplane.v1.ServiceAccounts/ListServiceAccounts", a.sa, "OK", "INFO"},
+		{"/magnetar.controlplane.v1.Regions/GetRegion", "-", "Unauthenticated", "INFO"},
+		{"/magnetar.controlplane.v1.RegionAgent/Heartbeat", "operators/bootstrap", "OK", "DEBUG"},
 	} {
 		l := calls[want.method]
-		if l == nil || l["principal"] != want.principal || l["code"] != want.code {
+		if l == nil || l["principal"] != want.principal || l["code"] != want.code || l["level"] != want.level {
 			t.Errorf("gRPC access-log line for %s: %v", want.method, l)
 		}
 	}
