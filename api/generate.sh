@@ -17,7 +17,9 @@
 # Outputs: api/pulsarwire (Go messages only) and api/controlplane/v1 (Go
 # messages, gRPC services, grpc-gateway handlers and one merged OpenAPI v2
 # document, controlplane.swagger.json, whose title and security scheme come
-# from openapi.yaml). The control-plane API's HTTP mapping is
+# from openapi.yaml) and the OpenAPI 3 document controlplane.openapi3.json,
+# written by api/openapi3gen from a descriptor set with source info (so
+# comments become descriptions), gateway.yaml and openapi.yaml's info. The control-plane API's HTTP mapping is
 # api/controlplane/v1/gateway.yaml (grpc_api_configuration), so the .proto
 # files import only protoc's well-known types.
 set -euo pipefail
@@ -85,3 +87,10 @@ protoc \
 	--openapiv2_out="$cp_dir" \
 	--openapiv2_opt=grpc_api_configuration="$cp_http",openapi_configuration="$cp_dir/openapi.yaml",allow_merge=true,merge_file_name=controlplane,disable_default_errors=false \
 	"${cp_protos[@]}"
+
+# The OpenAPI 3 document: protoc writes the descriptors (with comments and
+# every import), api/openapi3gen turns them and the HTTP rules into JSON.
+descriptor_set="$(mktemp)"
+trap 'rm -f "$descriptor_set"' EXIT
+protoc -I . --include_imports --include_source_info --descriptor_set_out="$descriptor_set" "${cp_protos[@]}"
+"$GO" run ./api/openapi3gen -descriptors "$descriptor_set" -http "$cp_http" -info "$cp_dir/openapi.yaml" -out "$cp_dir/controlplane.openapi3.json"

@@ -21,6 +21,7 @@ func main() {
 		SilenceErrors: true,
 	}
 	pprofFlag(root)
+	logFlags(root)
 	root.Version = versionString() // --version; see version.go
 	root.SetVersionTemplate("{{.Version}}\n")
 	for _, add := range subcommands {

@@ -76,6 +76,11 @@ func (s *Server) authInterceptor(ctx context.Context, req any, info *grpc.UnaryS
 		s.metrics.authFailures.Add(ctx, 1)
 		return nil, err
 	}
+	s.notePrincipal(ctx, c.name)
+	if err := checkTextLimits(req); err != nil {
+		return nil, err
+	}
+	ctx = withRequestFingerprint(ctx, info.FullMethod, req)
 	resp, err := handler(context.WithValue(ctx, principalKey{}, c), req)
 	return resp, s.toStatus(err, "")
 }

@@ -95,7 +95,8 @@ type createReq struct {
 }
 
 // create stores a new resource. A replayed request_id returns the resource
-// the first call created and writes nothing (AIP-155).
+// the first call created and writes nothing (AIP-155); a request_id used
+// before by a different request is refused (requestid.go).
 func (s *Server) create(ctx context.Context, cr createReq) (store.Object, error) {
 	k := cr.k
 	pr, err := k.parseParent("parent", cr.parent)
@@ -121,7 +122,7 @@ func (s *Server) create(ctx context.Context, cr createReq) (store.Object, error)
 			return store.Object{}, err
 		}
 	}
-	data, err := encode(cr.msg, cr.secretHash)
+	data, err := record{SecretSHA256: cr.secretHash, RequestSHA256: requestFingerprint(ctx)}.encode(cr.msg)
 	if err != nil {
 		return store.Object{}, s.toStatus(err, r.name)
 	}
@@ -143,8 +144,15 @@ func (s *Server) create(ctx context.Context, cr createReq) (store.Object, error)
 		if err != nil {
 			return s.toStatus(err, r.name)
 		}
-		if existed || out.Name != obj.Name {
-			return nil // replay of an earlier create
+		if out.Name != obj.Name {
+			return reusedRequestID(out.Name)
+		}
+		if existed { // replay of an earlier create: the same request?
+			_, rec, err := decode(k, out)
+			if err != nil {
+				return err
+			}
+			return checkReplay(ctx, rec, out.Name)
 		}
 		if cr.extra != nil {
 			if err := cr.extra(w, out); err != nil {
@@ -196,7 +204,7 @@ func (s *Server) update(ctx context.Context, k *kind, msg proto.Message, mask *f
 				return err
 			}
 		}
-		if obj.Data, err = encode(merged, rec.SecretSHA256); err != nil {
+		if obj.Data, err = rec.encode(merged); err != nil {
 			return err
 		}
 		updated, err := w.Update(ctx, obj, obj.Etag)

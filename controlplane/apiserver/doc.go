@@ -15,7 +15,13 @@
 // Transport. One listener speaks HTTP/1.1 and cleartext HTTP/2 (h2c, the
 // standard library's unencrypted HTTP/2): requests whose content type is
 // application/grpc go to the gRPC server, everything else to an HTTP mux
-// with /openapi.json, /healthz, /metrics and the grpc-gateway mux. The
+// with /openapi.json (Swagger 2.0), /v3/openapi.json (OpenAPI 3, generated
+// by api/openapi3gen), /healthz, /metrics and the grpc-gateway mux. The mux
+// is wrapped by the access log and the HTTP request metrics (accesslog.go):
+// one slog line per request with the authenticated principal, which the
+// gRPC interceptor hands back through a per-request token the gateway sends
+// as metadata. A client's gRPC calls get one line each from
+// logInterceptor; calls over the gateway's in-process connection do not. The
 // gateway does not call the service implementations directly: it is a gRPC
 // client of the same grpc.Server over an in-process connection (bufconn), so
 // REST calls pass through exactly the same interceptors (authentication,
@@ -26,6 +32,12 @@
 // the key (store.GetByUID); SHA-256 of the secret is compared in constant
 // time with the stored hash (secrets are 256 random bits, so a slow hash
 // adds nothing). Revoked and expired keys are refused with UNAUTHENTICATED.
+//
+// Request checks before the handler (auth.go's interceptor): free-text
+// fields within controlplanev1.TextLimits (limits.go); a request with a
+// request_id gets a fingerprint, stored with the resource or operation it
+// creates, so a reused request_id with another request is refused
+// (requestid.go, AIP-155).
 //
 // Authorization: every call builds a policy.Input (principal with its role
 // bindings from the store, action "<collection>.<verb>", resource, the

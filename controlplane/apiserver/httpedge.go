@@ -7,9 +7,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
+	"sort"
 	"strings"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+
+	cpv1 "github.com/magnetar-dev/magnetar/api/controlplane/v1"
 )
 
 // MaxBodyBytes bounds a REST request body (4 MiB, gRPC's default message
@@ -61,14 +65,81 @@ func (m bodyMarshaler) NewDecoder(r io.Reader) runtime.Decoder {
 }
 
 // routingError answers a path with no method of that verb 405 (the
-// gateway's default is 501) and an unknown path 404, in JSON.
+// gateway's default is 501) with an Allow header naming the path's
+// methods, and an unknown path 404, in JSON.
 func routingError(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshaler, w http.ResponseWriter, r *http.Request, status int) {
 	switch status {
 	case http.StatusMethodNotAllowed, http.StatusNotImplemented:
+		if allow := restRoutes.allowed(r.URL.Path); allow != "" {
+			w.Header().Set("Allow", allow)
+		}
 		httpError(w, http.StatusMethodNotAllowed, 12, fmt.Sprintf("method %s is not allowed on %s", r.Method, r.URL.Path))
 	case http.StatusNotFound:
 		httpError(w, http.StatusNotFound, 5, fmt.Sprintf("no API resource at %s", r.URL.Path))
 	default:
 		runtime.DefaultRoutingErrorHandler(ctx, mux, m, w, r, status)
 	}
+}
+
+// routes are the REST path templates of the API with their methods, read
+// from the OpenAPI 3 document (one entry per path).
+type routes []route
+
+type route struct {
+	re      *regexp.Regexp
+	verb    bool // the template ends in a custom method (":revoke")
+	methods []string
+}
+
+var restRoutes = mustRoutes(cpv1.OpenAPI3)
+
+var pathParam = regexp.MustCompile(`\\\{[^}]+\}`)
+
+func mustRoutes(doc []byte) routes {
+	var d struct {
+		Paths map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	if err := json.Unmarshal(doc, &d); err != nil {
+		panic("apiserver: the embedded OpenAPI 3 document: " + err.Error())
+	}
+	var rs routes
+	for path, ops := range d.Paths {
+		var methods []string
+		for m := range ops {
+			methods = append(methods, strings.ToUpper(m))
+		}
+		sort.Strings(methods)
+		re := regexp.MustCompile("^" + pathParam.ReplaceAllString(regexp.QuoteMeta(path), "[^/]+") + "$")
+		verb := strings.Contains(path[strings.LastIndexAny(path, "}/")+1:], ":")
+		rs = append(rs, route{re: re, verb: verb, methods: methods})
+	}
+	return rs
+}
+
+// allowed is the Allow header value for path: the methods of every
+// template it matches, sorted, those of custom-method templates only when
+// one matches (a parameter may hold a ':'); "" when it matches none.
+func (rs routes) allowed(path string) string {
+	var matched []route
+	verb := false
+	for _, r := range rs {
+		if r.re.MatchString(path) {
+			matched = append(matched, r)
+			verb = verb || r.verb
+		}
+	}
+	set := map[string]bool{}
+	for _, r := range matched {
+		if r.verb == verb {
+			for _, m := range r.methods {
+				set[m] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(set))
+	for m := range set {
+		out = append(out, m)
+	}
+	sort.Strings(out)
+	return strings.Join(out, ", ")
 }

@@ -15,11 +15,14 @@ import (
 // otelgrpc stats handler (rpc.server.call.duration and friends). All are
 // exported at /metrics through the OpenTelemetry Prometheus exporter, so
 // "magnetar.controlplane.authz.decisions" is scraped as
-// magnetar_controlplane_authz_decisions_total.
+// magnetar_controlplane_authz_decisions_total, and
+// "magnetar.controlplane.http.request.duration" (unit s) as
+// magnetar_controlplane_http_request_duration_seconds.
 type metrics struct {
 	decisions    metric.Int64Counter // by outcome: allow, denied, or the admission code
 	authFailures metric.Int64Counter
 	usage        metric.Int64Counter // usage records ingested, by outcome: accepted, duplicate, adjusted
+	http         httpMetrics         // HTTP requests by method and code (accesslog.go)
 }
 
 func newMetrics(m metric.Meter) (*metrics, error) {
@@ -38,7 +41,11 @@ func newMetrics(m metric.Meter) (*metrics, error) {
 	if err != nil {
 		return nil, fmt.Errorf("apiserver: metrics: %w", err)
 	}
-	return &metrics{decisions: d, authFailures: a, usage: u}, nil
+	h, err := newHTTPMetrics(m)
+	if err != nil {
+		return nil, fmt.Errorf("apiserver: metrics: %w", err)
+	}
+	return &metrics{decisions: d, authFailures: a, usage: u, http: h}, nil
 }
 
 func (m *metrics) usageIngested(ctx context.Context, changes []store.UsageChange) {

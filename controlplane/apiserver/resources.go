@@ -207,6 +207,10 @@ type record struct {
 	Resource json.RawMessage `json:"resource"`
 	// SecretSHA256 is the hex SHA-256 of an API key's secret.
 	SecretSHA256 string `json:"secret_sha256,omitempty"`
+	// RequestSHA256 fingerprints the create request that made the
+	// resource (or operation) when it carried a request_id: a later request
+	// with that request_id must be the same request (requestid.go).
+	RequestSHA256 string `json:"request_sha256,omitempty"`
 }
 
 var (
@@ -217,13 +221,28 @@ var (
 // encode makes the store payload of msg. Name, uid, etag and times are not
 // stored in the payload (the store has them), nor is an API key's secret.
 func encode(msg proto.Message, secretHash string) ([]byte, error) {
+	return record{SecretSHA256: secretHash}.encode(msg)
+}
+
+// reencode is obj's record with msg in place of its resource.
+func reencode(obj store.Object, msg proto.Message) ([]byte, error) {
+	var rec record
+	if err := json.Unmarshal(obj.Data, &rec); err != nil {
+		return nil, fmt.Errorf("apiserver: decode %s %s: %w", obj.Kind, obj.Name, err)
+	}
+	return rec.encode(msg)
+}
+
+// encode stores msg in place of r's resource, keeping r's other fields.
+func (r record) encode(msg proto.Message) ([]byte, error) {
 	m := proto.Clone(msg)
 	clearMeta(m)
 	raw, err := marshalOpts.Marshal(m)
 	if err != nil {
 		return nil, fmt.Errorf("apiserver: encode %T: %w", msg, err)
 	}
-	return json.Marshal(record{Resource: raw, SecretSHA256: secretHash})
+	r.Resource = raw
+	return json.Marshal(r)
 }
 
 // decode reads obj into a new message of k, with the store's metadata.

@@ -131,7 +131,7 @@ func saveGroup(ctx context.Context, w store.Writer, obj store.Object, old, rg *c
 			return err
 		}
 	}
-	data, err := encode(rg, "")
+	data, err := reencode(obj, rg)
 	if err != nil {
 		return err
 	}

@@ -39,6 +39,9 @@ type Server struct {
 	changed *notifier
 	// repl is the replication monitor's memory (replmonitor.go).
 	repl *replState
+	// inflight maps the token of each HTTP request being served to its
+	// *httpRequest (accesslog.go).
+	inflight sync.Map
 
 	lis     net.Listener
 	inproc  *bufconn.Listener
@@ -93,7 +96,7 @@ func New(cfg Config) (*Server, error) {
 
 	s.grpc = grpc.NewServer(
 		grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(tp), otelgrpc.WithMeterProvider(s.mp))),
-		grpc.ChainUnaryInterceptor(s.authInterceptor),
+		grpc.ChainUnaryInterceptor(s.logInterceptor, s.authInterceptor),
 	)
 	cpv1.RegisterOrganizationsServer(s.grpc, organizations{s: s})
 	cpv1.RegisterUsersServer(s.grpc, users{s: s})
@@ -129,7 +132,7 @@ func New(cfg Config) (*Server, error) {
 			MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: true},
 			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
 		}},
-	}), runtime.WithRoutingErrorHandler(routingError))
+	}), runtime.WithRoutingErrorHandler(routingError), runtime.WithMetadata(gatewayMetadata))
 	for _, reg := range []func(context.Context, *runtime.ServeMux, *grpc.ClientConn) error{
 		cpv1.RegisterOrganizationsHandler, cpv1.RegisterUsersHandler, cpv1.RegisterServiceAccountsHandler,
 		cpv1.RegisterRoleBindingsHandler, cpv1.RegisterAuditEventsHandler, cpv1.RegisterRegionsHandler,
@@ -149,9 +152,14 @@ func New(cfg Config) (*Server, error) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(cpv1.OpenAPI)
 	})
+	mux.HandleFunc("GET /v3/openapi.json", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(cpv1.OpenAPI3)
+	})
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.promReg, promhttp.HandlerOpts{}))
 	mux.Handle("/", limitBody(gw))
+	rest := s.observeHTTP(mux)
 
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
@@ -162,7 +170,7 @@ func New(cfg Config) (*Server, error) {
 				s.grpc.ServeHTTP(w, r)
 				return
 			}
-			mux.ServeHTTP(w, r)
+			rest.ServeHTTP(w, r)
 		}),
 		Protocols:         protocols,
 		ReadHeaderTimeout: 10 * time.Second,

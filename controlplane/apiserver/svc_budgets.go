@@ -209,7 +209,7 @@ func (s *Server) storeBudgetStatus(ctx context.Context, org string, b *cpv1.Budg
 		}
 		nb := proto.Clone(b).(*cpv1.Budget)
 		nb.Status = st
-		if obj.Data, err = encode(nb, ""); err != nil {
+		if obj.Data, err = reencode(obj, nb); err != nil {
 			return err
 		}
 		if _, err := w.Update(ctx, obj, obj.Etag); err != nil {

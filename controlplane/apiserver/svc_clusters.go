@@ -158,13 +158,16 @@ func (s *Server) replayedOperation(ctx context.Context, opName, wantTarget strin
 	if err := s.authorize(ctx, opTarget(obj, "get")); err != nil {
 		return nil, err
 	}
-	m, _, err := decode(kindOperation, obj)
+	m, rec, err := decode(kindOperation, obj)
 	if err != nil {
 		return nil, s.toStatus(err, opName)
 	}
 	op := m.(*cpv1.Operation)
 	if op.GetTarget() != wantTarget {
-		return nil, invalid("request_id", "already used by a request for %s", op.GetTarget())
+		return nil, reusedRequestID(op.GetTarget())
+	}
+	if err := checkReplay(ctx, rec, op.GetTarget()); err != nil {
+		return nil, err
 	}
 	return op, nil
 }
@@ -179,7 +182,7 @@ func (s *Server) readOperation(ctx context.Context, name string) (*cpv1.Operatio
 }
 
 func createOperation(ctx context.Context, w store.Writer, op *cpv1.Operation, org string) error {
-	data, err := encode(op, "")
+	data, err := record{RequestSHA256: requestFingerprint(ctx)}.encode(op)
 	if err != nil {
 		return err
 	}
@@ -232,7 +235,7 @@ func changeOperation(ctx context.Context, w store.Writer, name string, fn func(o
 	if err := fn(op); err != nil {
 		return err
 	}
-	if obj.Data, err = encode(op, ""); err != nil {
+	if obj.Data, err = reencode(obj, op); err != nil {
 		return err
 	}
 	_, err = w.Update(ctx, obj, obj.Etag)
@@ -312,7 +315,7 @@ func (c clusters) DeleteCluster(ctx context.Context, req *cpv1.DeleteClusterRequ
 			return err
 		}
 		cl.State, cl.Operation = cpv1.Cluster_DELETING, opName
-		if obj.Data, err = encode(cl, rec.SecretSHA256); err != nil {
+		if obj.Data, err = rec.encode(cl); err != nil {
 			return err
 		}
 		if _, err := w.Update(ctx, obj, obj.Etag); err != nil {
@@ -482,7 +485,7 @@ func (o operations) CancelOperation(ctx context.Context, req *cpv1.CancelOperati
 				if op.Type == "CreateCluster" {
 					cl.State = cpv1.Cluster_DELETING
 				}
-				if cobj.Data, err = encode(cl, rec.SecretSHA256); err != nil {
+				if cobj.Data, err = rec.encode(cl); err != nil {
 					return err
 				}
 				if _, err := w.Update(ctx, cobj, cobj.Etag); err != nil {
@@ -670,7 +673,7 @@ func (a regionAgent) ReportClusterStatus(ctx context.Context, req *cpv1.ReportCl
 		default:
 			return invalid("state", "unknown value %d", req.GetState())
 		}
-		if obj.Data, err = encode(cl, rec.SecretSHA256); err != nil {
+		if obj.Data, err = rec.encode(cl); err != nil {
 			return err
 		}
 		updated, err := w.Update(ctx, obj, obj.Etag)
@@ -717,7 +720,7 @@ func (a regionAgent) Heartbeat(ctx context.Context, req *cpv1.HeartbeatRequest) 
 		}
 		reg := m.(*cpv1.Region)
 		reg.Status = &cpv1.RegionStatus{State: req.GetStatus().GetState(), Message: req.GetStatus().GetMessage(), LastHeartbeat: timestamppb.Now()}
-		if obj.Data, err = encode(reg, rec.SecretSHA256); err != nil {
+		if obj.Data, err = rec.encode(reg); err != nil {
 			return err
 		}
 		updated, err := w.Update(ctx, obj, obj.Etag)

@@ -468,7 +468,7 @@ func (a regionAgent) ReportResourceStatus(ctx context.Context, req *cpv1.ReportR
 			out = pulsarChange(m, false, obj.Revision)
 			return nil
 		}
-		if obj.Data, err = encode(m, rec.SecretSHA256); err != nil {
+		if obj.Data, err = rec.encode(m); err != nil {
 			return err
 		}
 		updated, err := w.Update(ctx, obj, obj.Etag)

@@ -248,7 +248,7 @@ func syncGroupNamespaces(ctx context.Context, w store.Writer, old, rg *cpv1.Repl
 			continue
 		}
 		markPending(ns)
-		if obj.Data, err = encode(ns, rec.SecretSHA256); err != nil {
+		if obj.Data, err = rec.encode(ns); err != nil {
 			return false, err
 		}
 		if _, err := w.Update(ctx, obj, obj.Etag); err != nil {
@@ -284,7 +284,7 @@ func syncGroupNamespaces(ctx context.Context, w store.Writer, old, rg *cpv1.Repl
 				}
 				ns.Policies.ReplicationClusters = nil // only its own cluster
 				markPending(ns)
-				if obj.Data, err = encode(ns, rec.SecretSHA256); err != nil {
+				if obj.Data, err = rec.encode(ns); err != nil {
 					return false, err
 				}
 				if _, err := w.Update(ctx, obj, obj.Etag); err != nil {
@@ -481,7 +481,7 @@ func (g replicationGroups) DeleteReplicationGroup(ctx context.Context, req *cpv1
 			return err
 		}
 		rg.State, rg.Operation = cpv1.ReplicationGroup_DELETING, opName
-		if obj.Data, err = encode(rg, rec.SecretSHA256); err != nil {
+		if obj.Data, err = rec.encode(rg); err != nil {
 			return err
 		}
 		if _, err := w.Update(ctx, obj, obj.Etag); err != nil {
