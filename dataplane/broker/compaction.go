@@ -493,9 +493,16 @@ func liveBits(n int, keep func(i int) bool) ([]int64, bool) {
 	return bits, any
 }
 
+// compactionStartHook, when set (tests), runs at the start of every
+// compaction, in its goroutine.
+var compactionStartHook func()
+
 // compact runs one compaction of the topic and returns how many messages
 // it removed from the compacted view.
 func (t *Topic) compact(ctx context.Context) (int64, error) {
+	if h := compactionStartHook; h != nil {
+		h()
+	}
 	ml := t.ml
 	old, err := t.compactedView(ctx)
 	if err != nil {

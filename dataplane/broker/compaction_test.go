@@ -1,0 +1,376 @@
+package broker_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin/config"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/rest"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+
+	"github.com/magnetar-dev/magnetar/dataplane/broker"
+	"github.com/magnetar-dev/magnetar/dataplane/standalone"
+	"github.com/magnetar-dev/magnetar/dataplane/standalone/standalonetest"
+)
+
+func pulsarAdmin(t *testing.T, sa *standalone.Standalone) admin.Client {
+	t.Helper()
+	a, err := admin.New(&config.Config{WebServiceURL: sa.WebServiceURL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// kv is one keyed message; a nil value is a tombstone, an empty key none.
+type kv struct {
+	key   string
+	value *string
+}
+
+func val(s string) *string { return &s }
+
+// sendKV publishes msgs; with batching they are sent asynchronously and
+// flushed together, so they share batch entries.
+func sendKV(t *testing.T, e *env, p pulsar.Producer, batched bool, msgs []kv) {
+	t.Helper()
+	errs := make(chan error, len(msgs))
+	for _, m := range msgs {
+		pm := &pulsar.ProducerMessage{Key: m.key}
+		if m.value != nil {
+			pm.Payload = []byte(*m.value)
+		} else {
+			// The Go client drops a non-batched message with neither
+			// payload nor properties.
+			pm.Properties = map[string]string{"tombstone": "true"}
+		}
+		if !batched {
+			if _, err := p.Send(e.ctx, pm); err != nil {
+				t.Fatalf("send %q: %v", m.key, err)
+			}
+			continue
+		}
+		p.SendAsync(e.ctx, pm, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) { errs <- err })
+	}
+	if batched {
+		if err := p.FlushWithCtx(e.ctx); err != nil {
+			t.Fatal(err)
+		}
+		for range msgs {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// readAll reads a reader until HasNext reports the end, as "key=value".
+func readAll(t *testing.T, e *env, r pulsar.Reader) []string {
+	t.Helper()
+	var out []string
+	for r.HasNext() {
+		ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
+		m, err := r.Next(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("next after %v: %v", out, err)
+		}
+		out = append(out, m.Key()+"="+string(m.Payload()))
+	}
+	return out
+}
+
+func (e *env) reader(opts pulsar.ReaderOptions) pulsar.Reader {
+	e.t.Helper()
+	r, err := e.client.CreateReader(opts)
+	if err != nil {
+		e.t.Fatalf("reader on %s: %v", opts.Topic, err)
+	}
+	e.t.Cleanup(r.Close)
+	return r
+}
+
+// compactAndWait triggers a compaction through the admin API and waits
+// for SUCCESS; it returns the statuses seen.
+func compactAndWait(t *testing.T, e *env, a admin.Client, topic string) []string {
+	t.Helper()
+	tn, err := utils.GetTopicName(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Topics().Compact(*tn); err != nil {
+		t.Fatalf("compact: %v", err)
+	}
+	var seen []string
+	waitFor(t, e, "compaction", func() bool {
+		st, err := a.Topics().CompactStatus(*tn)
+		if err != nil {
+			t.Fatalf("compaction status: %v", err)
+		}
+		if len(seen) == 0 || seen[len(seen)-1] != st.Status.String() {
+			seen = append(seen, st.Status.String())
+		}
+		if st.Status == utils.ERROR {
+			t.Fatalf("compaction failed: %s", st.LastError)
+		}
+		return st.Status == utils.SUCCESS
+	})
+	return seen
+}
+
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, b)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("GET %s: %v: %s", url, err, b)
+	}
+}
+
+func TestCompaction(t *testing.T) {
+	for _, batched := range []bool{false, true} {
+		t.Run(fmt.Sprintf("batching=%v", batched), func(t *testing.T) { testCompaction(t, batched) })
+	}
+}
+
+func testCompaction(t *testing.T, batched bool) {
+	e := newEnv(t)
+	a := pulsarAdmin(t, e.sa)
+	topic := fmt.Sprintf("persistent://public/default/compact-%v", batched)
+	p := e.producer(pulsar.ProducerOptions{Topic: topic, DisableBatching: !batched,
+		BatchingMaxPublishDelay: time.Hour, BatchingMaxMessages: 1000})
+	var msgs []kv
+	for round := 0; round < 3; round++ {
+		for k := 0; k < 4; k++ {
+			msgs = append(msgs, kv{fmt.Sprintf("k%d", k), val(fmt.Sprintf("k%d-%d", k, round))})
+		}
+	}
+	msgs = append(msgs, kv{"k1", nil}, kv{"", val("no key")}, kv{"k2", val("k2-final")}, kv{"k4", val("k4-only")})
+	sendKV(t, e, p, batched, msgs)
+
+	tn, _ := utils.GetTopicName(topic)
+	st, err := a.Topics().CompactStatus(*tn)
+	if err != nil || st.Status != utils.NOTRUN {
+		t.Fatalf("status before any compaction: %+v, %v", st, err)
+	}
+	seen := compactAndWait(t, e, a, topic)
+	if seen[0] != "RUNNING" && seen[0] != "SUCCESS" {
+		t.Fatalf("statuses after the trigger: %v", seen)
+	}
+
+	want := []string{"k0=k0-2", "k3=k3-2", "k2=k2-final", "k4=k4-only"}
+	compacted := readAll(t, e, e.reader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID(), ReadCompacted: true}))
+	if strings.Join(compacted, ",") != strings.Join(want, ",") {
+		t.Fatalf("compacted view %v, want %v", compacted, want)
+	}
+	all := readAll(t, e, e.reader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID()}))
+	if len(all) != len(msgs) {
+		t.Fatalf("non-compacted reader read %d messages, want %d: %v", len(all), len(msgs), all)
+	}
+
+	// A compacted reader goes on with the topic after the horizon.
+	live := e.reader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID(), ReadCompacted: true})
+	if got := readAll(t, e, live); len(got) != len(want) {
+		t.Fatalf("compacted view %v", got)
+	}
+	sendKV(t, e, p, batched, []kv{{"k0", val("k0-new")}, {"k1", val("k1-back")}, {"k3", nil}})
+	for _, w := range []string{"k0=k0-new", "k1=k1-back", "k3="} {
+		ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
+		m, err := live.Next(ctx)
+		cancel()
+		if err != nil || m.Key()+"="+string(m.Payload()) != w {
+			t.Fatalf("after the horizon: got %v (%v), want %s", m, err, w)
+		}
+	}
+
+	// A durable Exclusive consumer reads the compacted view too; a Shared
+	// one may not.
+	c := e.consumer(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "excl", ReadCompacted: true,
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+	for _, w := range append(want, "k0=k0-new", "k1=k1-back", "k3=") {
+		m := e.receive(c)
+		if got := m.Key() + "=" + string(m.Payload()); got != w {
+			t.Fatalf("exclusive consumer got %s, want %s", got, w)
+		}
+		if err := c.Ack(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "shared", ReadCompacted: true,
+		Type: pulsar.Shared}); err == nil {
+		t.Fatal("a Shared read_compacted subscription was accepted")
+	}
+
+	// A second compaction merges the previous compacted ledger.
+	compactAndWait(t, e, a, topic)
+	want2 := []string{"k2=k2-final", "k4=k4-only", "k0=k0-new", "k1=k1-back"}
+	if got := readAll(t, e, e.reader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID(), ReadCompacted: true})); strings.Join(got, ",") != strings.Join(want2, ",") {
+		t.Fatalf("after the second compaction %v, want %v", got, want2)
+	}
+
+	is, err := a.Topics().GetInternalStats(*tn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if is.CompactedLedger.LedgerID < 0 || is.CompactedLedger.Entries <= 0 || is.CompactedLedger.Entries > 4 {
+		t.Fatalf("internal stats compactedLedger %+v", is.CompactedLedger)
+	}
+	if _, ok := is.Cursors["__compaction"]; !ok {
+		t.Fatalf("no __compaction cursor in %v", is.Cursors)
+	}
+	var stats struct {
+		Compaction struct {
+			Removed   int64 `json:"lastCompactionRemovedEventCount"`
+			Succeeded int64 `json:"lastCompactionSucceedTimestamp"`
+		} `json:"compaction"`
+	}
+	getJSON(t, e.sa.WebServiceURL()+"/admin/v2/persistent/public/default/"+tn.GetLocalName()+"/stats", &stats)
+	// The second run removed k0-2 and k3-2 from the old view and k3's
+	// tombstone from the new range.
+	if stats.Compaction.Succeeded == 0 || stats.Compaction.Removed != 3 {
+		t.Fatalf("stats compaction block %+v", stats.Compaction)
+	}
+}
+
+func TestCompactionConflictAndCrashLeftover(t *testing.T) {
+	e := newEnv(t)
+	a := pulsarAdmin(t, e.sa)
+	topic := "persistent://public/default/compact-conflict"
+	p := e.producer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	sendKV(t, e, p, false, []kv{{"a", val("1")}, {"a", val("2")}})
+	tn, _ := broker.ParseTopicName(topic)
+	leftover, err := broker.PlantCompactingLedger(e.ctx, e.sa.Broker(), tn)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	release := make(chan struct{})
+	defer broker.SetCompactionStartHook(func() { <-release })()
+	atn, _ := utils.GetTopicName(topic)
+	if err := a.Topics().Compact(*atn); err != nil {
+		t.Fatal(err)
+	}
+	st, err := a.Topics().CompactStatus(*atn)
+	if err != nil || st.Status != utils.RUNNING {
+		t.Fatalf("status while running: %+v, %v", st, err)
+	}
+	err = a.Topics().Compact(*atn)
+	var re rest.Error
+	if !errors.As(err, &re) || re.Code != http.StatusConflict {
+		t.Fatalf("second trigger while running: %v, want 409", err)
+	}
+	close(release)
+	waitFor(t, e, "compaction", func() bool {
+		st, err := a.Topics().CompactStatus(*atn)
+		return err == nil && st.Status == utils.SUCCESS
+	})
+	if broker.SideLedgerExists(e.ctx, e.sa.Broker(), tn, leftover) {
+		t.Fatalf("the crashed run's ledger %d is still there", leftover)
+	}
+	if got := readAll(t, e, e.reader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID(), ReadCompacted: true})); strings.Join(got, ",") != "a=2" {
+		t.Fatalf("compacted view %v", got)
+	}
+	is, err := a.Topics().GetInternalStats(*atn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	compacted := is.CompactedLedger.LedgerID
+	if err := a.Topics().Delete(*atn, true, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Topics().GetInternalStats(*atn); err == nil {
+		t.Fatal("topic still there after delete")
+	}
+	// A new topic of the same name does not see the deleted compacted ledger,
+	// which deleting the topic removed.
+	p2 := e.producer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	sendKV(t, e, p2, false, []kv{{"b", val("1")}})
+	if broker.SideLedgerExists(e.ctx, e.sa.Broker(), tn, compacted) {
+		t.Fatalf("compacted ledger %d survived the topic's deletion", compacted)
+	}
+}
+
+func TestCompactionSurvivesRestart(t *testing.T) {
+	dir, bookieAddr := t.TempDir(), standalonetest.FreeAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	sa, err := standalone.Start(ctx, standalonetest.Config(dir, bookieAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, sa: sa, client: standalonetest.NewClient(t, sa.ServiceURL()), ctx: ctx}
+	a := pulsarAdmin(t, sa)
+	topic := "persistent://public/default/compact-restart"
+	p, err := e.client.CreateProducer(pulsar.ProducerOptions{Topic: topic, BatchingMaxPublishDelay: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendKV(t, e, p, true, []kv{{"x", val("1")}, {"y", val("1")}, {"x", val("2")}, {"y", nil}, {"z", val("1")}})
+	compactAndWait(t, e, a, topic)
+	p.Close()
+	e.client.Close()
+	if err := sa.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	sa2 := standalonetest.Start(t, standalonetest.Config(dir, bookieAddr))
+	e2 := &env{t: t, sa: sa2, client: standalonetest.NewClient(t, sa2.ServiceURL()), ctx: ctx}
+	got := readAll(t, e2, e2.reader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID(), ReadCompacted: true}))
+	if strings.Join(got, ",") != "x=2,z=1" {
+		t.Fatalf("compacted view after restart %v", got)
+	}
+	tn, _ := utils.GetTopicName(topic)
+	is, err := pulsarAdmin(t, sa2).Topics().GetInternalStats(*tn)
+	if err != nil || is.CompactedLedger.LedgerID < 0 || is.CompactedLedger.Entries != 1 {
+		t.Fatalf("internal stats after restart: %+v, %v", is.CompactedLedger, err)
+	}
+}
+
+func TestCompactionThreshold(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cfg := standalonetest.Config(t.TempDir(), standalonetest.FreeAddr(t))
+	cfg.Broker.CompactionCheckInterval = 100 * time.Millisecond
+	sa := standalonetest.Start(t, cfg)
+	e := &env{t: t, sa: sa, client: standalonetest.NewClient(t, sa.ServiceURL()), ctx: ctx}
+	a := pulsarAdmin(t, sa)
+	ns, _ := utils.GetNamespaceName("public/default")
+	if err := a.Namespaces().SetCompactionThreshold(*ns, 1000); err != nil {
+		t.Fatal(err)
+	}
+	topic := "persistent://public/default/compact-threshold"
+	tn, _ := utils.GetTopicName(topic)
+	p := e.producer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	sendKV(t, e, p, false, []kv{{"a", val("small")}, {"a", val("small2")}})
+	// Under the threshold: no compaction.
+	time.Sleep(500 * time.Millisecond)
+	if st, err := a.Topics().CompactStatus(*tn); err != nil || st.Status != utils.NOTRUN {
+		t.Fatalf("status under the threshold: %+v, %v", st, err)
+	}
+	big := strings.Repeat("v", 2000)
+	sendKV(t, e, p, false, []kv{{"a", val(big)}, {"b", val("b")}})
+	waitFor(t, e, "automatic compaction", func() bool {
+		st, err := a.Topics().CompactStatus(*tn)
+		return err == nil && st.Status == utils.SUCCESS
+	})
+	got := readAll(t, e, e.reader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID(), ReadCompacted: true}))
+	if strings.Join(got, ",") != "a="+big+",b=b" {
+		t.Fatalf("compacted view %d messages", len(got))
+	}
+}
