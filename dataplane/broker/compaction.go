@@ -35,8 +35,8 @@ package broker
 // recorded next to it; it is dispatched with those bits as the message's
 // ack_set (bit set: deliver), which the clients honour by skipping the
 // other messages. Message ids therefore stay those of the topic. Batches
-// compressed by the producer are not parsed (the broker has no codecs): a
-// run that meets one fails with an error saying so.
+// compressed by the producer are decompressed to read their keys
+// (protocol.Decompress) and stored compressed as they came.
 //
 // A compacted ledger entry, in our own format:
 //
@@ -228,9 +228,6 @@ type keyedMsg struct {
 	tombstone bool
 }
 
-// errCompressedBatch: a compressed batch cannot be compacted.
-var errCompressedBatch = errors.New("compaction of batches compressed by the producer is not supported")
-
 // entryMessages returns the messages of a topic entry. Entries that do not
 // parse, and markers, have none (they are left out of the compacted view).
 func entryMessages(data []byte) ([]keyedMsg, error) {
@@ -248,10 +245,17 @@ func entryMessages(data []byte) ([]keyedMsg, error) {
 		m.tombstone = m.tombstone || meta.GetNullValue()
 		return []keyedMsg{m}, nil
 	}
-	msgs, err := protocol.ParseBatch(meta, payload)
-	if errors.Is(err, protocol.ErrCompressed) {
-		return nil, errCompressedBatch
+	if meta.GetCompression() != pb.CompressionType_NONE {
+		plain, err := protocol.Decompress(meta, payload)
+		if errors.Is(err, protocol.ErrCompressed) {
+			return nil, fmt.Errorf("compaction: %w", err)
+		}
+		if err != nil {
+			return nil, nil
+		}
+		meta, payload = &pb.MessageMetadata{NumMessagesInBatch: meta.NumMessagesInBatch}, plain
 	}
+	msgs, err := protocol.ParseBatch(meta, payload)
 	if err != nil {
 		return nil, nil
 	}
