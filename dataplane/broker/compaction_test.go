@@ -392,4 +392,21 @@ func TestCompactionThreshold(t *testing.T) {
 	if strings.Join(got, ",") != "a="+big+",b=b" {
 		t.Fatalf("compacted view %d messages", len(got))
 	}
+
+	// The topic-level policy applies in a namespace without one.
+	if err := a.Namespaces().CreateNamespace("public/compact-topic-policy"); err != nil {
+		t.Fatal(err)
+	}
+	topic2 := "persistent://public/compact-topic-policy/t"
+	tn2, _ := utils.GetTopicName(topic2)
+	p2 := e.producer(pulsar.ProducerOptions{Topic: topic2, DisableBatching: true})
+	sendKV(t, e, p2, false, []kv{{"a", val("1")}})
+	if err := a.Topics().SetCompactionThreshold(*tn2, 1000); err != nil {
+		t.Fatal(err)
+	}
+	sendKV(t, e, p2, false, []kv{{"a", val(big)}})
+	waitFor(t, e, "automatic compaction by the topic policy", func() bool {
+		st, err := a.Topics().CompactStatus(*tn2)
+		return err == nil && st.Status == utils.SUCCESS
+	})
 }
