@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -358,6 +359,20 @@ func TestCompactionSurvivesRestart(t *testing.T) {
 	is, err := pulsarAdmin(t, sa2).Topics().GetInternalStats(*tn)
 	if err != nil || is.CompactedLedger.LedgerID < 0 || is.CompactedLedger.Entries != 1 {
 		t.Fatalf("internal stats after restart: %+v, %v", is.CompactedLedger, err)
+	}
+	// The Go client's TableView is built on a read_compacted reader.
+	tv, err := e2.client.CreateTableView(pulsar.TableViewOptions{Topic: topic, Schema: pulsar.NewBytesSchema(nil),
+		SchemaValueType: reflect.TypeOf([]byte(nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tv.Close()
+	table := map[string]string{}
+	for k, v := range tv.Entries() {
+		table[k] = string(v.([]byte))
+	}
+	if len(table) != 2 || table["x"] != "2" || table["z"] != "1" {
+		t.Fatalf("table view %v", table)
 	}
 }
 
