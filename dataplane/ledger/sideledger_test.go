@@ -81,11 +81,12 @@ func TestMarkDeleteWithPropertiesIsDurable(t *testing.T) {
 	f := c.newFactory(testConfig())
 	ctx := ctxT(t)
 	ml := openML(t, f, "t/ns/mdprops", nil)
-	pos := addN(t, ml, 0, 25)
+	// Opened first: without a cursor, consumed ledgers are trimmed.
 	cur, err := ml.OpenCursor(ctx, "c", InitialEarliest)
 	if err != nil {
 		t.Fatal(err)
 	}
+	pos := addN(t, ml, 0, 25)
 	if err := cur.MarkDeleteWithProperties(ctx, pos[17], map[string]string{"a": "1", "b": "2"}); err != nil {
 		t.Fatal(err)
 	}
