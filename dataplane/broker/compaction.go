@@ -497,15 +497,18 @@ func liveBits(n int, keep func(i int) bool) ([]int64, bool) {
 	return bits, any
 }
 
-// compactionStartHook, when set (tests), runs at the start of every
-// compaction, in its goroutine.
-var compactionStartHook func()
+// compactionHook, when set (tests), runs in a compaction's goroutine at
+// its start ("start") and once the new compacted ledger is written, before
+// it is committed ("written"); an error fails the run there.
+var compactionHook func(stage string) error
 
 // compact runs one compaction of the topic and returns how many messages
 // it removed from the compacted view.
 func (t *Topic) compact(ctx context.Context) (int64, error) {
-	if h := compactionStartHook; h != nil {
-		h()
+	if h := compactionHook; h != nil {
+		if err := h("start"); err != nil {
+			return 0, err
+		}
 	}
 	ml := t.ml
 	old, err := t.compactedView(ctx)
@@ -615,6 +618,11 @@ func (t *Topic) compact(ctx context.Context) (int64, error) {
 	if err := w.Close(ctx); err != nil {
 		return fail(err)
 	}
+	if h := compactionHook; h != nil {
+		if err := h("written"); err != nil {
+			return fail(err)
+		}
+	}
 	rd, err := ml.OpenSideLedger(ctx, w.ID())
 	if err != nil {
 		return fail(err)
@@ -723,8 +731,10 @@ func (s *Subscription) dispatchCompacted(ctx context.Context, n int, gen uint64,
 		}
 		return true, true
 	}
+	// From earliest the whole view is served even when the read position
+	// is past the horizon: the topic's ledgers up to it were trimmed.
 	readPos := s.cursor.ReadPosition()
-	if v == nil || v.horizon.Less(readPos) {
+	if v == nil || v.horizon.Less(readPos) && !earliest {
 		return false, false
 	}
 	i := 0

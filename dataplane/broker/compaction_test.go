@@ -281,7 +281,12 @@ func TestCompactionConflictAndCrashLeftover(t *testing.T) {
 	}
 
 	release := make(chan struct{})
-	defer broker.SetCompactionStartHook(func() { <-release })()
+	defer broker.SetCompactionHook(func(stage string) error {
+		if stage == "start" {
+			<-release
+		}
+		return nil
+	})()
 	atn, _ := utils.GetTopicName(topic)
 	if err := a.Topics().Compact(*atn); err != nil {
 		t.Fatal(err)
@@ -424,4 +429,101 @@ func TestCompactionThreshold(t *testing.T) {
 		st, err := a.Topics().CompactStatus(*tn2)
 		return err == nil && st.Status == utils.SUCCESS
 	})
+}
+
+func TestCompactionFailureKeepsPreviousView(t *testing.T) {
+	e := newEnv(t)
+	a := pulsarAdmin(t, e.sa)
+	topic := "persistent://public/default/compact-failure"
+	atn, _ := utils.GetTopicName(topic)
+	p := e.producer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	sendKV(t, e, p, false, []kv{{"a", val("1")}, {"b", val("1")}, {"a", val("2")}})
+	compactAndWait(t, e, a, topic)
+	before, err := a.Topics().GetInternalStats(*atn)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	sendKV(t, e, p, false, []kv{{"a", val("3")}, {"b", nil}})
+	restore := broker.SetCompactionHook(func(stage string) error {
+		if stage == "written" {
+			return errors.New("bookies went away")
+		}
+		return nil
+	})
+	if err := a.Topics().Compact(*atn); err != nil {
+		t.Fatal(err)
+	}
+	var st utils.LongRunningProcessStatus
+	waitFor(t, e, "failed compaction", func() bool {
+		st, err = a.Topics().CompactStatus(*atn)
+		return err == nil && st.Status == utils.ERROR
+	})
+	restore()
+	if !strings.Contains(st.LastError, "bookies went away") {
+		t.Fatalf("lastError %q", st.LastError)
+	}
+	after, err := a.Topics().GetInternalStats(*atn)
+	if err != nil || after.CompactedLedger != before.CompactedLedger {
+		t.Fatalf("compacted ledger after a failed run %+v, before %+v (%v)", after.CompactedLedger, before.CompactedLedger, err)
+	}
+	// The previous view, then the topic after its horizon.
+	r := e.reader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID(), ReadCompacted: true})
+	if got := readAll(t, e, r); strings.Join(got, ",") != "b=1,a=2,a=3,b=" {
+		t.Fatalf("view after a failed run %v", got)
+	}
+	// Seeking back to earliest serves the compacted view again.
+	if err := r.Seek(pulsar.NewMessageID(-1, -1, -1, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, e, r); strings.Join(got, ",") != "b=1,a=2,a=3,b=" {
+		t.Fatalf("view after seeking to earliest %v", got)
+	}
+
+	compactAndWait(t, e, a, topic)
+	if got := readAll(t, e, e.reader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID(), ReadCompacted: true})); strings.Join(got, ",") != "a=3" {
+		t.Fatalf("view after the next run %v", got)
+	}
+	// Everything deleted: the compacted reader has nothing to read.
+	sendKV(t, e, p, false, []kv{{"a", nil}})
+	compactAndWait(t, e, a, topic)
+	if got := readAll(t, e, e.reader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID(), ReadCompacted: true})); len(got) != 0 {
+		t.Fatalf("view of a topic of tombstones %v", got)
+	}
+}
+
+// TestCompactedViewOutlivesTrimmedLedgers: once compacted, the topic's
+// ledgers may be trimmed; a compacted reader from earliest still gets the
+// whole view.
+func TestCompactedViewOutlivesTrimmedLedgers(t *testing.T) {
+	e := newEnv(t)
+	a := pulsarAdmin(t, e.sa)
+	topic := "persistent://public/default/compact-trimmed"
+	atn, _ := utils.GetTopicName(topic)
+	tn, _ := broker.ParseTopicName(topic)
+	p := e.producer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	sendKV(t, e, p, false, []kv{{"a", val("1")}, {"b", val("1")}, {"a", val("2")}})
+	compactAndWait(t, e, a, topic)
+	before, err := a.Topics().GetInternalStats(*atn)
+	if err != nil || len(before.Ledgers) != 1 {
+		t.Fatalf("ledgers %+v, %v", before.Ledgers, err)
+	}
+	p.Close()
+	// Closing the topic closes its ledger; reopened, it writes a new one
+	// and trims the old one, consumed by the compaction cursor alone.
+	if err := e.sa.Broker().UnloadTopic(e.ctx, tn); err != nil {
+		t.Fatal(err)
+	}
+	p2 := e.producer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	sendKV(t, e, p2, false, []kv{{"c", val("1")}})
+	waitFor(t, e, "the compacted ledger's source trimmed", func() bool {
+		is, err := a.Topics().GetInternalStats(*atn)
+		return err == nil && len(is.Ledgers) == 1 && is.Ledgers[0].LedgerID != before.Ledgers[0].LedgerID
+	})
+	if got := readAll(t, e, e.reader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID()})); strings.Join(got, ",") != "c=1" {
+		t.Fatalf("topic after trimming %v", got)
+	}
+	if got := readAll(t, e, e.reader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID(), ReadCompacted: true})); strings.Join(got, ",") != "b=1,a=2,c=1" {
+		t.Fatalf("compacted view after trimming %v", got)
+	}
 }

@@ -52,11 +52,12 @@ func RunDedup(persisted map[string]int64, steps []DedupStep) ([]string, map[stri
 	return out, last
 }
 
-// SetCompactionStartHook makes every compaction call h first; the returned
-// function removes it.
-func SetCompactionStartHook(h func()) func() {
-	compactionStartHook = h
-	return func() { compactionStartHook = nil }
+// SetCompactionHook makes every compaction call h at its stages ("start",
+// "written": the new ledger is written, not committed); an error fails the
+// run. The returned function removes it.
+func SetCompactionHook(h func(stage string) error) func() {
+	compactionHook = h
+	return func() { compactionHook = nil }
 }
 
 // PlantCompactingLedger leaves what a compaction that crashed while writing
