@@ -628,8 +628,16 @@ func (t *Topic) compact(ctx context.Context) (int64, error) {
 		return fail(err)
 	}
 	if err := cur.MarkDeleteWithProperties(ctx, upTo, map[string]string{propCompactedLedger: id, propCompactingLedger: ""}); err != nil {
-		// The cursor may or may not have been stored: keep the ledger
-		// named as compacting, for the next run to sort out.
+		// The store may or may not have the new state; the cursor in
+		// memory has it (and stores it with its next change). Serve what
+		// the cursor says; a new owner reading the old record deletes the
+		// new ledger as a leftover.
+		cp := t.compactor()
+		cp.loadMu.Lock()
+		cp.mu.Lock()
+		cp.view, cp.loaded = nil, false
+		cp.mu.Unlock()
+		cp.loadMu.Unlock()
 		return 0, err
 	}
 	nv := &compactedView{ledgerID: w.ID(), horizon: upTo, refs: refs, size: w.Size(), rd: rd}
