@@ -124,6 +124,16 @@ type compactor struct {
 	done    chan struct{} // closed when the running compaction ends
 }
 
+// setView replaces the view; loaded false makes the next use load it from
+// the compaction cursor.
+func (cp *compactor) setView(v *compactedView, loaded bool) {
+	cp.loadMu.Lock()
+	defer cp.loadMu.Unlock()
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	cp.view, cp.loaded = v, loaded
+}
+
 // compactedView is one compacted ledger; it never changes once built.
 type compactedView struct {
 	ledgerID int64
@@ -632,21 +642,10 @@ func (t *Topic) compact(ctx context.Context) (int64, error) {
 		// memory has it (and stores it with its next change). Serve what
 		// the cursor says; a new owner reading the old record deletes the
 		// new ledger as a leftover.
-		cp := t.compactor()
-		cp.loadMu.Lock()
-		cp.mu.Lock()
-		cp.view, cp.loaded = nil, false
-		cp.mu.Unlock()
-		cp.loadMu.Unlock()
+		t.compactor().setView(nil, false)
 		return 0, err
 	}
-	nv := &compactedView{ledgerID: w.ID(), horizon: upTo, refs: refs, size: w.Size(), rd: rd}
-	cp := t.compactor()
-	cp.loadMu.Lock()
-	cp.mu.Lock()
-	cp.view, cp.loaded = nv, true
-	cp.mu.Unlock()
-	cp.loadMu.Unlock()
+	t.compactor().setView(&compactedView{ledgerID: w.ID(), horizon: upTo, refs: refs, size: w.Size(), rd: rd}, true)
 	if old != nil {
 		if err := ml.DeleteSideLedger(ctx, old.ledgerID); err != nil {
 			t.s.log.Warn("deleting the previous compacted ledger failed", "topic", t.name.String(), "ledger", old.ledgerID, "err", err)
