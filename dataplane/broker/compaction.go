@@ -422,12 +422,16 @@ func (t *Topic) startCompaction() error {
 		cp.mu.Lock()
 		defer cp.mu.Unlock()
 		cp.stats.LastCompactionDurationTimeInMills = time.Since(start).Milliseconds()
+		t.s.metrics.compactionSeconds.Observe(time.Since(start).Seconds())
 		if err != nil {
+			t.s.metrics.compactions.WithLabelValues("error").Inc()
 			cp.state, cp.lastErr = CompactionError, err.Error()
 			cp.stats.LastCompactionFailedTimestamp = time.Now().UnixMilli()
 			t.s.log.Warn("compaction failed", "topic", t.name.String(), "err", err)
 			return
 		}
+		t.s.metrics.compactions.WithLabelValues("success").Inc()
+		t.s.metrics.compactionRemoved.Add(float64(removed))
 		cp.state = CompactionSuccess
 		cp.stats.LastCompactionRemovedEventCount = removed
 		cp.stats.LastCompactionSucceedTimestamp = time.Now().UnixMilli()

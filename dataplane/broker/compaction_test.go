@@ -490,6 +490,18 @@ func TestCompactionFailureKeepsPreviousView(t *testing.T) {
 	if got := readAll(t, e, e.reader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID(), ReadCompacted: true})); len(got) != 0 {
 		t.Fatalf("view of a topic of tombstones %v", got)
 	}
+	resp, err := http.Get(e.sa.WebServiceURL() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`magnetar_broker_compactions_total{outcome="error"} 1`, `magnetar_broker_compactions_total{outcome="success"} 3`,
+		"magnetar_broker_compaction_seconds_count 4"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
 }
 
 // TestCompactedViewOutlivesTrimmedLedgers: once compacted, the topic's
