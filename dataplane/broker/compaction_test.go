@@ -539,3 +539,47 @@ func TestCompactedViewOutlivesTrimmedLedgers(t *testing.T) {
 		t.Fatalf("compacted view after trimming %v", got)
 	}
 }
+
+func TestCompactionOfPartitionedTopic(t *testing.T) {
+	e := newEnv(t)
+	a := pulsarAdmin(t, e.sa)
+	topic := "persistent://public/default/compact-partitioned"
+	atn, _ := utils.GetTopicName(topic)
+	if err := a.Topics().Create(*atn, 2); err != nil {
+		t.Fatal(err)
+	}
+	p := e.producer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	var msgs []kv
+	for round := 0; round < 3; round++ {
+		for k := 0; k < 6; k++ {
+			msgs = append(msgs, kv{fmt.Sprintf("k%d", k), val(fmt.Sprint(round))})
+		}
+	}
+	sendKV(t, e, p, false, msgs)
+	if err := a.Topics().Compact(*atn); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		ptn, _ := utils.GetTopicName(fmt.Sprintf("%s-partition-%d", topic, i))
+		waitFor(t, e, "compaction of a partition", func() bool {
+			st, err := a.Topics().CompactStatus(*ptn)
+			return err == nil && st.Status == utils.SUCCESS
+		})
+	}
+	got := map[string]string{}
+	c := e.consumer(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "view", ReadCompacted: true,
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+	for range 6 {
+		m := e.receive(c)
+		if _, dup := got[m.Key()]; dup {
+			t.Fatalf("key %s twice", m.Key())
+		}
+		got[m.Key()] = string(m.Payload())
+	}
+	for k, v := range got {
+		if v != "2" {
+			t.Fatalf("%s=%s, want the latest value 2 (%v)", k, v, got)
+		}
+	}
+	e.expectNothing(c, 300*time.Millisecond)
+}
