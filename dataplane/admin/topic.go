@@ -188,13 +188,7 @@ func (h *Handler) topics(q *request, d broker.Domain) error {
 	case op == "offload" && len(rest) == 1:
 		return h.topicOffload(q, tn)
 	case op == "compaction" && len(rest) == 1:
-		if err := h.requireTopic(q, tn); err != nil {
-			return err
-		}
-		if q.method() == http.MethodGet {
-			return ok(q, map[string]any{"status": "NOT_RUN"})
-		}
-		return noContent(q)
+		return h.topicCompaction(q, tn)
 	}
 	if pol, found := topicPolicies[op]; found && len(rest) == 1 {
 		return h.topicPolicy(q, tn, op, pol)

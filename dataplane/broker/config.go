@@ -70,6 +70,10 @@ type Config struct {
 	// size quotas on their own, at most once a second. Default 60s
 	// (Pulsar's backlogQuotaCheckIntervalInSeconds).
 	BacklogQuotaCheckInterval time.Duration
+	// CompactionCheckInterval is how often topics are checked against
+	// their compactionThreshold and compacted when past it. Default 60s
+	// (Pulsar's brokerServiceCompactionMonitorIntervalInSeconds).
+	CompactionCheckInterval time.Duration
 	// MaxUnackedMessagesPerConsumer is the broker's default of the
 	// max_unacked_messages_per_consumer policy: a Shared or Key_Shared
 	// consumer holding this many unacknowledged messages gets no more until
@@ -131,6 +135,9 @@ func (cfg Config) WithDefaults() Config {
 	if cfg.BacklogQuotaCheckInterval == 0 {
 		cfg.BacklogQuotaCheckInterval = time.Minute
 	}
+	if cfg.CompactionCheckInterval == 0 {
+		cfg.CompactionCheckInterval = time.Minute
+	}
 	if cfg.MaxUnackedMessagesPerConsumer == 0 {
 		cfg.MaxUnackedMessagesPerConsumer = 50000
 	}
@@ -181,8 +188,8 @@ func (cfg Config) Validate() error {
 	if cfg.KeepAliveInterval < 0 || cfg.MaxPendingPublishBytes < int64(cfg.MaxMessageSize) || cfg.DispatchBatch < 1 {
 		return errors.New("broker: KeepAliveInterval must be >= 0, MaxPendingPublishBytes >= MaxMessageSize, DispatchBatch >= 1")
 	}
-	if cfg.MaxPendingPublishPerConnection < 1 || cfg.MessageTTLCheckInterval <= 0 || cfg.BacklogQuotaCheckInterval <= 0 {
-		return errors.New("broker: MaxPendingPublishPerConnection must be >= 1, MessageTTLCheckInterval and BacklogQuotaCheckInterval > 0")
+	if cfg.MaxPendingPublishPerConnection < 1 || cfg.MessageTTLCheckInterval <= 0 || cfg.BacklogQuotaCheckInterval <= 0 || cfg.CompactionCheckInterval <= 0 {
+		return errors.New("broker: MaxPendingPublishPerConnection must be >= 1, MessageTTLCheckInterval, BacklogQuotaCheckInterval and CompactionCheckInterval > 0")
 	}
 	return nil
 }

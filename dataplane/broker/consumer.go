@@ -64,6 +64,10 @@ func (c *conn) handleSubscribe(cs *pb.CommandSubscribe) {
 			return
 		}
 	}
+	if cs.GetReadCompacted() && (t.ml == nil || cs.GetSubType() != pb.CommandSubscribe_Exclusive && cs.GetSubType() != pb.CommandSubscribe_Failover) {
+		c.sendError(reqID, protocol.ErrNotAllowed.WithMessage("Read compacted is only allowed on persistent topics with Exclusive or Failover subscriptions"))
+		return
+	}
 	initial := ledger.InitialLatest
 	if cs.GetInitialPosition() == pb.CommandSubscribe_Earliest {
 		initial = ledger.InitialEarliest
@@ -93,7 +97,7 @@ func (c *conn) handleSubscribe(cs *pb.CommandSubscribe) {
 	}
 	cons := &Consumer{
 		sub: sub, conn: c, id: consID, name: cs.GetConsumerName(), priority: cs.GetPriorityLevel(),
-		metadata: kvMap(cs.GetMetadata()),
+		metadata: kvMap(cs.GetMetadata()), readCompacted: cs.GetReadCompacted(),
 	}
 	if ks := cs.GetKeySharedMeta(); ks != nil {
 		if ks.GetKeySharedMode() == pb.KeySharedMode_STICKY {
@@ -390,6 +394,7 @@ func (s *Subscription) seekLocked(target ledger.Position) error {
 	if err := s.cursor.ResetCursor(target); err != nil {
 		return err
 	}
+	s.compactedEarliest = target == ledger.Earliest || target.LedgerID < 0
 	s.seekGen++
 	s.replay = nil
 	clear(s.replayHashes)
@@ -440,6 +445,17 @@ func (c *conn) handleGetLastMessageID(g *pb.CommandGetLastMessageId) {
 					id.BatchSize = proto.Int32(int32(protocol.NumMessages(meta)))
 				}
 			}
+		}
+		s := cons.sub
+		s.mu.Lock()
+		rc := s.readCompacted
+		s.mu.Unlock()
+		if rc {
+			ctx, cancel := c.ctx()
+			if cid, ok := t.lastCompactedMessage(ctx); ok {
+				id = cid
+			}
+			cancel()
 		}
 		resp.LastMessageId = id
 		md := cons.sub.cursor.MarkDeletePosition()

@@ -4,8 +4,9 @@
 // ownership and load management (ownership.go, loadmanager.go), and the
 // tenant, namespace and topic metadata in the metadata store
 // (resources.go, adminpolicies.go, resourcegroup.go) that the admin REST
-// API (package admin) edits, and the write fence of a planned failover
-// (migration.go, PIP-188). cmd/magnetar and package standalone build a
+// API (package admin) edits, the write fence of a planned failover
+// (migration.go, PIP-188) and topic compaction with the read_compacted
+// view (compaction.go). cmd/magnetar and package standalone build a
 // Service with New and run it with Start and Shutdown.
 //
 // Concurrency: each connection's reader goroutine owns its producer and

@@ -1,7 +1,9 @@
 package broker
 
 import (
+	"context"
 	"errors"
+	"strconv"
 
 	"github.com/magnetar-dev/magnetar/dataplane/ledger"
 )
@@ -48,4 +50,47 @@ func RunDedup(persisted map[string]int64, steps []DedupStep) ([]string, map[stri
 		last[k] = d.lastSequence(k)
 	}
 	return out, last
+}
+
+// SetCompactionHook makes every compaction call h at its stages ("start",
+// "written": the new ledger is written, not committed); an error fails the
+// run. The returned function removes it.
+func SetCompactionHook(h func(stage string) error) func() {
+	compactionHook = h
+	return func() { compactionHook = nil }
+}
+
+// PlantCompactingLedger leaves what a compaction that crashed while writing
+// leaves: a side ledger with one entry, named by the compaction cursor as
+// the ledger being written. It returns the ledger's id.
+func PlantCompactingLedger(ctx context.Context, s *Service, t TopicName) (int64, error) {
+	tp, err := s.persistentTopic(ctx, t)
+	if err != nil {
+		return 0, err
+	}
+	w, err := tp.ml.CreateSideLedger(ctx, "compaction")
+	if err != nil {
+		return 0, err
+	}
+	w.Append([]byte("half-written"))
+	if err := w.Close(ctx); err != nil {
+		return 0, err
+	}
+	cur, err := tp.ml.OpenCursor(ctx, compactionCursor, ledger.InitialEarliest)
+	if err != nil {
+		return 0, err
+	}
+	id := strconv.FormatInt(w.ID(), 10)
+	return w.ID(), cur.MarkDeleteWithProperties(ctx, cur.MarkDeletePosition(), map[string]string{propCompactingLedger: id})
+}
+
+// SideLedgerExists reports whether the side ledger id of topic t can be
+// opened.
+func SideLedgerExists(ctx context.Context, s *Service, t TopicName, id int64) bool {
+	tp, err := s.persistentTopic(ctx, t)
+	if err != nil {
+		return false
+	}
+	_, err = tp.ml.OpenSideLedger(ctx, id)
+	return err == nil
 }

@@ -29,6 +29,9 @@ type metrics struct {
 	rateRefused       *prometheus.CounterVec // by limit
 	authFailures      prometheus.Counter
 	authRefreshes     prometheus.Counter
+	compactions       *prometheus.CounterVec // by outcome: success, error (compaction.go)
+	compactionRemoved prometheus.Counter
+	compactionSeconds prometheus.Histogram
 	usage             *usageMeter // per-namespace billing counters (usage.go)
 }
 
@@ -88,11 +91,23 @@ func newMetrics(s *Service) *metrics {
 	m.rateRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "magnetar_broker_limit_refusals_total", Help: "Producers, consumers, subscriptions and topics refused for a limit, by limit.",
 	}, []string{"limit"})
+	m.compactions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "magnetar_broker_compactions_total", Help: "Topic compactions run, by outcome (success, error).",
+	}, []string{"outcome"})
+	m.compactionRemoved = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "pulsar_compaction_removed_event_count", Help: "Messages removed from compacted views by compactions.",
+	})
+	m.compactionSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "magnetar_broker_compaction_seconds",
+		Help:    "Duration of topic compactions, successful or not.",
+		Buckets: []float64{0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 1800},
+	})
 	topics := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "pulsar_topics_count", Help: "Topics open on this broker.",
 	}, func() float64 { return float64(len(s.openTopics())) })
 	m.reg.MustRegister(m.lookups, m.bundleAcquired, m.bundleReleased, m.topicLoads, m.inMessages, m.inBytes, m.publishSeconds,
 		m.outMessages, m.outBytes, m.sessionLost, m.loadManagerMoves, m.publishThrottled, m.dispatchThrottled, m.rateRefused, m.authFailures, m.authRefreshes, topics,
+		m.compactions, m.compactionRemoved, m.compactionSeconds,
 		newReplCollector(s), newUsageCollector(m.usage),
 		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(forcedCycles)),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -156,7 +156,7 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	s.startPolicyWatch()
 	s.startPolicyFollowers()
-	s.wg.Add(2)
+	s.wg.Add(3)
 	if s.ln != nil {
 		s.wg.Add(1)
 		go s.acceptLoop(s.ln, false)
@@ -167,6 +167,7 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	go s.topicPassLoop(s.cfg.MessageTTLCheckInterval, "message expiry", (*Topic).expireMessages)
 	go s.topicPassLoop(s.cfg.BacklogQuotaCheckInterval, "backlog quota check", (*Topic).checkBacklogQuota)
+	go s.topicPassLoop(s.cfg.CompactionCheckInterval, "compaction check", (*Topic).checkCompaction)
 	s.log.Info("broker serving", "addr", s.cfg.BinaryAddr, "tls", s.cfg.TLSAddr, "advertised", s.cfg.AdvertisedAddr,
 		"authentication", s.AuthEnabled(), "authorization", s.AuthzEnabled())
 	return nil

@@ -112,6 +112,8 @@ type TopicStats struct {
 	LastOffloadLedgerID         int64 `json:"lastOffloadLedgerId"`
 	LastOffloadSuccessTimeStamp int64 `json:"lastOffloadSuccessTimeStamp"`
 	LastOffloadFailureTimeStamp int64 `json:"lastOffloadFailureTimeStamp"`
+	// Compaction is the last compaction's outcome (compaction.go).
+	Compaction CompactionStats `json:"compaction"`
 	// Migrated is set while the topic is fenced for a migration
 	// (migration.go), its clients sent to MigratedClusterURL.
 	Migrated            bool        `json:"migrated"`
@@ -157,6 +159,7 @@ func (s *Service) TopicStats(ctx context.Context, t TopicName, opt StatsOptions)
 		st.BacklogSize = st.StorageSize
 		st.LastPublishTimestamp = lastPublishTime(ctx, tp.ml)
 		fillOffloadStats(st, tp.ml)
+		st.Compaction = tp.compactionStats()
 	}
 	if r := tp.migration(); r != nil {
 		st.Migrated, st.MigratedClusterName = true, r.target.cluster
@@ -306,6 +309,7 @@ type InternalStats struct {
 	Ledgers              []LedgerStats          `json:"ledgers"`
 	Cursors              map[string]CursorStats `json:"cursors"`
 	SchemaLedgers        []any                  `json:"schemaLedgers"`
+	CompactedLedger      CompactedLedgerStats   `json:"compactedLedger"`
 }
 
 func posString(p ledger.Position) string {
@@ -339,8 +343,14 @@ func (s *Service) InternalStats(ctx context.Context, t TopicName) (*InternalStat
 			st.CurrentLedgerEntries, st.CurrentLedgerSize = l.Entries, l.Size
 		}
 	}
+	st.CompactedLedger = tp.compactedLedgerStats(ctx)
 	for _, c := range ml.Cursors() {
 		props := map[string]int64{}
+		for k, v := range c.Properties() {
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+				props[k] = n
+			}
+		}
 		st.Cursors[c.Name()] = CursorStats{
 			MarkDeletePosition:                       posString(c.MarkDeletePosition()),
 			ReadPosition:                             posString(c.ReadPosition()),

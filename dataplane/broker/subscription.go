@@ -27,6 +27,8 @@ type Consumer struct {
 	// outOfOrder is Key_Shared's allowOutOfOrderDelivery; every consumer
 	// of a subscription must declare the same.
 	outOfOrder bool
+	// readCompacted: the consumer reads the compacted view (compaction.go).
+	readCompacted bool
 
 	// closed is set when the broker closes the consumer; the client
 	// re-subscribes with the same consumer id.
@@ -111,6 +113,14 @@ type Subscription struct {
 	// replSrc, under mu, is set for a replicated subscription (replsub.go).
 	replSrc *replSubSource
 
+	// readCompacted, under mu: the consumers read the compacted view up to
+	// the compaction horizon (the first consumer's choice).
+	// compactedEarliest, under mu: the next compacted read starts at the
+	// view's first entry (a start or seek at earliest), not at the read
+	// position.
+	readCompacted     bool
+	compactedEarliest bool
+
 	wakeCh  chan struct{}
 	stopCh  chan struct{}
 	done    chan struct{}
@@ -177,6 +187,7 @@ func (s *Subscription) addConsumer(c *Consumer, subType pb.CommandSubscribe_SubT
 	}
 	if len(s.consumers) == 0 {
 		s.outOfOrder = c.outOfOrder
+		s.readCompacted = c.readCompacted
 	}
 	s.subType = subType
 	c.pending = map[ledger.Position]int{}
@@ -411,17 +422,18 @@ func (s *Subscription) dispatch(ctx context.Context) {
 
 		if len(replay) > 0 {
 			var entries []ledger.Entry
+			var live [][]int64
 			for _, r := range replay {
 				if s.cursor.IsAcked(r.pos) {
 					continue
 				}
-				es, rerr := s.topic.ml.Read(ctx, r.pos, 1, 0)
-				if rerr != nil || len(es) == 0 || es[0].Pos != r.pos {
+				e, l, ok := s.readForReplay(ctx, r.pos)
+				if !ok {
 					continue // trimmed or gone
 				}
-				entries = append(entries, es[0])
+				entries, live = append(entries, e), append(live, l)
 			}
-			sent, msgs, bytes := s.deliver(entries, gen)
+			sent, msgs, bytes := s.deliver(entries, live, gen)
 			chargeDispatch(tl, sl, msgs, bytes)
 			if sent > 0 || len(entries) < len(replay) {
 				continue
@@ -431,6 +443,11 @@ func (s *Subscription) dispatch(ctx context.Context) {
 		}
 		if full {
 			return
+		}
+		if handled, stop := s.dispatchCompacted(ctx, min(batch, permits), gen, tl, sl); stop {
+			return
+		} else if handled {
+			continue
 		}
 		entries, err := s.cursor.ReadEntries(ctx, min(batch, permits))
 		if err != nil {
@@ -457,7 +474,7 @@ func (s *Subscription) dispatch(ctx context.Context) {
 		}
 		// Entries read and not delivered were parked or delayed: keep
 		// going, the other consumers may have permits for what follows.
-		_, msgs, bytes := s.deliver(entries, gen)
+		_, msgs, bytes := s.deliver(entries, nil, gen)
 		chargeDispatch(tl, sl, msgs, bytes)
 	}
 }
@@ -533,8 +550,9 @@ func parseEntryInfo(data []byte) entryInfo {
 // deliver hands entries to consumers and returns how many were sent, with
 // their messages and bytes; entries that cannot go now are kept for replay
 // or delay. Entries read before a seek (gen is the seekGen they were read
-// under) are dropped.
-func (s *Subscription) deliver(entries []ledger.Entry, gen uint64) (sent, msgs, bytes int) {
+// under) are dropped. live, when not nil, holds for each entry of the
+// compacted view the batch indexes to deliver (nil: all).
+func (s *Subscription) deliver(entries []ledger.Entry, live [][]int64, gen uint64) (sent, msgs, bytes int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if gen != s.seekGen {
@@ -542,7 +560,7 @@ func (s *Subscription) deliver(entries []ledger.Entry, gen uint64) (sent, msgs, 
 	}
 	now := time.Now().UnixMilli()
 	keyShared := s.subType == pb.CommandSubscribe_Key_Shared
-	for _, e := range entries {
+	for i, e := range entries {
 		info := parseEntryInfo(e.Data)
 		r := replayEntry{pos: e.Pos, hash: noHash, n: info.numMessages}
 		if keyShared {
@@ -570,6 +588,9 @@ func (s *Subscription) deliver(entries []ledger.Entry, gen uint64) (sent, msgs, 
 		var ackSet []int64
 		if acked, size, ok := s.cursor.BatchAckSet(e.Pos); ok {
 			ackSet = unackedBits(acked, size)
+		}
+		if live != nil && live[i] != nil {
+			ackSet = intersectBits(ackSet, live[i])
 		}
 		cmd := protocol.NewMessage(c.id, id, s.redeliveries[e.Pos], ackSet, nil)
 		c.conn.sendFrame(outFrame{cmd: cmd, payload: e.Data})

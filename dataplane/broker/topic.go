@@ -62,6 +62,9 @@ type Topic struct {
 	// fenced (migration.go); migMu serializes fencing and unfencing.
 	mig   atomic.Pointer[migrationRun]
 	migMu sync.Mutex
+	// compaction is the topic's compaction state and compacted view
+	// (compaction.go), nil until used.
+	compaction atomic.Pointer[compactor]
 }
 
 // exclusiveAccess is the producer access state of a topic that has had an
@@ -179,6 +182,7 @@ func (t *Topic) close(ctx context.Context) error {
 	}
 	t.stopMigration()
 	t.stopReplicators()
+	t.stopCompaction()
 	// Forget the topic only once its managed ledger is closed: meanwhile
 	// lookups find the closing topic and clients are told to retry
 	// (ServiceNotReady), so a reopen never races the close.
@@ -341,10 +345,16 @@ func (t *Topic) subscription(ctx context.Context, name string, durable bool, ini
 
 	var cur *ledger.Cursor
 	var err error
+	// fromEarliest: a read_compacted consumer starts with the whole
+	// compacted view, entries of trimmed ledgers included.
+	fromEarliest := false
 	switch {
 	case t.ml == nil:
 	case durable:
+		// Loaded subscriptions are in t.subs: this cursor is new, or is
+		// reopened after an unsubscribe.
 		cur, err = t.ml.OpenCursor(ctx, name, initial)
+		fromEarliest = initial == ledger.InitialEarliest
 	default:
 		p := ledger.Latest
 		if initial == ledger.InitialEarliest {
@@ -353,6 +363,7 @@ func (t *Topic) subscription(ctx context.Context, name string, durable bool, ini
 		if start != nil {
 			p = *start
 		}
+		fromEarliest = p == ledger.Earliest
 		cur, err = t.ml.NewNonDurableCursor(p, inclusive)
 	}
 	if err != nil {
@@ -365,6 +376,7 @@ func (t *Topic) subscription(ctx context.Context, name string, durable bool, ini
 	}
 	s := newSubscription(t, name, cur, subType)
 	s.durable = durable
+	s.compactedEarliest = fromEarliest
 	setKey(&t.subs, name, s)
 	if lim := t.limits(); lim.subDispatch.set() {
 		if rb := rebucket(rateBuckets{}, lim.subDispatch, nanotime()); !rb.empty() {

@@ -79,7 +79,9 @@ const (
 
 // internalCursor reports whether a durable cursor is the broker's own (not
 // a subscription): deduplication's and usage metering's.
-func internalCursor(name string) bool { return name == dedupCursor || name == usageCursor }
+func internalCursor(name string) bool {
+	return name == dedupCursor || name == usageCursor || name == compactionCursor
+}
 
 // usagePoint is a counter: the sums through pos.
 type usagePoint struct {

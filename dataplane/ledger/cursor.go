@@ -181,8 +181,8 @@ func (ml *ManagedLedger) loadCursors(ctx context.Context) error {
 	return nil
 }
 
-// DeleteCursor removes a durable cursor and its record; the data it held
-// back may then be trimmed.
+// DeleteCursor removes a durable cursor and its record, then the side
+// ledgers its properties name; the data it held back may then be trimmed.
 func (ml *ManagedLedger) DeleteCursor(ctx context.Context, name string) error {
 	ml.mu.Lock()
 	c := ml.cursors[name]
@@ -197,10 +197,16 @@ func (ml *ManagedLedger) DeleteCursor(ctx context.Context, name string) error {
 	defer c.persistMu.Unlock()
 	c.mu.Lock()
 	c.deleted = true
+	side := sideLedgers(c.props)
 	c.mu.Unlock()
 	err := ml.f.md.Delete(ctx, cursorKey(ml.name, name), metadata.AnyVersion)
 	if err != nil && !errors.Is(err, metadata.ErrNotFound) {
 		return fmt.Errorf("ledger: delete cursor %q of %q: %w", name, ml.name, err)
+	}
+	for _, id := range side {
+		if err := deleteSideLedger(ctx, ml.f.client, id); err != nil {
+			ml.logger().Warn("delete side ledger of deleted cursor failed", "cursor", name, "ledger", id, "err", err)
+		}
 	}
 	ml.signal(func() { ml.trimWanted = true })
 	return nil

@@ -128,6 +128,18 @@
 // the bookies (closed ledgers through read handles cached by id). Returned
 // entry data is shared and must not be modified.
 //
+// # Side ledgers
+//
+// The owner may write bookie ledgers of its own beside the topic's list
+// (CreateSideLedger, OpenSideLedger, DeleteSideLedger; the broker's
+// compacted ledgers). They are not in the record, never trimmed or
+// offloaded. A durable cursor names the side ledgers it owns in properties
+// whose keys start with SideLedgerProp ("sideLedger.", value the ledger id):
+// DeleteCursor and Factory.Delete delete those ledgers with the cursor.
+// Cursor.MarkDeleteWithProperties changes the mark-delete position and
+// properties in one stored update, so the two are found together after a
+// crash.
+//
 // # Tiered storage
 //
 // With an Offloader (FactoryConfig.Offloader; package offload implements

@@ -236,9 +236,9 @@ func (f *Factory) List(ctx context.Context, prefix string) ([]string, error) {
 }
 
 // Delete removes a managed ledger: it closes it if open here, then deletes
-// its cursors, its bookie ledgers and finally its record. The caller must
-// own the topic (no other factory may have it open). ErrNotFound if there
-// is no such managed ledger.
+// its cursors (with the side ledgers they name), its bookie ledgers and
+// finally its record. The caller must own the topic (no other factory may
+// have it open). ErrNotFound if there is no such managed ledger.
 func (f *Factory) Delete(ctx context.Context, name string) error {
 	if err := checkName("managed ledger", name); err != nil {
 		return err
@@ -275,9 +275,22 @@ func (f *Factory) Delete(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	var side []int64
 	for _, c := range curs {
-		if err := f.md.Delete(ctx, cursorsParent(name)+"/"+c, metadata.AnyVersion); err != nil && !errors.Is(err, metadata.ErrNotFound) {
+		key := cursorsParent(name) + "/" + c
+		if ckv, err := f.md.Get(ctx, key); err == nil {
+			var info cursorInfo
+			if json.Unmarshal(ckv.Value, &info) == nil {
+				side = append(side, sideLedgers(info.Properties)...)
+			}
+		}
+		if err := f.md.Delete(ctx, key, metadata.AnyVersion); err != nil && !errors.Is(err, metadata.ErrNotFound) {
 			return err
+		}
+	}
+	for _, id := range side {
+		if err := deleteSideLedger(ctx, f.client, id); err != nil {
+			return fmt.Errorf("ledger: managed ledger %q: %w", name, err)
 		}
 	}
 	for _, l := range rec.Ledgers {

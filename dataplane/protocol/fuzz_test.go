@@ -185,3 +185,23 @@ func BenchmarkWriteMessageFrame(b *testing.B) {
 		}
 	}
 }
+
+func FuzzDecompress(f *testing.F) {
+	for c := range 5 {
+		f.Add(int32(c), uint32(11), []byte("hello world"))
+	}
+	f.Add(int32(1), uint32(1<<20), []byte{0xf0, 0x00})
+	f.Fuzz(func(t *testing.T, codec int32, size uint32, payload []byte) {
+		meta := &pulsarwire.MessageMetadata{Compression: pulsarwire.CompressionType(codec).Enum(), UncompressedSize: proto.Uint32(size)}
+		out, err := Decompress(meta, payload)
+		if err != nil {
+			if !errors.Is(err, ErrBadBatch) && !errors.Is(err, ErrCompressed) {
+				t.Fatalf("unexpected error kind: %v", err)
+			}
+			return
+		}
+		if codec != 0 && len(out) != int(size) {
+			t.Fatalf("%d bytes out, uncompressed_size %d", len(out), size)
+		}
+	})
+}
