@@ -109,7 +109,7 @@ func checkAllPresent(t *testing.T, where string, acked []int, got []string) {
 	}
 }
 
-var rtoLine = regexp.MustCompile(`report: RTO (\S+) .*RPO (\d+) messages`)
+var rtoLine = regexp.MustCompile(`report: RTO (\S+) .*RPO (\d+) entries`)
 
 // runCLI runs a magnetar CLI command against the control plane.
 func runCLI(t *testing.T, addr, keyFile string, args ...string) string {

@@ -131,8 +131,8 @@ func testUpRegions(t *testing.T, n int) {
 	if n == 3 {
 		out := runCLI(t, addr, keyFile, "runbook", "evacuate", "--org", "acme", "--region", "r2")
 		t.Logf("evacuate r2:\n%s", out)
-		rto, rpo := lastRunbookReport(t, cp, opKey, "organizations/acme/replicationGroups/g")
-		t.Logf("evacuate r2: the group's failover reports RTO %s, RPO %s messages", rto, rpo)
+		rto, rpo, _ := lastRunbookReport(t, cp, opKey, "organizations/acme/replicationGroups/g")
+		t.Logf("evacuate r2: the group's failover reports RTO %s, RPO %s entries", rto, rpo)
 		if rpo != "0" {
 			t.Fatalf("evacuate r2: want RPO 0")
 		}
@@ -173,12 +173,12 @@ func testUpRegions(t *testing.T, n int) {
 		return g["activeCluster"] == "organizations/acme/clusters/c2" && g["operation"] == ""
 	})
 	detected := time.Since(killed)
-	rto, rpo := lastRunbookReport(t, cp, opKey, "organizations/acme/replicationGroups/g")
+	rto, rpo, asOf := lastRunbookReport(t, cp, opKey, "organizations/acme/replicationGroups/g")
 	atKill := append(burst, payloads("m", ackedAtKill)...)
 	notReplicated := len(missingFrom(atKill, readPayloadsWithin(t, c2, topic, atKill, 10*time.Second)))
-	t.Logf("unplanned loss of r1: the group was on c2 %v after the kill (failover_delay 3s); report: RTO %s, RPO %s messages "+
-		"(c1's last report); counted: %d of the %d messages c1 acknowledged before the kill not in c2 (%d of them in the last burst)",
-		detected.Round(time.Millisecond), rto, rpo, notReplicated, len(atKill), len(missingFrom(burst, readPayloadsWithin(t, c2, topic, burst, 2*time.Second))))
+	t.Logf("unplanned loss of r1: the group was on c2 %v after the kill (failover_delay 3s); report: RTO %s, RPO %s entries "+
+		"as of c1's last report %v before the kill; counted: %d of the %d messages c1 acknowledged before the kill not in c2 (%d of them in the last burst)",
+		detected.Round(time.Millisecond), rto, rpo, killed.Sub(asOf).Round(time.Millisecond), notReplicated, len(atKill), len(missingFrom(burst, readPayloadsWithin(t, c2, topic, burst, 2*time.Second))))
 	if detected > 3*time.Second+15*time.Second {
 		t.Errorf("unplanned failover took %v after the kill; target failover_delay + 5 s", detected)
 	}
@@ -278,9 +278,9 @@ func (l *groupLoad) snapshot() []int {
 	return append([]int(nil), l.acked...)
 }
 
-// lastRunbookReport is the RTO and RPO of the newest finished operation on
-// target.
-func lastRunbookReport(t *testing.T, cp cpClient, key, target string) (rto, rpo string) {
+// lastRunbookReport is the RTO, RPO and RPO time of the newest finished
+// operation on target.
+func lastRunbookReport(t *testing.T, cp cpClient, key, target string) (rto, rpo string, asOf time.Time) {
 	t.Helper()
 	out := cp.mustCall(key, "GET", "/v1/operations?organization=organizations/acme&target="+url.QueryEscape(target), nil)
 	ops, _ := out["operations"].([]any)
@@ -304,7 +304,10 @@ func lastRunbookReport(t *testing.T, cp cpClient, key, target string) (rto, rpo 
 	if rpo == "" {
 		rpo = "0"
 	}
-	return rto, rpo
+	if at, ok := rep["rpoAsOf"].(string); ok {
+		asOf, _ = time.Parse(time.RFC3339Nano, at)
+	}
+	return rto, rpo, asOf
 }
 
 // brokerPIDs are the broker processes of every cluster the agent under

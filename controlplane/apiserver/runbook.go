@@ -639,6 +639,7 @@ func (s *Server) drainStep(ctx context.Context, op *cpv1.Operation, p runbookPar
 		rb.Report.RpoMessages = n
 		age := "no report"
 		if ok {
+			rb.Report.RpoAsOf = timestamppb.New(at)
 			age = fmt.Sprintf("reported %s before the switch", time.Since(at).Round(time.Millisecond))
 		}
 		return stepResult{state: cpv1.RunbookStep_SKIPPED, detail: fmt.Sprintf("%s is unreachable: %d entries not replicated to %s (%s) are the RPO; they replicate when it returns", rb.FromCluster, n, rb.ToCluster, age)}, nil
@@ -657,6 +658,9 @@ func (s *Server) drainStep(ctx context.Context, op *cpv1.Operation, p runbookPar
 			return stepResult{fail: fmt.Sprintf("%s still has %d entries to replicate to %s after %s", rb.FromCluster, n, rb.ToCluster, p.drainTimeout)}, nil
 		}
 		rb.Report.RpoMessages = n
+		if ok {
+			rb.Report.RpoAsOf = timestamppb.New(at)
+		}
 		return stepResult{state: cpv1.RunbookStep_SKIPPED, detail: fmt.Sprintf("%d entries still not replicated after %s are the RPO", n, p.drainTimeout)}, nil
 	}
 	return stepResult{}, errStepWait

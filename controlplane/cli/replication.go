@@ -437,8 +437,12 @@ func writeRunbook(w io.Writer, op *cpv1.Operation) {
 		if r.GetRto() != nil {
 			rto = r.GetRto().AsDuration().Round(time.Millisecond).String()
 		}
-		fmt.Fprintf(w, "report: RTO %s (writes stopped %s, endpoint switched %s), RPO %d messages, drained %d messages after the fence\n",
-			rto, fmtTime(r.GetWritesStoppedTime().AsTime()), fmtTime(r.GetSwitchTime().AsTime()), r.GetRpoMessages(), r.GetDrainedMessages())
+		asOf := ""
+		if r.GetRpoAsOf() != nil {
+			asOf = fmt.Sprintf(" as of %s's last report (%s)", shortName(rb.GetFromCluster()), fmtTime(r.GetRpoAsOf().AsTime()))
+		}
+		fmt.Fprintf(w, "report: RTO %s (writes stopped %s, endpoint switched %s), RPO %d entries%s, drained %d entries after the fence\n",
+			rto, fmtTime(r.GetWritesStoppedTime().AsTime()), fmtTime(r.GetSwitchTime().AsTime()), r.GetRpoMessages(), asOf, r.GetDrainedMessages())
 	}
 	if op.GetError() != nil {
 		fmt.Fprintf(w, "failed: %s\n", op.GetError().GetMessage())

@@ -1787,13 +1787,20 @@ type RunbookReport struct {
 	// write to, as the control plane measures it.
 	Rto *durationpb.Duration `protobuf:"bytes,3,opt,name=rto,proto3" json:"rto,omitempty"`
 	// Entries written in the old cluster and not replicated to the new one
-	// when the endpoint switched (0 for a planned failover).
+	// when the endpoint switched (0 for a planned failover). An entry is one
+	// stored batch: it may hold many messages. For an unplanned failover this
+	// is the old cluster's backlog toward the new one in its last report
+	// (rpo_as_of); entries it stored after that report are not counted.
 	RpoMessages int64 `protobuf:"varint,4,opt,name=rpo_messages,json=rpoMessages,proto3" json:"rpo_messages,omitempty"`
 	// Entries the old cluster replicated to the new one while the runbook
 	// waited for the drain.
 	DrainedMessages int64 `protobuf:"varint,5,opt,name=drained_messages,json=drainedMessages,proto3" json:"drained_messages,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Unplanned failover: the time of the old cluster's last replication
+	// report, which rpo_messages is taken from. Unset when no report was
+	// received, and for a planned failover.
+	RpoAsOf       *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=rpo_as_of,json=rpoAsOf,proto3" json:"rpo_as_of,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RunbookReport) Reset() {
@@ -1859,6 +1866,13 @@ func (x *RunbookReport) GetDrainedMessages() int64 {
 		return x.DrainedMessages
 	}
 	return 0
+}
+
+func (x *RunbookReport) GetRpoAsOf() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RpoAsOf
+	}
+	return nil
 }
 
 // Why an operation did not succeed.
@@ -2822,14 +2836,15 @@ const file_api_controlplane_v1_resources_proto_rawDesc = "" +
 	"\x04DONE\x10\x03\x12\v\n" +
 	"\aSKIPPED\x10\x04\x12\n" +
 	"\n" +
-	"\x06FAILED\x10\x05\"\x93\x02\n" +
+	"\x06FAILED\x10\x05\"\xcb\x02\n" +
 	"\rRunbookReport\x12J\n" +
 	"\x13writes_stopped_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x11writesStoppedTime\x12;\n" +
 	"\vswitch_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"switchTime\x12+\n" +
 	"\x03rto\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03rto\x12!\n" +
 	"\frpo_messages\x18\x04 \x01(\x03R\vrpoMessages\x12)\n" +
-	"\x10drained_messages\x18\x05 \x01(\x03R\x0fdrainedMessages\">\n" +
+	"\x10drained_messages\x18\x05 \x01(\x03R\x0fdrainedMessages\x126\n" +
+	"\trpo_as_of\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\arpoAsOf\">\n" +
 	"\x0eOperationError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"\x94\x02\n" +
@@ -3024,29 +3039,30 @@ var file_api_controlplane_v1_resources_proto_depIdxs = []int32{
 	31, // 35: magnetar.controlplane.v1.RunbookReport.writes_stopped_time:type_name -> google.protobuf.Timestamp
 	31, // 36: magnetar.controlplane.v1.RunbookReport.switch_time:type_name -> google.protobuf.Timestamp
 	33, // 37: magnetar.controlplane.v1.RunbookReport.rto:type_name -> google.protobuf.Duration
-	31, // 38: magnetar.controlplane.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
-	32, // 39: magnetar.controlplane.v1.AuditEvent.detail:type_name -> google.protobuf.Struct
-	0,  // 40: magnetar.controlplane.v1.Tenant.state:type_name -> magnetar.controlplane.v1.PulsarResourceState
-	31, // 41: magnetar.controlplane.v1.Tenant.create_time:type_name -> google.protobuf.Timestamp
-	31, // 42: magnetar.controlplane.v1.Tenant.update_time:type_name -> google.protobuf.Timestamp
-	28, // 43: magnetar.controlplane.v1.NamespacePolicies.retention:type_name -> magnetar.controlplane.v1.NamespacePolicies.Retention
-	29, // 44: magnetar.controlplane.v1.NamespacePolicies.backlog_quota:type_name -> magnetar.controlplane.v1.NamespacePolicies.BacklogQuota
-	30, // 45: magnetar.controlplane.v1.NamespacePolicies.auto_topic_creation:type_name -> magnetar.controlplane.v1.NamespacePolicies.AutoTopicCreation
-	6,  // 46: magnetar.controlplane.v1.NamespacePolicies.schema_compatibility_strategy:type_name -> magnetar.controlplane.v1.NamespacePolicies.SchemaCompatibilityStrategy
-	25, // 47: magnetar.controlplane.v1.Namespace.policies:type_name -> magnetar.controlplane.v1.NamespacePolicies
-	0,  // 48: magnetar.controlplane.v1.Namespace.state:type_name -> magnetar.controlplane.v1.PulsarResourceState
-	31, // 49: magnetar.controlplane.v1.Namespace.create_time:type_name -> google.protobuf.Timestamp
-	31, // 50: magnetar.controlplane.v1.Namespace.update_time:type_name -> google.protobuf.Timestamp
-	0,  // 51: magnetar.controlplane.v1.Topic.state:type_name -> magnetar.controlplane.v1.PulsarResourceState
-	31, // 52: magnetar.controlplane.v1.Topic.create_time:type_name -> google.protobuf.Timestamp
-	31, // 53: magnetar.controlplane.v1.Topic.update_time:type_name -> google.protobuf.Timestamp
-	7,  // 54: magnetar.controlplane.v1.NamespacePolicies.BacklogQuota.policy:type_name -> magnetar.controlplane.v1.NamespacePolicies.BacklogQuota.Policy
-	8,  // 55: magnetar.controlplane.v1.NamespacePolicies.AutoTopicCreation.type:type_name -> magnetar.controlplane.v1.NamespacePolicies.AutoTopicCreation.TopicType
-	56, // [56:56] is the sub-list for method output_type
-	56, // [56:56] is the sub-list for method input_type
-	56, // [56:56] is the sub-list for extension type_name
-	56, // [56:56] is the sub-list for extension extendee
-	0,  // [0:56] is the sub-list for field type_name
+	31, // 38: magnetar.controlplane.v1.RunbookReport.rpo_as_of:type_name -> google.protobuf.Timestamp
+	31, // 39: magnetar.controlplane.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
+	32, // 40: magnetar.controlplane.v1.AuditEvent.detail:type_name -> google.protobuf.Struct
+	0,  // 41: magnetar.controlplane.v1.Tenant.state:type_name -> magnetar.controlplane.v1.PulsarResourceState
+	31, // 42: magnetar.controlplane.v1.Tenant.create_time:type_name -> google.protobuf.Timestamp
+	31, // 43: magnetar.controlplane.v1.Tenant.update_time:type_name -> google.protobuf.Timestamp
+	28, // 44: magnetar.controlplane.v1.NamespacePolicies.retention:type_name -> magnetar.controlplane.v1.NamespacePolicies.Retention
+	29, // 45: magnetar.controlplane.v1.NamespacePolicies.backlog_quota:type_name -> magnetar.controlplane.v1.NamespacePolicies.BacklogQuota
+	30, // 46: magnetar.controlplane.v1.NamespacePolicies.auto_topic_creation:type_name -> magnetar.controlplane.v1.NamespacePolicies.AutoTopicCreation
+	6,  // 47: magnetar.controlplane.v1.NamespacePolicies.schema_compatibility_strategy:type_name -> magnetar.controlplane.v1.NamespacePolicies.SchemaCompatibilityStrategy
+	25, // 48: magnetar.controlplane.v1.Namespace.policies:type_name -> magnetar.controlplane.v1.NamespacePolicies
+	0,  // 49: magnetar.controlplane.v1.Namespace.state:type_name -> magnetar.controlplane.v1.PulsarResourceState
+	31, // 50: magnetar.controlplane.v1.Namespace.create_time:type_name -> google.protobuf.Timestamp
+	31, // 51: magnetar.controlplane.v1.Namespace.update_time:type_name -> google.protobuf.Timestamp
+	0,  // 52: magnetar.controlplane.v1.Topic.state:type_name -> magnetar.controlplane.v1.PulsarResourceState
+	31, // 53: magnetar.controlplane.v1.Topic.create_time:type_name -> google.protobuf.Timestamp
+	31, // 54: magnetar.controlplane.v1.Topic.update_time:type_name -> google.protobuf.Timestamp
+	7,  // 55: magnetar.controlplane.v1.NamespacePolicies.BacklogQuota.policy:type_name -> magnetar.controlplane.v1.NamespacePolicies.BacklogQuota.Policy
+	8,  // 56: magnetar.controlplane.v1.NamespacePolicies.AutoTopicCreation.type:type_name -> magnetar.controlplane.v1.NamespacePolicies.AutoTopicCreation.TopicType
+	57, // [57:57] is the sub-list for method output_type
+	57, // [57:57] is the sub-list for method input_type
+	57, // [57:57] is the sub-list for extension type_name
+	57, // [57:57] is the sub-list for extension extendee
+	0,  // [0:57] is the sub-list for field type_name
 }
 
 func init() { file_api_controlplane_v1_resources_proto_init() }
