@@ -420,6 +420,9 @@ func (h *Handler) partitionedStats(q *request, tn broker.TopicName) error {
 		}
 		a := &out.TopicStats
 		a.MsgInCounter += st.MsgInCounter
+		a.BytesInCounter += st.BytesInCounter
+		a.MsgOutCounter += st.MsgOutCounter
+		a.BytesOutCounter += st.BytesOutCounter
 		a.StorageSize += st.StorageSize
 		a.BacklogSize += st.BacklogSize
 		a.Publishers = append(a.Publishers, st.Publishers...)

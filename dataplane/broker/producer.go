@@ -333,6 +333,7 @@ func (op *publishOp) AddComplete(pos ledger.Position, err error) {
 	}
 	c.s.metrics.inMessages.Add(float64(max(num, 1)))
 	c.s.metrics.inBytes.Add(float64(n))
+	p.topic.in.add(int(num), int(n))
 	if p.replicator {
 		p.replMsgs.Add(uint64(max(num, 1)))
 		p.replBytes.Add(uint64(n))

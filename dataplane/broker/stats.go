@@ -153,6 +153,10 @@ func (s *Service) TopicStats(ctx context.Context, t TopicName, opt StatsOptions)
 		Replication:            map[string]ReplicatorStats{},
 		DeduplicationStatus:    "Disabled",
 		TopicCreationTimeStamp: s.topicCreated(ctx, t, tp),
+		MsgInCounter:           tp.in.msgs.Load(),
+		BytesInCounter:         tp.in.bytes.Load(),
+		MsgOutCounter:          tp.out.msgs.Load(),
+		BytesOutCounter:        tp.out.bytes.Load(),
 	}
 	if tp.ml != nil {
 		st.StorageSize = tp.ml.TotalSize()
@@ -210,6 +214,8 @@ func (sub *Subscription) stats(opt StatsOptions) SubscriptionStats {
 		IsReplicated:                     sub.replicated(),
 		ConsumersAfterMarkDeletePosition: map[string]string{},
 		SubscriptionProperties:           map[string]string{},
+		MsgOutCounter:                    sub.out.msgs.Load(),
+		BytesOutCounter:                  sub.out.bytes.Load(),
 	}
 	if sub.cursor != nil {
 		ss.MsgBacklog = sub.cursor.Backlog()
@@ -242,6 +248,8 @@ func (sub *Subscription) stats(opt StatsOptions) SubscriptionStats {
 			ConnectedSince:            c.conn.connectedSince(),
 			ClientVersion:             c.conn.clientVersion,
 			LastConsumedFlowTimestamp: c.lastFlow,
+			MsgOutCounter:             c.out.msgs.Load(),
+			BytesOutCounter:           c.out.bytes.Load(),
 			Metadata:                  nonNil(c.metadata),
 		})
 	}

@@ -21,6 +21,7 @@ type Consumer struct {
 	conn     *conn
 	id       uint64
 	name     string
+	out      flowCounter // dispatched to this consumer
 	priority int32
 	metadata map[string]string
 	sticky   []*pb.IntRange // Key_Shared STICKY ranges
@@ -87,6 +88,7 @@ type Subscription struct {
 	name    string
 	cursor  *ledger.Cursor // nil for non-persistent topics
 	durable bool
+	out     flowCounter // dispatched since the subscription was loaded
 
 	mu           sync.Mutex
 	subType      pb.CommandSubscribe_SubType // -1 until the first consumer
@@ -597,6 +599,9 @@ func (s *Subscription) deliver(entries []ledger.Entry, live [][]int64, gen uint6
 		s.topic.s.metrics.outMessages.Add(float64(info.numMessages))
 		s.topic.s.metrics.outBytes.Add(float64(len(e.Data)))
 		s.topic.s.metrics.usage.out(s.topic.name, info.numMessages, e.Data)
+		s.out.add(info.numMessages, len(e.Data))
+		c.out.add(info.numMessages, len(e.Data))
+		s.topic.out.add(info.numMessages, len(e.Data))
 		sent++
 		msgs += info.numMessages
 		bytes += len(e.Data)
@@ -683,4 +688,7 @@ func (s *Subscription) deliverNonPersistent(pos ledger.Position, data []byte) {
 	s.topic.s.metrics.outMessages.Add(float64(info.numMessages))
 	s.topic.s.metrics.outBytes.Add(float64(len(data)))
 	s.topic.s.metrics.usage.out(s.topic.name, info.numMessages, data)
+	s.out.add(info.numMessages, len(data))
+	c.out.add(info.numMessages, len(data))
+	s.topic.out.add(info.numMessages, len(data))
 }

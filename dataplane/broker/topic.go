@@ -58,6 +58,11 @@ type Topic struct {
 	// replSubPending holds, under mu, remote replicated-subscription
 	// states not yet applied, by subscription (replsub.go).
 	replSubPending map[string]*replSubUpdate
+	// in and out count the messages and bytes stored for producers
+	// (replicators included) and dispatched to consumers since the topic
+	// was loaded: the stats' msgInCounter, bytesInCounter, msgOutCounter
+	// and bytesOutCounter, which outlive the clients.
+	in, out flowCounter
 	// mig is the topic's write fence for a migration, nil when not
 	// fenced (migration.go); migMu serializes fencing and unfencing.
 	mig   atomic.Pointer[migrationRun]
@@ -427,4 +432,12 @@ func (t *Topic) Subscriptions() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// flowCounter counts messages and bytes.
+type flowCounter struct{ msgs, bytes atomic.Int64 }
+
+func (f *flowCounter) add(msgs, bytes int) {
+	f.msgs.Add(int64(max(msgs, 1)))
+	f.bytes.Add(int64(bytes))
 }
