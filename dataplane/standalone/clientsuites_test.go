@@ -44,7 +44,11 @@ func suiteDir(t *testing.T, name string) string {
 
 func startForSuite(t *testing.T) []string {
 	t.Helper()
-	sa := standalonetest.Start(t, standalonetest.Config(t.TempDir(), standalonetest.FreeAddr(t)))
+	cfg := standalonetest.Config(t.TempDir(), standalonetest.FreeAddr(t))
+	// 1 MiB, as Pulsar's own test setups: the suites' chunking and
+	// too-big tests rely on it.
+	cfg.Broker.MaxMessageSize = 1 << 20
+	sa := standalonetest.Start(t, cfg)
 	return []string{"MAGNETAR_SERVICE_URL=" + sa.ServiceURL(), "MAGNETAR_ADMIN_URL=" + sa.WebServiceURL()}
 }
 

@@ -4,11 +4,13 @@ The tests start nothing: they connect to the broker named by the
 MAGNETAR_SERVICE_URL environment variable (e.g. pulsar://127.0.0.1:6650)
 and call its admin REST API at MAGNETAR_ADMIN_URL (e.g.
 http://127.0.0.1:8080), which the Go test TestPythonClient in
-dataplane/standalone sets after starting an in-process standalone.
-Without them the tests are skipped.
+dataplane/standalone sets after starting an in-process standalone (its
+largest message 1 MiB, which the chunking tests rely on). Without them the
+tests are skipped.
 """
 
 import os
+import signal
 
 import pytest
 
@@ -56,3 +58,20 @@ def namespace(admin):
     ns = "public/" + unique("ns")
     admin.create_namespace(ns)
     return ns
+
+
+# Every test is bounded: SIGALRM fails one still running after this long
+# (each blocking call of the client has a shorter timeout of its own).
+TEST_TIMEOUT_S = 60
+
+
+@pytest.fixture(autouse=True)
+def _bounded():
+    def expired(signum, frame):
+        pytest.fail("test still running after %ds" % TEST_TIMEOUT_S)
+
+    old = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(TEST_TIMEOUT_S)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)

@@ -22,7 +22,8 @@ def test_shared_producers(client, topic):
 
 def test_exclusive_refuses_others(client, topic):
     client.create_producer(topic, access_mode=Mode.Exclusive)
-    with pytest.raises(pulsar.ProducerBusy):
+    # A second exclusive producer is fenced out, a shared one is busy.
+    with pytest.raises(pulsar.ProducerFenced):
         client.create_producer(topic, access_mode=Mode.Exclusive)
     with pytest.raises(pulsar.ProducerBusy):
         client.create_producer(topic, access_mode=Mode.Shared)
@@ -30,7 +31,7 @@ def test_exclusive_refuses_others(client, topic):
 
 def test_shared_blocks_exclusive(client, topic):
     client.create_producer(topic, access_mode=Mode.Shared)
-    with pytest.raises(pulsar.ProducerBusy):
+    with pytest.raises(pulsar.ProducerFenced):
         client.create_producer(topic, access_mode=Mode.Exclusive)
 
 
@@ -58,7 +59,7 @@ def test_exclusive_with_fencing(client, topic):
     new.send(b"new")
     with pytest.raises((pulsar.ProducerFenced, pulsar.AlreadyClosed, pulsar.ProducerBusy,
                         pulsar.TopicTerminated, pulsar.Timeout)):
-        old.send(b"fenced", )
+        old.send(b"fenced")
     c = client.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
     assert c.receive(timeout_millis=TIMEOUT_MS).data() == b"old"
     assert c.receive(timeout_millis=TIMEOUT_MS).data() == b"new"

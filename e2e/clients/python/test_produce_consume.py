@@ -85,7 +85,7 @@ def test_large_message_and_empty_payload(client, topic):
 def test_too_big_without_chunking(client, topic):
     producer = client.create_producer(topic)
     with pytest.raises(pulsar.MessageTooBig):
-        producer.send(b"x" * (6 << 20))
+        producer.send(b"x" * (2 << 20))
 
 
 def test_last_sequence_id_and_message_ids(client, topic):

@@ -24,7 +24,8 @@ class AccessModeTest extends ClientTest {
     void exclusiveRefusesOthers() throws Exception {
         String t = topic();
         try (Producer<byte[]> p = producer(t, ProducerAccessMode.Exclusive)) {
-            assertThrows(PulsarClientException.ProducerBusyException.class, () -> producer(t, ProducerAccessMode.Exclusive));
+            // A second exclusive producer is fenced out, a shared one is busy.
+            assertThrows(PulsarClientException.ProducerFencedException.class, () -> producer(t, ProducerAccessMode.Exclusive));
             assertThrows(PulsarClientException.ProducerBusyException.class, () -> producer(t, ProducerAccessMode.Shared));
             p.send(bytes("x"));
         }
@@ -35,7 +36,7 @@ class AccessModeTest extends ClientTest {
         String t = topic();
         try (Producer<byte[]> a = producer(t, ProducerAccessMode.Shared);
              Producer<byte[]> b = producer(t, ProducerAccessMode.Shared)) {
-            assertThrows(PulsarClientException.ProducerBusyException.class, () -> producer(t, ProducerAccessMode.Exclusive));
+            assertThrows(PulsarClientException.ProducerFencedException.class, () -> producer(t, ProducerAccessMode.Exclusive));
         }
     }
 

@@ -87,7 +87,7 @@ class ProduceConsumeTest extends ClientTest {
     @Test
     void tooBigWithoutChunking() throws Exception {
         try (Producer<byte[]> p = client.newProducer().topic(topic()).enableBatching(false).create()) {
-            assertThrows(PulsarClientException.class, () -> p.send(new byte[6 << 20]));
+            assertThrows(PulsarClientException.class, () -> p.send(new byte[2 << 20]));
         }
     }
 
