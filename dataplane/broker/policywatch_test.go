@@ -212,6 +212,13 @@ func TestTopicPolicyDeduplication(t *testing.T) {
 
 	setTopicDedup(true)
 	awaitCond(t, 10*time.Second, "the topic policy to enable deduplication", tp.DedupActive)
+	st, err := e.sa.Broker().TopicStats(e.ctx, tn, broker.StatsOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.DeduplicationStatus != "Enabled" {
+		t.Fatalf("stats: deduplicationStatus %q, want Enabled", st.DeduplicationStatus)
+	}
 	e.send(p, seqMsg(0)) // a duplicate
 	e.send(p, seqMsg(1))
 	p.Close()
