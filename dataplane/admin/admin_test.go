@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"github.com/magnetar-dev/magnetar/dataplane/bundle"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -93,6 +95,25 @@ func do(t *testing.T, base string, c call) (int, string, http.Header) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b), resp.Header
+}
+
+// rawGet sends GET path over a plain TCP connection and returns the
+// response as sent (header names not canonicalized).
+func rawGet(t *testing.T, base, path string) string {
+	t.Helper()
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.DialTimeout("tcp", u.Host, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", path, u.Host)
+	b, _ := io.ReadAll(conn)
+	return string(b)
 }
 
 func runCalls(t *testing.T, base string, calls []call) {
@@ -394,6 +415,13 @@ func TestPulsarAdminClient(t *testing.T) {
 				}
 			}
 			total += len(msgs)
+			// The Java admin client reads properties from
+			// X-Pulsar-PROPERTY-<key> headers, matching that name
+			// case-sensitively: read the raw response.
+			raw := rawGet(t, s.WebServiceURL(), fmt.Sprintf("/admin/v2/persistent/pa/ns/pt-partition-%d/subscription/sub/position/1", i))
+			if !strings.Contains(raw, "\r\nX-Pulsar-PROPERTY-Case: Kept\r\n") {
+				t.Fatalf("peek response without the property header:\n%s", raw)
+			}
 			one, err := a.Subscriptions().GetMessageByID(*p, msgs[0].MessageID.LedgerID, msgs[0].MessageID.EntryID)
 			if err != nil || string(one.Payload) != string(msgs[0].Payload) {
 				t.Fatalf("get by id = %+v, %v", one, err)
@@ -402,6 +430,11 @@ func TestPulsarAdminClient(t *testing.T) {
 	}
 	if total != 6 {
 		t.Fatalf("peeked %d messages, want 6", total)
+	}
+	var counters struct{ MsgInCounter, BytesInCounter int64 }
+	if _, body, _ := do(t, s.WebServiceURL(), call{method: "GET", path: "/admin/v2/persistent/pa/ns/pt/partitioned-stats"}); json.Unmarshal([]byte(body), &counters) != nil ||
+		counters.MsgInCounter != 6 || counters.BytesInCounter == 0 {
+		t.Fatalf("partitioned stats counters = %+v, want 6 messages in", counters)
 	}
 	if err := a.Subscriptions().ClearBacklog(*tn, "sub"); err != nil {
 		t.Fatal(err)

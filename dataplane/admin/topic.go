@@ -426,6 +426,7 @@ func (h *Handler) partitionedStats(q *request, tn broker.TopicName) error {
 		}
 		a := &out.TopicStats
 		a.MsgInCounter += st.MsgInCounter
+		a.BytesInCounter += st.BytesInCounter
 		a.StorageSize += st.StorageSize
 		a.BacklogSize += st.BacklogSize
 		a.Publishers = append(a.Publishers, st.Publishers...)

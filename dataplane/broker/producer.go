@@ -333,6 +333,8 @@ func (op *publishOp) AddComplete(pos ledger.Position, err error) {
 	}
 	c.s.metrics.inMessages.Add(float64(max(num, 1)))
 	c.s.metrics.inBytes.Add(float64(n))
+	p.topic.msgsIn.Add(int64(max(num, 1)))
+	p.topic.bytesIn.Add(n)
 	if p.replicator {
 		p.replMsgs.Add(uint64(max(num, 1)))
 		p.replBytes.Add(uint64(n))

@@ -151,6 +151,8 @@ func (s *Service) TopicStats(ctx context.Context, t TopicName, opt StatsOptions)
 		Replication:            map[string]ReplicatorStats{},
 		DeduplicationStatus:    "Disabled",
 		TopicCreationTimeStamp: s.topicCreated(ctx, t, tp),
+		MsgInCounter:           tp.msgsIn.Load(),
+		BytesInCounter:         tp.bytesIn.Load(),
 	}
 	if tp.dedupOn.Load() && tp.dedup.Load() != nil {
 		// Sequence ids are being checked (not while the state is still

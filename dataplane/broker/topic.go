@@ -36,6 +36,9 @@ type Topic struct {
 	// dedupOn is the deduplicationEnabled policy in force: the topic's own
 	// where set, else its namespace's. Kept by refreshLimitsLocked.
 	dedupOn atomic.Bool
+	// msgsIn and bytesIn count the messages and bytes stored since the
+	// topic was loaded (its stats' msgInCounter and bytesInCounter).
+	msgsIn, bytesIn atomic.Int64
 	// usage is the durable usage counters of a persistent topic
 	// (usage_durable.go); nil for non-persistent topics.
 	usage *topicUsage
