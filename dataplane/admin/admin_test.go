@@ -294,7 +294,7 @@ func TestSchemaRoutes(t *testing.T) {
 		{"all", "GET", p + "schemas", "", "", 200, `"getSchemaResponses":[{"version":0`},
 		{"version", "POST", p + "version", string(body), "", 200, `{"version":0}`},
 		{"compat", "POST", p + "compatibility", `{"type":"STRING","schema":""}`, "", 200, `"compatibility":false`},
-		{"delete", "DELETE", p + "schema", "", "", 200, ""},
+		{"delete", "DELETE", p + "schema", "", "", 200, `{"version":0}`},
 		{"gone", "GET", p + "schema", "", "", 404, ""},
 		// Deleting a topic deletes its schema (Pulsar 3.x).
 		{"topic", "PUT", "/admin/v2/persistent/public/default/sch2", "null", "", 204, ""},
@@ -415,11 +415,12 @@ func TestPulsarAdminClient(t *testing.T) {
 				}
 			}
 			total += len(msgs)
-			// The Java admin client reads properties from
-			// X-Pulsar-PROPERTY-<key> headers, matching that name
-			// case-sensitively: read the raw response.
+			// The Java admin client reads properties from the
+			// X-Pulsar-PROPERTY (JSON) or X-Pulsar-PROPERTY-<key>
+			// headers, matching those names case-sensitively: read the
+			// raw response.
 			raw := rawGet(t, s.WebServiceURL(), fmt.Sprintf("/admin/v2/persistent/pa/ns/pt-partition-%d/subscription/sub/position/1", i))
-			if !strings.Contains(raw, "\r\nX-Pulsar-PROPERTY-Case: Kept\r\n") {
+			if !strings.Contains(raw, "\r\nX-Pulsar-PROPERTY-Case: Kept\r\n") || !strings.Contains(raw, "\r\nX-Pulsar-PROPERTY: {\"Case\":\"Kept\"}\r\n") {
 				t.Fatalf("peek response without the property header:\n%s", raw)
 			}
 			one, err := a.Subscriptions().GetMessageByID(*p, msgs[0].MessageID.LedgerID, msgs[0].MessageID.EntryID)

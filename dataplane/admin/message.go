@@ -54,12 +54,13 @@ func writeMessage(q *request, tn broker.TopicName, e ledger.Entry) error {
 		for _, kv := range meta.GetProperties() {
 			props[kv.GetKey()] = kv.GetValue()
 		}
+		// The Java admin client matches these names case-sensitively, so
+		// they are not canonicalized: X-Pulsar-PROPERTY holds them all as
+		// JSON (what 4.x reads), X-Pulsar-PROPERTY-<key> one each (what
+		// earlier releases read; keys that are not header tokens are only
+		// in the JSON).
 		b, _ := json.Marshal(props)
-		hd.Set("X-Pulsar-Property", string(b))
-		// And one header per property, X-Pulsar-PROPERTY-<key>, which the
-		// Java admin client reads (matching the prefix case-sensitively,
-		// so the name is not canonicalized). Keys that are not header
-		// tokens are only in the JSON above.
+		hd["X-Pulsar-PROPERTY"] = []string{string(b)}
 		for k, v := range props {
 			if isToken(k) {
 				hd["X-Pulsar-PROPERTY-"+k] = []string{v}

@@ -103,7 +103,7 @@ func TestJavaClient(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	if out, err := mvn(ctx, nil, "test-compile"); err != nil {
-		skipOrFail(t, require, "offline Maven build of e2e/clients/java failed (resolve once online: mvn -f e2e/clients/java/pom.xml test-compile): %v\n%s", err, out)
+		skipOrFail(t, require, "offline Maven build of e2e/clients/java failed (resolve once online: mvn -f e2e/clients/java/pom.xml test, as .ci/run does): %v\n%s", err, out)
 	}
 	env := startForSuite(t)
 	out, err := mvn(ctx, env, "test")
