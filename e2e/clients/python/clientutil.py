@@ -3,6 +3,7 @@ unique names, bounded receives and polling."""
 
 import json
 import time
+import urllib.error
 import urllib.request
 import uuid
 
@@ -71,11 +72,15 @@ def assert_no_message(consumer, timeout_ms=1000):
 
 
 def eventually(cond, timeout=10.0, interval=0.1):
-    """Polls cond until it returns a true value, which it returns; fails the
-    test after timeout seconds."""
+    """Polls cond until it returns a true value, which it returns; an admin
+    call failing with an HTTP error counts as false. Fails the test after
+    timeout seconds."""
     deadline = time.monotonic() + timeout
     while True:
-        v = cond()
+        try:
+            v = cond()
+        except urllib.error.HTTPError:
+            v = None
         if v:
             return v
         if time.monotonic() > deadline:

@@ -65,13 +65,20 @@ def namespace(admin):
 TEST_TIMEOUT_S = 60
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "timeout_s(n): bound the test to n seconds instead of %d" % TEST_TIMEOUT_S)
+
+
 @pytest.fixture(autouse=True)
-def _bounded():
+def _bounded(request):
+    mark = request.node.get_closest_marker("timeout_s")
+    limit = mark.args[0] if mark else TEST_TIMEOUT_S
+
     def expired(signum, frame):
-        pytest.fail("test still running after %ds" % TEST_TIMEOUT_S)
+        pytest.fail("test still running after %ds" % limit)
 
     old = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(TEST_TIMEOUT_S)
+    signal.alarm(limit)
     yield
     signal.alarm(0)
     signal.signal(signal.SIGALRM, old)

@@ -45,6 +45,21 @@ class DeduplicationTest extends ClientTest {
     }
 
     @Test
+    void namespaceDedupOnLoadedTopic() throws Exception {
+        String ns = namespace();
+        String t = "persistent://" + ns + "/" + unique("d");
+        try (Consumer<byte[]> c = client.newConsumer().topic(t).subscriptionName("sub").subscribe();
+             Producer<byte[]> p = client.newProducer().topic(t).producerName(unique("p")).enableBatching(false).create()) {
+            send(p, 0);
+            admin.namespaces().setDeduplicationStatus(ns, true);
+            eventually(Duration.ofSeconds(10), quietly(() -> "Enabled".equals(admin.topics().getStats(t).getDeduplicationStatus())));
+            send(p, 0, 1);
+            assertTexts(List.of("s0", "s1"), receive(c, 2, true));
+            assertNoMessage(c, 1000);
+        }
+    }
+
+    @Test
     void dedupOffKeepsRepeats() throws Exception {
         String t = topic();
         try (Consumer<byte[]> c = client.newConsumer().topic(t).subscriptionName("sub").subscribe();
@@ -59,7 +74,9 @@ class DeduplicationTest extends ClientTest {
         String t = topic();
         admin.topics().createNonPartitionedTopic(t);
         admin.topicPolicies().setDeduplicationStatus(t, true);
-        eventually(Duration.ofSeconds(10), quietly(() -> Boolean.TRUE.equals(admin.topicPolicies().getDeduplicationStatus(t))));
+        assertEquals(Boolean.TRUE, admin.topicPolicies().getDeduplicationStatus(t));
+        // The topic is loaded: the broker rebuilds its state, then says so.
+        eventually(Duration.ofSeconds(10), quietly(() -> "Enabled".equals(admin.topics().getStats(t).getDeduplicationStatus())));
         try (Consumer<byte[]> c = client.newConsumer().topic(t).subscriptionName("sub").subscribe();
              Producer<byte[]> p = client.newProducer().topic(t).producerName(unique("p")).enableBatching(false).create()) {
             send(p, 0, 0, 1);
