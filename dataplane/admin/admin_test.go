@@ -420,6 +420,23 @@ func TestPulsarAdminClient(t *testing.T) {
 			// headers, matching those names case-sensitively: read the
 			// raw response.
 			raw := rawGet(t, s.WebServiceURL(), fmt.Sprintf("/admin/v2/persistent/pa/ns/pt-partition-%d/subscription/sub/position/1", i))
+			// examinemessage counts entries from either end of the topic.
+			ex := fmt.Sprintf("/admin/v2/persistent/pa/ns/pt-partition-%d/examinemessage", i)
+			for _, c := range []struct {
+				query  string
+				status int
+				body   string
+			}{
+				{"?initialPosition=earliest&messagePosition=1", 200, string(msgs[0].Payload)},
+				{fmt.Sprintf("?initialPosition=latest&messagePosition=%d", back), 200, string(msgs[0].Payload)},
+				{"?messagePosition=1", 200, string(msgs[len(msgs)-1].Payload)},
+				{fmt.Sprintf("?initialPosition=earliest&messagePosition=%d", back+1), 404, ""},
+				{"?initialPosition=middle", 400, ""},
+			} {
+				if status, body, _ := do(t, s.WebServiceURL(), call{method: "GET", path: ex + c.query}); status != c.status || (c.body != "" && body != c.body) {
+					t.Fatalf("examinemessage%s = %d %q, want %d %q", c.query, status, body, c.status, c.body)
+				}
+			}
 			if !strings.Contains(raw, "\r\nX-Pulsar-PROPERTY-Case: Kept\r\n") || !strings.Contains(raw, "\r\nX-Pulsar-PROPERTY: {\"Case\":\"Kept\"}\r\n") {
 				t.Fatalf("peek response without the property header:\n%s", raw)
 			}
