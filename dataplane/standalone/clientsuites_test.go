@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/xml"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -76,7 +75,7 @@ func TestPythonClient(t *testing.T) {
 }
 
 // TestJavaClient runs the Maven project e2e/clients/java (`mvn -B -q -o
-// test`) on a copy of its sources. It builds offline: Maven's local
+// test`), its output in a temporary directory. It builds offline: Maven's local
 // repository must already hold the dependencies (.ci/run resolves them
 // online once). It is skipped when java or mvn is missing or the offline
 // build cannot resolve them, and fails instead when MAGNETAR_REQUIRE_JAVA=1.
@@ -90,13 +89,10 @@ func TestJavaClient(t *testing.T) {
 			skipOrFail(t, require, "%s not on PATH: %v", tool, err)
 		}
 	}
-	proj := t.TempDir()
-	if err := copyTree(suiteDir(t, "java"), proj); err != nil {
-		t.Fatal(err)
-	}
+	pom := filepath.Join(suiteDir(t, "java"), "pom.xml")
+	build := t.TempDir()
 	mvn := func(ctx context.Context, env []string, args ...string) ([]byte, error) {
-		cmd := exec.CommandContext(ctx, "mvn", append([]string{"-B", "-q", "-o"}, args...)...)
-		cmd.Dir = proj
+		cmd := exec.CommandContext(ctx, "mvn", append([]string{"-B", "-q", "-o", "-f", pom, "-Dmagnetar.buildDir=" + build}, args...)...)
 		cmd.Env = append(os.Environ(), env...)
 		return cmd.CombinedOutput()
 	}
@@ -108,7 +104,7 @@ func TestJavaClient(t *testing.T) {
 	env := startForSuite(t)
 	out, err := mvn(ctx, env, "test")
 	t.Logf("mvn test:\n%s", out)
-	if sum, serr := surefireSummary(filepath.Join(proj, "target", "surefire-reports")); serr == nil {
+	if sum, serr := surefireSummary(filepath.Join(build, "surefire-reports")); serr == nil {
 		t.Logf("JUnit: %s", sum)
 	}
 	if err != nil {
@@ -161,29 +157,4 @@ func surefireSummary(dir string) (string, error) {
 	sort.Strings(notes)
 	return fmt.Sprintf("%d tests, %d passed, %d failed, %d skipped\n%s",
 		total, total-failed-skipped, failed, skipped, strings.Join(notes, "\n")), nil
-}
-
-// copyTree copies the regular files under src to dst, leaving out Maven's
-// output (target/).
-func copyTree(src, dst string) error {
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		if d.IsDir() {
-			if d.Name() == "target" {
-				return filepath.SkipDir
-			}
-			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
-	})
 }

@@ -20,18 +20,6 @@ import org.apache.pulsar.client.api.SubscriptionType;
 import org.junit.jupiter.api.Test;
 
 class AckTest extends ClientTest {
-    void produce(String t, int n) throws PulsarClientException {
-        try (Producer<byte[]> p = client.newProducer().topic(t).enableBatching(false).create()) {
-            for (int i = 0; i < n; i++) {
-                p.send(bytes("m" + i));
-            }
-        }
-    }
-
-    long backlog(String t, String sub) throws Exception {
-        return admin.topics().getStats(t).getSubscriptions().get(sub).getMsgBacklog();
-    }
-
     Consumer<byte[]> shared(String t) throws PulsarClientException {
         return client.newConsumer().topic(t).subscriptionName("sub").subscriptionType(SubscriptionType.Shared).subscribe();
     }
@@ -40,7 +28,7 @@ class AckTest extends ClientTest {
     void individualAckLeavesTheRest() throws Exception {
         String t = topic();
         Consumer<byte[]> c = shared(t);
-        produce(t, 4);
+        produce(t, "m", 4);
         List<Message<byte[]>> msgs = receive(c, 4, false);
         c.acknowledge(msgs.get(0));
         c.acknowledge(msgs.get(2).getMessageId());
@@ -58,7 +46,7 @@ class AckTest extends ClientTest {
     void cumulativeAck() throws Exception {
         String t = topic();
         Consumer<byte[]> c = client.newConsumer().topic(t).subscriptionName("sub").subscribe();
-        produce(t, 5);
+        produce(t, "m", 5);
         List<Message<byte[]>> msgs = receive(c, 5, false);
         c.acknowledgeCumulative(msgs.get(2));
         eventually(Duration.ofSeconds(10), quietly(() -> backlog(t, "sub") == 2));
@@ -72,7 +60,7 @@ class AckTest extends ClientTest {
     void cumulativeAckRefusedOnShared() throws Exception {
         String t = topic();
         try (Consumer<byte[]> c = shared(t)) {
-            produce(t, 1);
+            produce(t, "m", 1);
             Message<byte[]> m = receive(c, 1, false).get(0);
             assertThrows(PulsarClientException.InvalidConfigurationException.class, () -> c.acknowledgeCumulative(m));
         }
@@ -84,7 +72,7 @@ class AckTest extends ClientTest {
         try (Consumer<byte[]> c = client.newConsumer().topic(t).subscriptionName("sub")
                 .subscriptionType(SubscriptionType.Shared)
                 .negativeAckRedeliveryDelay(300, TimeUnit.MILLISECONDS).subscribe()) {
-            produce(t, 3);
+            produce(t, "m", 3);
             List<Message<byte[]>> msgs = receive(c, 3, false);
             c.acknowledge(msgs.get(0));
             c.acknowledge(msgs.get(2));
@@ -102,7 +90,7 @@ class AckTest extends ClientTest {
         try (Consumer<byte[]> c = client.newConsumer().topic(t).subscriptionName("sub")
                 .subscriptionType(SubscriptionType.Shared)
                 .ackTimeout(1, TimeUnit.SECONDS).ackTimeoutTickTime(100, TimeUnit.MILLISECONDS).subscribe()) {
-            produce(t, 2);
+            produce(t, "m", 2);
             List<Message<byte[]>> first = receive(c, 2, false);
             c.acknowledge(first.get(0));
             Message<byte[]> again = receive(c, 1, true).get(0);
@@ -115,7 +103,7 @@ class AckTest extends ClientTest {
     void redeliverUnacknowledged() throws Exception {
         String t = topic();
         try (Consumer<byte[]> c = client.newConsumer().topic(t).subscriptionName("sub").subscribe()) {
-            produce(t, 3);
+            produce(t, "m", 3);
             receive(c, 3, false);
             c.redeliverUnacknowledgedMessages();
             assertTexts(seq("m", 0, 3), receive(c, 3, true));

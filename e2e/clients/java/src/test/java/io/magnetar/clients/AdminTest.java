@@ -37,18 +37,6 @@ class AdminTest extends ClientTest {
         return ns;
     }
 
-    void produce(String t, int n) throws Exception {
-        try (Producer<byte[]> p = client.newProducer().topic(t).enableBatching(false).create()) {
-            for (int i = 0; i < n; i++) {
-                p.send(bytes("m" + i));
-            }
-        }
-    }
-
-    long backlog(String t, String sub) throws Exception {
-        return admin.topics().getStats(t).getSubscriptions().get(sub).getMsgBacklog();
-    }
-
     @Test
     void clusters() throws Exception {
         assertTrue(admin.clusters().getClusters().contains("standalone"));
@@ -126,7 +114,7 @@ class AdminTest extends ClientTest {
         admin.topics().updatePartitionedTopic(part, 4);
         assertEquals(4, admin.topics().getPartitionedTopicMetadata(part).partitions);
 
-        produce(part, 8);
+        produce(part, "m", 8);
         assertEquals(8, admin.topics().getPartitionedStats(part, false).getMsgInCounter());
 
         admin.topics().deletePartitionedTopic(part);
@@ -140,7 +128,7 @@ class AdminTest extends ClientTest {
     void statsAndInternalStats() throws Exception {
         String t = topic();
         try (Consumer<byte[]> c = client.newConsumer().topic(t).subscriptionName("sub").consumerName("c1").subscribe()) {
-            produce(t, 5);
+            produce(t, "m", 5);
             receive(c, 5, true);
             eventually(Duration.ofSeconds(10), quietly(() -> backlog(t, "sub") == 0));
             TopicStats s = admin.topics().getStats(t);
@@ -157,7 +145,7 @@ class AdminTest extends ClientTest {
     @Test
     void subscriptions() throws Exception {
         String t = topic();
-        produce(t, 10);
+        produce(t, "m", 10);
         admin.topics().createSubscription(t, "from-start", MessageId.earliest);
         admin.topics().createSubscription(t, "from-end", MessageId.latest);
         assertEquals(Set.of("from-start", "from-end"), Set.copyOf(admin.topics().getSubscriptions(t)));
@@ -226,9 +214,9 @@ class AdminTest extends ClientTest {
     @Test
     void unloadAndTerminate() throws Exception {
         String t = topic();
-        produce(t, 2);
+        produce(t, "m", 2);
         admin.topics().unload(t);
-        produce(t, 1);
+        produce(t, "m", 1);
         MessageId last = admin.topics().terminateTopic(t);
         assertNotNull(last);
         assertThrows(org.apache.pulsar.client.api.PulsarClientException.TopicTerminatedException.class,

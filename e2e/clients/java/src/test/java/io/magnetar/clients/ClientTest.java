@@ -17,6 +17,8 @@ import java.util.function.BooleanSupplier;
 import org.apache.pulsar.client.admin.PulsarAdmin;
 import org.apache.pulsar.client.api.Consumer;
 import org.apache.pulsar.client.api.Message;
+import org.apache.pulsar.client.api.MessageId;
+import org.apache.pulsar.client.api.Producer;
 import org.apache.pulsar.client.api.PulsarClient;
 import org.apache.pulsar.client.api.PulsarClientException;
 import org.junit.jupiter.api.AfterAll;
@@ -144,6 +146,22 @@ abstract class ClientTest {
                 return false;
             }
         };
+    }
+
+    /** Sends n messages prefix0, prefix1, ... without batching; returns their ids. */
+    List<MessageId> produce(String t, String prefix, int n) throws PulsarClientException {
+        List<MessageId> ids = new ArrayList<>();
+        try (Producer<byte[]> p = client.newProducer().topic(t).enableBatching(false).create()) {
+            for (int i = 0; i < n; i++) {
+                ids.add(p.send(bytes(prefix + i)));
+            }
+        }
+        return ids;
+    }
+
+    /** The message backlog of subscription sub, from the topic's stats. */
+    long backlog(String t, String sub) throws Exception {
+        return admin.topics().getStats(t).getSubscriptions().get(sub).getMsgBacklog();
     }
 
     static void assertTexts(List<String> want, List<Message<byte[]>> got) {

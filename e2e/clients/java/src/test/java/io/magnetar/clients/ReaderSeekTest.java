@@ -19,16 +19,6 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
 class ReaderSeekTest extends ClientTest {
-    List<MessageId> produce(String t, int n) throws Exception {
-        List<MessageId> ids = new ArrayList<>();
-        try (Producer<byte[]> p = client.newProducer().topic(t).enableBatching(false).create()) {
-            for (int i = 0; i < n; i++) {
-                ids.add(p.send(bytes("r" + i)));
-            }
-        }
-        return ids;
-    }
-
     static List<String> read(Reader<byte[]> r, int n) throws Exception {
         List<String> out = new ArrayList<>();
         for (int i = 0; i < n; i++) {
@@ -44,10 +34,10 @@ class ReaderSeekTest extends ClientTest {
     @Test
     void earliestAndLatest() throws Exception {
         String t = topic();
-        produce(t, 3);
+        produce(t, "r", 3);
         try (Reader<byte[]> earliest = client.newReader().topic(t).startMessageId(MessageId.earliest).create();
              Reader<byte[]> latest = client.newReader().topic(t).startMessageId(MessageId.latest).create()) {
-            produce(t, 1);
+            produce(t, "r", 1);
             assertEquals(List.of("r0", "r1", "r2", "r0"), read(earliest, 4));
             assertEquals(List.of("r0"), read(latest, 1));
         }
@@ -57,7 +47,7 @@ class ReaderSeekTest extends ClientTest {
     @ValueSource(booleans = {false, true})
     void fromMessageId(boolean inclusive) throws Exception {
         String t = topic();
-        List<MessageId> ids = produce(t, 5);
+        List<MessageId> ids = produce(t, "r", 5);
         var b = client.newReader().topic(t).startMessageId(ids.get(2));
         if (inclusive) {
             b.startMessageIdInclusive();
@@ -71,7 +61,7 @@ class ReaderSeekTest extends ClientTest {
     @Test
     void fromSerializedId() throws Exception {
         String t = topic();
-        List<MessageId> ids = produce(t, 3);
+        List<MessageId> ids = produce(t, "r", 3);
         try (Reader<byte[]> r = client.newReader().topic(t).startMessageId(MessageId.fromByteArray(ids.get(0).toByteArray())).create()) {
             assertEquals(List.of("r1"), read(r, 1));
         }
@@ -80,7 +70,7 @@ class ReaderSeekTest extends ClientTest {
     @Test
     void hasMessageAvailable() throws Exception {
         String t = topic();
-        produce(t, 2);
+        produce(t, "r", 2);
         try (Reader<byte[]> r = client.newReader().topic(t).startMessageId(MessageId.earliest).create()) {
             List<String> seen = new ArrayList<>();
             while (r.hasMessageAvailable()) {
@@ -95,7 +85,7 @@ class ReaderSeekTest extends ClientTest {
     @Test
     void readerSeek() throws Exception {
         String t = topic();
-        List<MessageId> ids = produce(t, 10);
+        List<MessageId> ids = produce(t, "r", 10);
         try (Reader<byte[]> r = client.newReader().topic(t).startMessageId(MessageId.earliest).create()) {
             List<Long> times = new ArrayList<>();
             for (int i = 0; i < 10; i++) {
@@ -117,7 +107,7 @@ class ReaderSeekTest extends ClientTest {
     @Test
     void consumerSeek() throws Exception {
         String t = topic();
-        List<MessageId> ids = produce(t, 10);
+        List<MessageId> ids = produce(t, "r", 10);
         try (Consumer<byte[]> c = client.newConsumer().topic(t).subscriptionName("sub")
                 .subscriptionInitialPosition(SubscriptionInitialPosition.Earliest).subscribe()) {
             List<Message<byte[]>> all = receive(c, 10, true);
