@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"github.com/magnetar-dev/magnetar/dataplane/bundle"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -93,6 +95,25 @@ func do(t *testing.T, base string, c call) (int, string, http.Header) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b), resp.Header
+}
+
+// rawGet sends GET path over a plain TCP connection and returns the
+// response as sent (header names not canonicalized).
+func rawGet(t *testing.T, base, path string) string {
+	t.Helper()
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.DialTimeout("tcp", u.Host, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", path, u.Host)
+	b, _ := io.ReadAll(conn)
+	return string(b)
 }
 
 func runCalls(t *testing.T, base string, calls []call) {
@@ -273,7 +294,7 @@ func TestSchemaRoutes(t *testing.T) {
 		{"all", "GET", p + "schemas", "", "", 200, `"getSchemaResponses":[{"version":0`},
 		{"version", "POST", p + "version", string(body), "", 200, `{"version":0}`},
 		{"compat", "POST", p + "compatibility", `{"type":"STRING","schema":""}`, "", 200, `"compatibility":false`},
-		{"delete", "DELETE", p + "schema", "", "", 200, ""},
+		{"delete", "DELETE", p + "schema", "", "", 200, `{"version":0}`},
 		{"gone", "GET", p + "schema", "", "", 404, ""},
 		// Deleting a topic deletes its schema (Pulsar 3.x).
 		{"topic", "PUT", "/admin/v2/persistent/public/default/sch2", "null", "", 204, ""},
@@ -394,6 +415,31 @@ func TestPulsarAdminClient(t *testing.T) {
 				}
 			}
 			total += len(msgs)
+			// The Java admin client reads properties from the
+			// X-Pulsar-PROPERTY (JSON) or X-Pulsar-PROPERTY-<key>
+			// headers, matching those names case-sensitively: read the
+			// raw response.
+			raw := rawGet(t, s.WebServiceURL(), fmt.Sprintf("/admin/v2/persistent/pa/ns/pt-partition-%d/subscription/sub/position/1", i))
+			// examinemessage counts entries from either end of the topic.
+			ex := fmt.Sprintf("/admin/v2/persistent/pa/ns/pt-partition-%d/examinemessage", i)
+			for _, c := range []struct {
+				query  string
+				status int
+				body   string
+			}{
+				{"?initialPosition=earliest&messagePosition=1", 200, string(msgs[0].Payload)},
+				{fmt.Sprintf("?initialPosition=latest&messagePosition=%d", back), 200, string(msgs[0].Payload)},
+				{"?messagePosition=1", 200, string(msgs[len(msgs)-1].Payload)},
+				{fmt.Sprintf("?initialPosition=earliest&messagePosition=%d", back+1), 404, ""},
+				{"?initialPosition=middle", 400, ""},
+			} {
+				if status, body, _ := do(t, s.WebServiceURL(), call{method: "GET", path: ex + c.query}); status != c.status || (c.body != "" && body != c.body) {
+					t.Fatalf("examinemessage%s = %d %q, want %d %q", c.query, status, body, c.status, c.body)
+				}
+			}
+			if !strings.Contains(raw, "\r\nX-Pulsar-PROPERTY-Case: Kept\r\n") || !strings.Contains(raw, "\r\nX-Pulsar-PROPERTY: {\"Case\":\"Kept\"}\r\n") {
+				t.Fatalf("peek response without the property header:\n%s", raw)
+			}
 			one, err := a.Subscriptions().GetMessageByID(*p, msgs[0].MessageID.LedgerID, msgs[0].MessageID.EntryID)
 			if err != nil || string(one.Payload) != string(msgs[0].Payload) {
 				t.Fatalf("get by id = %+v, %v", one, err)
@@ -402,6 +448,11 @@ func TestPulsarAdminClient(t *testing.T) {
 	}
 	if total != 6 {
 		t.Fatalf("peeked %d messages, want 6", total)
+	}
+	var counters struct{ MsgInCounter, BytesInCounter int64 }
+	if _, body, _ := do(t, s.WebServiceURL(), call{method: "GET", path: "/admin/v2/persistent/pa/ns/pt/partitioned-stats"}); json.Unmarshal([]byte(body), &counters) != nil ||
+		counters.MsgInCounter != 6 || counters.BytesInCounter == 0 {
+		t.Fatalf("partitioned stats counters = %+v, want 6 messages in", counters)
 	}
 	if err := a.Subscriptions().ClearBacklog(*tn, "sub"); err != nil {
 		t.Fatal(err)

@@ -117,7 +117,7 @@ func (h *Handler) authorize(r *http.Request, seg []string, role string) error {
 			return s.AuthorizeTopic(ctx, role, auth.ActionLookup, tn, "")
 		case op == "subscriptions" && get, op == "subscription" && len(rest) >= 5:
 			return s.AuthorizeTopic(ctx, role, auth.ActionConsume, tn, at(rest, 4))
-		case op == "ledger" && get:
+		case (op == "ledger" || op == "examinemessage") && get:
 			return s.AuthorizeTopic(ctx, role, auth.ActionConsume, tn, "")
 		}
 		return s.AuthorizeTenant(ctx, role, tn.Tenant)

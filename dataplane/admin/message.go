@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/magnetar-dev/magnetar/dataplane/broker"
@@ -53,10 +54,38 @@ func writeMessage(q *request, tn broker.TopicName, e ledger.Entry) error {
 		for _, kv := range meta.GetProperties() {
 			props[kv.GetKey()] = kv.GetValue()
 		}
+		// The Java admin client matches these names case-sensitively, so
+		// they are not canonicalized: X-Pulsar-PROPERTY holds them all as
+		// JSON (what 4.x reads), X-Pulsar-PROPERTY-<key> one each (what
+		// earlier releases read; keys that are not header tokens are only
+		// in the JSON).
 		b, _ := json.Marshal(props)
-		hd.Set("X-Pulsar-Property", string(b))
+		hd["X-Pulsar-PROPERTY"] = []string{string(b)}
+		for k, v := range props {
+			if isToken(k) {
+				hd["X-Pulsar-PROPERTY-"+k] = []string{v}
+			}
+		}
 	}
 	q.w.WriteHeader(http.StatusOK)
 	q.w.Write(payload)
 	return nil
+}
+
+// isToken reports whether s is a non-empty HTTP token (RFC 9110 5.6.2),
+// the characters a header name may hold.
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
 }

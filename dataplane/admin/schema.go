@@ -145,10 +145,13 @@ func (h *Handler) schemas(q *request) error {
 		}
 		return ok(q, map[string]any{"version": map[string]int64{"version": v}})
 	case rest[0] == "schema" && len(rest) == 1 && q.method() == http.MethodDelete:
-		if err := h.svc.DeleteSchema(q.ctx, tn); err != nil {
+		v, err := h.svc.DeleteSchema(q.ctx, tn)
+		if err != nil {
 			return err
 		}
-		return ok(q, map[string]any{"version": map[string]int64{"version": 0}})
+		// DeleteSchemaResponse: the version as a number (the reply to a
+		// POST wraps it in an object; the Java admin client parses each).
+		return ok(q, map[string]int64{"version": max(v, 0)})
 	case rest[0] == "compatibility" && len(rest) == 1 && q.method() == http.MethodPost:
 		e, err := h.schemaEntry(q, tn)
 		if err != nil {

@@ -181,6 +181,29 @@ func (h *Handler) topics(q *request, d broker.Domain) error {
 			return err
 		}
 		return writeMessage(q, tn, entry)
+	case op == "examinemessage" && len(rest) == 1 && q.method() == http.MethodGet:
+		from := q.query("initialPosition")
+		if from == "" {
+			from = "latest"
+		}
+		if from != "latest" && from != "earliest" {
+			return failf(http.StatusBadRequest, "Invalid initialPosition %q: want earliest or latest", from)
+		}
+		n := int64(1)
+		if v := q.query("messagePosition"); v != "" {
+			var err error
+			if n, err = strconv.ParseInt(v, 10, 64); err != nil || n < 1 {
+				return failf(http.StatusPreconditionFailed, "Invalid messagePosition %q", v)
+			}
+		}
+		if err := h.requireTopic(q, tn); err != nil {
+			return err
+		}
+		entry, err := h.svc.ExamineMessage(q.ctx, tn, from == "latest", n)
+		if err != nil {
+			return err
+		}
+		return writeMessage(q, tn, entry)
 	case op == "backlogQuotaMap" && len(rest) == 1 && q.method() == http.MethodGet:
 		return h.topicPolicyGet(q, tn, "backlogQuotaMap")
 	case op == "backlogQuota" && len(rest) == 1:

@@ -592,6 +592,33 @@ func (s *Service) ReadEntry(ctx context.Context, t TopicName, pos ledger.Positio
 	return es[0], nil
 }
 
+// ExamineMessage returns the topic's nth entry (from 1), counted from its
+// first stored entry, or back from its last when fromLatest.
+func (s *Service) ExamineMessage(ctx context.Context, t TopicName, fromLatest bool, n int64) (ledger.Entry, error) {
+	if n < 1 {
+		return ledger.Entry{}, fmt.Errorf("%w: messagePosition must be at least 1", ErrPrecondition)
+	}
+	tp, err := s.persistentTopic(ctx, t)
+	if err != nil {
+		return ledger.Entry{}, err
+	}
+	ls := tp.ml.Ledgers()
+	if fromLatest {
+		slices.Reverse(ls)
+	}
+	for _, l := range ls {
+		if n <= l.Entries {
+			e := n - 1
+			if fromLatest {
+				e = l.Entries - n
+			}
+			return s.ReadEntry(ctx, t, ledger.Position{LedgerID: l.ID, EntryID: e})
+		}
+		n -= l.Entries
+	}
+	return ledger.Entry{}, fmt.Errorf("%w: Message not found", ErrNotFound)
+}
+
 // MessageIDAtTime returns the first entry published at or after ts.
 func (s *Service) MessageIDAtTime(ctx context.Context, t TopicName, ts int64) (ledger.Position, error) {
 	tp, err := s.persistentTopic(ctx, t)

@@ -58,7 +58,9 @@ func (c *conn) handleSubscribe(cs *pb.CommandSubscribe) {
 		c.sendError(reqID, err)
 		return
 	}
-	if sc := cs.GetSchema(); sc != nil && t.ml != nil {
+	// An AUTO_CONSUME consumer reads whatever the topic's schema is: it
+	// registers nothing.
+	if sc := cs.GetSchema(); sc != nil && t.ml != nil && sc.GetType() != pb.Schema_AutoConsume {
 		if _, err := c.s.schemas.addSchema(ctx, tn, sc); err != nil {
 			c.sendError(reqID, err)
 			return

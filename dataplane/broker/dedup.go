@@ -13,9 +13,10 @@ import (
 	"github.com/magnetar-dev/magnetar/dataplane/replication"
 )
 
-// Message deduplication (Pulsar's PIP-6), enabled per namespace with the
-// deduplicationEnabled policy (also switched on loaded topics, see
-// policywatch.go). For each producer name the broker keeps the highest
+// Message deduplication (Pulsar's PIP-6), enabled per namespace or per
+// topic with the deduplicationEnabled policy, the topic's value over the
+// namespace's (also switched on loaded topics, see policywatch.go and
+// policyfollow.go). For each producer name the broker keeps the highest
 // sequence id accepted for writing (pushed) and the highest written
 // (persisted). A SEND carries sequence_id (its first message) and, for a
 // batch, highest_sequence_id (its last); it is judged by its first id:

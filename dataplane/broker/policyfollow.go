@@ -8,6 +8,8 @@ package broker
 // everything again and reports what changed. A topic opening while the
 // view is live looks its records up in memory; while it is not, it reads
 // the store (topicPolicies), so an open never depends on a broken watch.
+// A change re-resolves the topic's limits and switches its deduplication
+// (the topic-level deduplicationEnabled over the namespace's).
 //
 // Lock order: recordView.mu is a leaf; onChange runs without it.
 

@@ -103,6 +103,19 @@ func (s *policySnapshot) dedupEnabled() bool {
 	return s.DeduplicationEnabled != nil && *s.DeduplicationEnabled
 }
 
+// dedupPolicy is the deduplicationEnabled policy that applies to a topic:
+// its topic-level value (tp, Service.topicPolicies) where set, else the
+// namespace's.
+func dedupPolicy(ns *policySnapshot, tp map[string]json.RawMessage) bool {
+	if raw, ok := tp["deduplicationEnabled"]; ok {
+		var on bool
+		if json.Unmarshal(raw, &on) == nil {
+			return on
+		}
+	}
+	return ns.dedupEnabled()
+}
+
 // topicPolicies is a topic's current snapshot. Readers load cur without a
 // lock; mu serializes the changes and the switching of deduplication.
 type topicPolicies struct {
@@ -369,7 +382,7 @@ func (t *Topic) applyPolicies(snap *policySnapshot) {
 			t.s.log.Warn("apply retention/persistence policies failed", "topic", t.name.String(), "err", err)
 		}
 	}
-	t.switchDedupLocked(snap.dedupEnabled() || t.replIn.Load())
+	t.switchDedupLocked(t.dedupOn.Load() || t.replIn.Load())
 	if prev == nil || !slices.Equal(prev.ReplicationClusters, snap.ReplicationClusters) ||
 		string(prev.Other["allowed_clusters"]) != string(snap.Other["allowed_clusters"]) {
 		t.refreshReplication()
@@ -381,6 +394,19 @@ func sameLedgerConfig(a, b *ledger.Config) bool {
 		return a == b
 	}
 	return *a == *b
+}
+
+// followDedupLocked switches deduplication of a loaded persistent topic to
+// the policy in force (after a topic-level policy change). Called with
+// t.pol.mu held.
+func (t *Topic) followDedupLocked() {
+	t.mu.Lock()
+	closed := t.closed
+	t.mu.Unlock()
+	if closed || t.ml == nil {
+		return
+	}
+	t.switchDedupLocked(t.dedupOn.Load() || t.replIn.Load())
 }
 
 // switchDedupLocked turns deduplication on or off to match want. Called
@@ -412,7 +438,7 @@ func (t *Topic) enableDedup() {
 	t.mu.Lock()
 	closed := t.closed
 	t.mu.Unlock()
-	want := t.policies().dedupEnabled() || t.replIn.Load()
+	want := t.dedupOn.Load() || t.replIn.Load()
 	switch {
 	case err != nil:
 		// It stays off until the next policy change or reload.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -181,6 +182,72 @@ func TestPolicyDeduplicationSwitchesOnLoadedTopic(t *testing.T) {
 	if loaded(e, topic) != tp {
 		t.Fatal("the topic was reloaded")
 	}
+}
+
+// TestTopicPolicyDeduplication: the topic-level deduplicationEnabled policy
+// switches deduplication on a loaded topic, applies when the topic is
+// opened again, and overrides its namespace's policy.
+func TestTopicPolicyDeduplication(t *testing.T) {
+	e := newEnv(t)
+	res := e.sa.Broker().Resources()
+	if err := res.CreateNamespace(e.ctx, "public", "topicdedup", broker.Policies{}); err != nil {
+		t.Fatal(err)
+	}
+	topic := "persistent://public/topicdedup/t"
+	tn, _ := broker.ParseTopicName(topic)
+	setTopicDedup := func(on bool) {
+		t.Helper()
+		err := res.UpdateTopicPolicies(e.ctx, tn, false, func(m map[string]json.RawMessage) error {
+			m["deduplicationEnabled"] = json.RawMessage(strconv.FormatBool(on))
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := e.consumer(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
+	p := e.producer(pulsar.ProducerOptions{Topic: topic, Name: "tp", DisableBatching: true})
+	e.send(p, seqMsg(0))
+	tp := loaded(e, topic)
+
+	setTopicDedup(true)
+	awaitCond(t, 10*time.Second, "the topic policy to enable deduplication", tp.DedupActive)
+	st, err := e.sa.Broker().TopicStats(e.ctx, tn, broker.StatsOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.DeduplicationStatus != "Enabled" {
+		t.Fatalf("stats: deduplicationStatus %q, want Enabled", st.DeduplicationStatus)
+	}
+	e.send(p, seqMsg(0)) // a duplicate
+	e.send(p, seqMsg(1))
+	p.Close()
+
+	// Reopened, the topic starts with the topic-level policy.
+	if err := e.sa.Broker().UnloadTopic(e.ctx, tn); err != nil {
+		t.Fatal(err)
+	}
+	p = e.producer(pulsar.ProducerOptions{Topic: topic, Name: "tp", DisableBatching: true})
+	e.send(p, seqMsg(1)) // a duplicate
+	tp = loaded(e, topic)
+	if !tp.DedupActive() {
+		t.Fatal("deduplication is off after the reopen")
+	}
+
+	// The topic's false beats the namespace's true.
+	setNamespaceField(e, "public/topicdedup", "deduplicationEnabled", json.RawMessage("true"))
+	setTopicDedup(false)
+	awaitCond(t, 10*time.Second, "the topic policy to disable deduplication", func() bool { return !tp.DedupActive() })
+	e.send(p, seqMsg(1)) // stored again
+
+	for _, want := range []string{"m0", "m1", "m1"} {
+		m := e.receive(c)
+		if string(m.Payload()) != want {
+			t.Fatalf("got %q, want %q", m.Payload(), want)
+		}
+		c.Ack(m)
+	}
+	e.expectNothing(c, 300*time.Millisecond)
 }
 
 // TestPolicyMaxProducersAppliesToLoadedTopic: max_producers_per_topic set

@@ -217,7 +217,7 @@ func (c *conn) handleSend(s *pb.CommandSend, data []byte) error {
 		}
 	}
 	dd := p.topic.dedup.Load()
-	if dd != nil && !p.replicator && !p.topic.policies().dedupEnabled() {
+	if dd != nil && !p.replicator && !p.topic.dedupOn.Load() {
 		dd = nil // kept for replicators only
 	}
 	var dk dedupSend

@@ -329,7 +329,9 @@ func (l *limiter) msgBudget(now int64) int64 {
 // its namespace's or its own policies, or of its resource group) and
 // re-rates its buckets. Called with t.pol.mu held.
 func (t *Topic) refreshLimitsLocked() {
-	lim := t.s.resolveLimits(t.policies(), t.s.topicPolicies(t.name))
+	tp := t.s.topicPolicies(t.name)
+	lim := t.s.resolveLimits(t.policies(), tp)
+	t.dedupOn.Store(dedupPolicy(t.policies(), tp))
 	now := nanotime()
 	var pubGroup, dispGroup rateBuckets
 	if g := t.s.rgs.get(lim.resourceGroup); g != nil {
@@ -399,6 +401,7 @@ func (s *Service) refreshTopicLimits(match func(*Topic) bool) {
 		if match(t) {
 			t.pol.mu.Lock()
 			t.refreshLimitsLocked()
+			t.followDedupLocked()
 			t.pol.mu.Unlock()
 		}
 	}

@@ -136,10 +136,12 @@ func (s *Service) PutSchema(ctx context.Context, t TopicName, e SchemaEntry) (in
 	return version, err
 }
 
-// DeleteSchema marks every version of the topic's schema deleted; version
-// numbers keep growing after a new schema is registered.
-func (s *Service) DeleteSchema(ctx context.Context, t TopicName) error {
-	return s.schemas.updateRecords(ctx, t, func(list []SchemaEntry) ([]SchemaEntry, error) {
+// DeleteSchema marks every version of the topic's schema deleted and
+// returns the latest version's number (-1: none); version numbers keep
+// growing after a new schema is registered.
+func (s *Service) DeleteSchema(ctx context.Context, t TopicName) (latest int64, err error) {
+	err = s.schemas.updateRecords(ctx, t, func(list []SchemaEntry) ([]SchemaEntry, error) {
+		latest = int64(len(list) - 1)
 		changed := false
 		for i := range list {
 			if !list[i].Deleted {
@@ -152,6 +154,7 @@ func (s *Service) DeleteSchema(ctx context.Context, t TopicName) error {
 		}
 		return list, nil
 	})
+	return latest, err
 }
 
 // withTimestamp stamps a new schema version with its creation time.

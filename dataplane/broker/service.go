@@ -515,7 +515,7 @@ func (s *Service) openTopic(ctx context.Context, t TopicName, name string, mode 
 		return nil, err
 	}
 	tp.usage = u
-	if pol.DeduplicationEnabled != nil && *pol.DeduplicationEnabled {
+	if tp.dedupOn.Load() {
 		d, err := loadDedup(ctx, ml)
 		if err != nil {
 			tp.close(ctx)

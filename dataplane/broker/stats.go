@@ -158,6 +158,11 @@ func (s *Service) TopicStats(ctx context.Context, t TopicName, opt StatsOptions)
 		MsgOutCounter:          tp.out.msgs.Load(),
 		BytesOutCounter:        tp.out.bytes.Load(),
 	}
+	if tp.dedupOn.Load() && tp.dedup.Load() != nil {
+		// Sequence ids are being checked (not while the state is still
+		// being rebuilt after the policy was turned on).
+		st.DeduplicationStatus = "Enabled"
+	}
 	if tp.ml != nil {
 		st.StorageSize = tp.ml.TotalSize()
 		st.BacklogSize = st.StorageSize

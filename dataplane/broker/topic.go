@@ -30,9 +30,12 @@ type Topic struct {
 	closed    bool
 	npSeq     int64 // message ids of a non-persistent topic
 	quota     quotaState
-	// dedup is nil unless the namespace enables deduplication; the policy
-	// watch may switch it while the topic is loaded (policywatch.go).
+	// dedup is nil unless deduplication is enabled (dedupOn); the policy
+	// watches may switch it while the topic is loaded (policywatch.go).
 	dedup atomic.Pointer[dedupState]
+	// dedupOn is the deduplicationEnabled policy in force: the topic's own
+	// where set, else its namespace's. Kept by refreshLimitsLocked.
+	dedupOn atomic.Bool
 	// usage is the durable usage counters of a persistent topic
 	// (usage_durable.go); nil for non-persistent topics.
 	usage *topicUsage

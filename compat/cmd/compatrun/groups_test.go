@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -91,5 +93,31 @@ func TestReportCountsAndTarget(t *testing.T) {
 		if !strings.Contains(s, want) {
 			t.Errorf("report lacks %q\n%s", want, s)
 		}
+	}
+}
+
+// TestReportKeepsOtherClients: rewriting the report file keeps the part
+// from keepMarker on and drops the rest of the old report.
+func TestReportKeepsOtherClients(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "compatibility.md")
+	tail := keepMarker + "\n\n# Other clients\n\n| Test | Result |\n"
+	if err := os.WriteFile(path, []byte("# old report\n\nstale\n\n"+tail), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := &run{Started: time.Now(), Finished: time.Now()}
+	if err := writeReportFile(path, r, nil); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(b)
+	if strings.Contains(got, "stale") || !strings.HasSuffix(got, "\n"+tail) ||
+		!strings.HasPrefix(got, "# Compatibility with the Apache Pulsar Go client's test suite") {
+		t.Fatalf("report file:\n%s", got)
+	}
+	if keptTail([]byte("no marker")) != nil {
+		t.Fatal("a file without the marker keeps something")
 	}
 }

@@ -25,6 +25,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -185,16 +186,42 @@ func runMain(o options) error {
 	return runErr
 }
 
+// keepMarker starts the part of the report file that a new report keeps:
+// the results of the other clients' suites (e2e/clients), which
+// compatrun does not run.
+const keepMarker = "<!-- compatrun keeps this line and everything below it -->"
+
+// writeReportFile writes the report to path, followed by what the file
+// held from keepMarker on.
 func writeReportFile(path string, r *run, all []testCase) error {
 	if path == "" {
 		return fmt.Errorf("-report is required with -report-only")
 	}
+	old, _ := os.ReadFile(path)
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
 	writeReport(f, r, all)
+	if tail := keptTail(old); tail != nil {
+		f.Write([]byte("\n"))
+		f.Write(tail)
+	}
 	return f.Close()
+}
+
+// keptTail returns old from the line holding keepMarker on, or nil.
+func keptTail(old []byte) []byte {
+	i := bytes.Index(old, []byte(keepMarker))
+	if i < 0 {
+		return nil
+	}
+	if j := bytes.LastIndexByte(old[:i], '\n'); j >= 0 {
+		i = j + 1
+	} else {
+		i = 0
+	}
+	return old[i:]
 }
 
 // commitOf describes the checkout: commit hash, "+ local changes" when the
