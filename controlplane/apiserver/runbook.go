@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -233,7 +234,7 @@ func (s *Server) checkFailover(ctx context.Context, r store.Reader, rg *cpv1.Rep
 	}
 	n, at, ok := s.repl.backlog(from, to, rg.Namespaces)
 	if !ok || time.Since(at) > reportFresh {
-		return fmt.Sprintf("planned failover: no recent replication report from %s", from)
+		return noRecentReport + from
 	}
 	if n > maxBacklog {
 		return fmt.Sprintf("planned failover: %s has %d entries not yet replicated to %s (at most %d)", from, n, to, maxBacklog)
@@ -380,6 +381,10 @@ func (g replicationGroups) EvacuateRegion(ctx context.Context, req *cpv1.Evacuat
 
 // ---- execution ----
 
+// noRecentReport starts checkFailover's answer when the old cluster's
+// replication report is missing or stale, which the check step waits out.
+const noRecentReport = "planned failover: no recent replication report from "
+
 // errStepWait means the step is not finished; run it again shortly.
 var errStepWait = errors.New("runbook: step waiting")
 
@@ -481,7 +486,14 @@ func (s *Server) stepFailover(ctx context.Context, op *cpv1.Operation) (bool, er
 			return false, lerr
 		}
 		if why := s.checkFailover(ctx, s.store, rg, from, to, rb.Planned, p.maxBacklog); why != "" {
-			res = stepResult{fail: why}
+			if strings.HasPrefix(why, noRecentReport) && waited < reportFresh {
+				// The old cluster's agent reports every 500 ms: a runbook
+				// started just after another, or just after the agent
+				// started, waits for its next report.
+				err = errStepWait
+			} else {
+				res = stepResult{fail: why}
+			}
 		} else {
 			res = stepResult{state: cpv1.RunbookStep_DONE, detail: fmt.Sprintf("target %s healthy", to)}
 			if rb.Planned {
