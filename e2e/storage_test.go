@@ -24,6 +24,7 @@ type storageCluster struct {
 	t       *testing.T
 	md      metadata.Store
 	etcdURL string
+	etcd    []*Process // the metadata store's members, when the test runs them
 	bookies []*Process
 	addrs   []string
 }
@@ -59,11 +60,12 @@ func newStorageClusterOnEtcdCluster(t *testing.T, n int) *storageCluster {
 		peers[i] = fmt.Sprintf("m%d=http://%s", i, peerAddrs[i])
 	}
 	urls := make([]string, 3)
+	var members []*Process
 	for i := range 3 {
 		urls[i] = "http://" + clientAddrs[i]
-		Start(t, fmt.Sprintf("metadata-%d", i), "metadata", "--name", fmt.Sprintf("m%d", i),
+		members = append(members, Start(t, fmt.Sprintf("metadata-%d", i), "metadata", "--name", fmt.Sprintf("m%d", i),
 			"--data-dir", filepath.Join(t.TempDir(), "etcd"), "--listen-client-url", urls[i],
-			"--listen-peer-url", "http://"+peerAddrs[i], "--initial-cluster", strings.Join(peers, ","))
+			"--listen-peer-url", "http://"+peerAddrs[i], "--initial-cluster", strings.Join(peers, ",")))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -76,7 +78,7 @@ func newStorageClusterOnEtcdCluster(t *testing.T, n int) *storageCluster {
 		_, err := md.Revision(ctx)
 		return err == nil
 	})
-	c := &storageCluster{t: t, md: md, etcdURL: strings.Join(urls, ",")}
+	c := &storageCluster{t: t, md: md, etcdURL: strings.Join(urls, ","), etcd: members}
 	for i := 0; i < n; i++ {
 		c.addBookie()
 	}

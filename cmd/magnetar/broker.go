@@ -18,6 +18,7 @@ func newBrokerCommand() *cobra.Command {
 	var cfg brokernode.Config
 	var idleRelease time.Duration
 	var endpoints string
+	var shutdownTimeout time.Duration
 	var sec securityFlags
 	var off offloadFlags
 	cmd := &cobra.Command{
@@ -43,13 +44,12 @@ func newBrokerCommand() *cobra.Command {
 				time.Since(start).Round(time.Millisecond), n.ServiceURL(), n.WebServiceURL())
 			releaseStartupPages()
 			<-ctx.Done()
-			sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			return n.Shutdown(sctx)
+			return shutdownNode(n, shutdownTimeout)
 		},
 	}
 	f := cmd.Flags()
 	idleReleaseFlag(f, &idleRelease)
+	f.DurationVar(&shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "on SIGTERM, how long to close topics and ledgers before giving up and exiting (unclosed ledgers are recovered by their next owner: nothing acknowledged is lost)")
 	f.StringVar(&endpoints, "metadata", "", "comma-separated etcd client URLs of the metadata store (required)")
 	_ = cmd.MarkFlagRequired("metadata")
 	sec.register(f)
@@ -70,4 +70,28 @@ func newBrokerCommand() *cobra.Command {
 	f.IntVar(&cfg.AckQuorum, "ack-quorum", 2, "default ack quorum of new ledgers")
 	f.IntVar(&cfg.Broker.MaxMessageSize, "max-message-size", 5<<20, "largest message accepted, in bytes")
 	return cmd
+}
+
+// defaultShutdownTimeout is below the process provisioner's grace between
+// SIGTERM and SIGKILL (10 s), so a broker stopped by an agent or by
+// `magnetar up` exits on its own.
+const defaultShutdownTimeout = 8 * time.Second
+
+// shutdownNode shuts n down within timeout: the steps that wait on the
+// metadata store or the bookies give up at the deadline, and should one not
+// return, it is abandoned a moment later and named in the error.
+func shutdownNode(n *brokernode.Node, timeout time.Duration) error {
+	sctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- n.Shutdown(sctx) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("shutdown: %w", err)
+		}
+		return nil
+	case <-time.After(timeout + 2*time.Second):
+		return fmt.Errorf("shutdown gave up after %v while %s; unclosed ledgers are recovered by their next owner", timeout+2*time.Second, n.ShutdownPhase())
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	cpv1 "github.com/magnetar-dev/magnetar/api/controlplane/v1"
 )
 
 // Issue 31: unknown JSON fields are refused naming the field; listing the
@@ -56,5 +58,28 @@ func TestIssue31BodyAndRouting(t *testing.T) {
 	}
 	if code, body := raw("GET", "/v1/nothing/here/at/all/x/y/z", ""); code != http.StatusNotFound {
 		t.Fatalf("unknown path: %d %s", code, body)
+	}
+}
+
+// Issue 31: a cluster waiting on a region whose agent never reported says
+// so in its status message; once the agent heartbeats, the message goes.
+func TestIssue31ClusterNamesMissingAgent(t *testing.T) {
+	h := newHarness(t, "sqlite::memory:")
+	a := h.setup("gamma")[0]
+	h.rest(a.key, "POST", "/v1/"+a.org+"/clusters?clusterId=c1", map[string]any{"region": "regions/us-east"})
+	code, body := h.rest(a.key, "GET", "/v1/"+a.org+"/clusters/c1", nil)
+	if code != http.StatusOK || body["state"] != "CREATING" || !strings.Contains(fmt.Sprint(body["statusMessage"]), "agent of regions/us-east, which has never reported") {
+		t.Fatalf("cluster before any heartbeat: %d %v", code, body)
+	}
+	code, body = h.rest(a.key, "GET", "/v1/"+a.org+"/clusters", nil)
+	cls, _ := body["clusters"].([]any)
+	if code != http.StatusOK || len(cls) != 1 || !strings.Contains(fmt.Sprint(cls[0].(map[string]any)["statusMessage"]), "never reported") {
+		t.Fatalf("list before any heartbeat: %d %v", code, body)
+	}
+	if _, err := h.agent.Heartbeat(h.authCtx(h.opKey), &cpv1.HeartbeatRequest{Region: "regions/us-east"}); err != nil {
+		t.Fatal(err)
+	}
+	if code, body = h.rest(a.key, "GET", "/v1/"+a.org+"/clusters/c1", nil); code != http.StatusOK || body["statusMessage"] != nil && body["statusMessage"] != "" {
+		t.Fatalf("cluster after a heartbeat: %d %v", code, body)
 	}
 }

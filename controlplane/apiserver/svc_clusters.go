@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -87,12 +89,69 @@ func operationName(collection, requestID string) string {
 
 func (c clusters) GetCluster(ctx context.Context, req *cpv1.GetClusterRequest) (*cpv1.Cluster, error) {
 	m, err := c.s.get(ctx, kindCluster, req.GetName())
-	return as[*cpv1.Cluster](m), err
+	cl := as[*cpv1.Cluster](m)
+	if cl != nil {
+		c.s.explainWaiting(ctx, []*cpv1.Cluster{cl})
+	}
+	return cl, err
 }
 
 func (c clusters) ListClusters(ctx context.Context, req *cpv1.ListClustersRequest) (*cpv1.ListClustersResponse, error) {
 	ms, next, err := c.s.list(ctx, kindCluster, req.GetParent(), req.GetPageSize(), req.GetPageToken())
-	return &cpv1.ListClustersResponse{Clusters: asAll[*cpv1.Cluster](ms), NextPageToken: next}, err
+	cls := asAll[*cpv1.Cluster](ms)
+	c.s.explainWaiting(ctx, cls)
+	return &cpv1.ListClustersResponse{Clusters: cls, NextPageToken: next}, err
+}
+
+// agentSilentAfter is how long a region may go without a heartbeat before
+// the clusters waiting on its agent say so: three of the agents' default
+// heartbeat periods.
+const agentSilentAfter = 30 * time.Second
+
+// explainWaiting fills the status message of clusters that wait on their
+// region's agent (being created, updated or deleted) when that agent has
+// never reported or has gone silent, so the caller learns why nothing
+// happens. The message is computed on read, never stored.
+func (s *Server) explainWaiting(ctx context.Context, cls []*cpv1.Cluster) {
+	seen := map[string]string{}
+	for _, cl := range cls {
+		switch cl.State {
+		case cpv1.Cluster_CREATING, cpv1.Cluster_UPDATING, cpv1.Cluster_DELETING:
+		default:
+			continue
+		}
+		if cl.StatusMessage != "" {
+			continue
+		}
+		why, ok := seen[cl.Region]
+		if !ok {
+			why = s.agentSilence(ctx, cl.Region)
+			seen[cl.Region] = why
+		}
+		cl.StatusMessage = why
+	}
+}
+
+// agentSilence says why region's agent is not doing work, "" when it
+// heartbeats.
+func (s *Server) agentSilence(ctx context.Context, region string) string {
+	obj, err := s.store.Get(ctx, kindRegion.collection, region)
+	if err != nil {
+		return ""
+	}
+	m, _, err := decode(kindRegion, obj)
+	if err != nil {
+		return ""
+	}
+	last := m.(*cpv1.Region).GetStatus().GetLastHeartbeat()
+	id := strings.TrimPrefix(region, "regions/")
+	if last == nil {
+		return fmt.Sprintf("waiting for the agent of %s, which has never reported: run `magnetar agent --region %s ...` (or `magnetar up` with the region)", region, id)
+	}
+	if since := time.Since(last.AsTime()); since > agentSilentAfter {
+		return fmt.Sprintf("waiting for the agent of %s: its last heartbeat was %s ago", region, since.Round(time.Second))
+	}
+	return ""
 }
 
 // CreateCluster stores the cluster as CREATING with a PENDING operation

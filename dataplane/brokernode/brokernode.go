@@ -20,6 +20,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/magnetar-dev/magnetar/dataplane/admin"
@@ -78,6 +79,7 @@ type Config struct {
 
 // Node is a running broker process.
 type Node struct {
+	phase   atomic.Pointer[string] // Shutdown's step
 	cfg     Config
 	md      metadata.Store
 	ownMD   bool // md was opened here and is closed by Shutdown
@@ -248,12 +250,27 @@ func (n *Node) ServiceURL() string { return n.broker.ServiceURL() }
 // WebServiceURL is the http:// URL of the admin API.
 func (n *Node) WebServiceURL() string { return n.broker.Config().WebServiceURL }
 
+func (n *Node) setPhase(p string) { n.phase.Store(&p) }
+
+// ShutdownPhase says what Shutdown is doing ("" before it starts), for a
+// caller that gives up waiting on it.
+func (n *Node) ShutdownPhase() string {
+	if p := n.phase.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
 // Shutdown stops serving, releases the broker's bundles and closes clients.
+// Work that waits on the metadata store or the bookies gives up when ctx
+// ends; ShutdownPhase names the step in progress.
 func (n *Node) Shutdown(ctx context.Context) error {
 	var errs []error
+	n.setPhase("stopping the auditor")
 	if n.stopAudit != nil {
 		n.stopAudit()
 	}
+	n.setPhase("stopping the admin HTTP server")
 	if n.http != nil {
 		errs = append(errs, n.http.Shutdown(ctx))
 	} else {
@@ -264,20 +281,26 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		}
 	}
 	n.wg.Wait()
+	n.setPhase("closing topics (their ledgers and metadata records)")
 	if n.broker != nil {
 		errs = append(errs, n.broker.Shutdown(ctx))
 	}
+	n.setPhase("closing the managed-ledger factory")
 	if n.mlf != nil {
 		errs = append(errs, n.mlf.Close())
 	}
+	n.setPhase("closing the offloader")
 	if n.off != nil {
 		errs = append(errs, n.off.Close())
 	}
+	n.setPhase("closing bookie connections")
 	if n.pool != nil {
 		n.pool.Close()
 	}
+	n.setPhase("closing the metadata store client")
 	if n.md != nil && n.ownMD {
 		errs = append(errs, n.md.Close())
 	}
+	n.setPhase("done")
 	return errors.Join(errs...)
 }

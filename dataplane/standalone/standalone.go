@@ -5,7 +5,9 @@
 // under one directory.
 // `magnetar standalone` runs it; tests start it in-process.
 //
-// Layout of DataDir: metadata/ (etcd), bookie/ (cookie and ledger storage).
+// Layout of DataDir: metadata/ (etcd), bookie/ (cookie and ledger storage),
+// LOCK (the running standalone's PID; a second standalone on the directory
+// fails at once naming it).
 // At start the cluster "standalone", the tenant "public" and the namespace
 // "public/default" are created if absent.
 package standalone
@@ -25,6 +27,7 @@ import (
 	"github.com/magnetar-dev/magnetar/dataplane/ledger"
 	"github.com/magnetar-dev/magnetar/dataplane/metadata/etcdstore"
 	"github.com/magnetar-dev/magnetar/dataplane/offload"
+	"github.com/magnetar-dev/magnetar/internal/dirlock"
 )
 
 // Config configures a standalone data plane.
@@ -71,6 +74,7 @@ type Standalone struct {
 	st   *storage.DiskStorage
 	bk   *bookie.Server
 	node *brokernode.Node // the broker, its ledger client and admin HTTP
+	lock *dirlock.Lock    // DataDir, held until Shutdown
 }
 
 // Start brings every component up; on error what was started is stopped.
@@ -91,6 +95,9 @@ func Start(ctx context.Context, cfg Config) (_ *Standalone, err error) {
 		cfg.Logger = slog.Default()
 	}
 	s := &Standalone{cfg: cfg}
+	if s.lock, err = dirlock.Acquire(cfg.DataDir); err != nil {
+		return nil, fmt.Errorf("standalone: %w", err)
+	}
 	defer func() {
 		if err != nil {
 			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -153,5 +160,6 @@ func (s *Standalone) Shutdown(ctx context.Context) error {
 	if s.md != nil {
 		errs = append(errs, s.md.Close())
 	}
+	errs = append(errs, s.lock.Release())
 	return errors.Join(errs...)
 }

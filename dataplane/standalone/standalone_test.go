@@ -2,9 +2,11 @@ package standalone_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/magnetar-dev/magnetar/dataplane/standalone"
 	"github.com/magnetar-dev/magnetar/dataplane/standalone/standalonetest"
+	"github.com/magnetar-dev/magnetar/internal/dirlock"
 )
 
 // TestProduceConsumeWithRealClient: the Apache Pulsar Go client produces and
@@ -116,4 +119,32 @@ func scrape(t *testing.T, url, series string) float64 {
 	}
 	t.Fatalf("%s not in %s", series, url)
 	return 0
+}
+
+// TestSecondStandaloneOnDataDirFails: a second standalone on a data
+// directory in use fails at once naming the holder, and the first keeps
+// serving.
+func TestSecondStandaloneOnDataDirFails(t *testing.T) {
+	dir := t.TempDir()
+	first := standalonetest.Start(t, standalonetest.Config(dir, standalonetest.FreeAddr(t)))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := standalone.Start(ctx, standalonetest.Config(dir, standalonetest.FreeAddr(t)))
+	if err == nil || !errors.Is(err, dirlock.ErrInUse) || !strings.Contains(err.Error(), "PID "+strconv.Itoa(os.Getpid())) {
+		t.Fatalf("second Start on %s: %v, want data directory in use by PID %d", dir, err, os.Getpid())
+	}
+	t.Logf("refused after %v: %v", time.Since(start).Round(time.Millisecond), err)
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("the refusal took %v", took)
+	}
+	c := standalonetest.NewClient(t, first.ServiceURL())
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: "persistent://public/default/still-serving"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("x")}); err != nil {
+		t.Fatalf("the first standalone after the refused second: %v", err)
+	}
 }
