@@ -11,6 +11,8 @@ import (
 	"github.com/spf13/cobra/doc"
 )
 
+//go:generate go run . docs --dir ../../docs/cli
+
 func init() { subcommands = append(subcommands, newDocsCommand) }
 
 // cliDocsDir is where the checked-in CLI reference lives, relative to the
@@ -64,7 +66,7 @@ func writeCLIDocs(root *cobra.Command, dir string) error {
 func cliIndex(root *cobra.Command) string {
 	var b strings.Builder
 	b.WriteString("# magnetar command reference\n\n")
-	b.WriteString("Generated from the commands by `go run ./cmd/magnetar docs --dir docs/cli`; do not edit.\n")
+	b.WriteString("Generated from the commands by `go run ./cmd/magnetar docs --dir docs/cli` (or `make generate`); do not edit.\n")
 	b.WriteString("Every command also prints this with `--help`.\n\n")
 	var walk func(c *cobra.Command, depth int)
 	walk = func(c *cobra.Command, depth int) {
