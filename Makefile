@@ -31,7 +31,8 @@ test: vet
 
 # All generated code: go generate runs api/generate.sh (protoc + pinned protoc-gen-go,
 # protoc-gen-go-grpc, protoc-gen-grpc-gateway and protoc-gen-openapiv2, built into
-# bin/tools at the versions go.mod names) for every .proto under api/.
+# bin/tools at the versions go.mod names) for every .proto under api/, and the CLI
+# reference in docs/cli (cmd/magnetar's hidden docs command).
 generate:
 	GO=$(GO) $(GO) generate ./...
 

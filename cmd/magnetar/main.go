@@ -14,6 +14,14 @@ import (
 )
 
 func main() {
+	if err := newRootCommand().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "magnetar:", err)
+		os.Exit(1)
+	}
+}
+
+// newRootCommand builds the magnetar command with every subcommand.
+func newRootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "magnetar",
 		Short:         "Magnetar: Apache Pulsar rebuilt in Go, run as a multi-region service",
@@ -27,10 +35,7 @@ func main() {
 	for _, add := range subcommands {
 		root.AddCommand(add())
 	}
-	if err := root.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "magnetar:", err)
-		os.Exit(1)
-	}
+	return root
 }
 
 // subcommands is filled by the init functions of the subcommand files.
