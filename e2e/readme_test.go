@@ -1,0 +1,69 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestREADMERestWalkthrough runs the README's REST walk-through (the sh
+// block starting "# REST walk-through") as written against `magnetar up`,
+// with only the API address and the data directory replaced, then produces
+// and consumes on the cluster URL it printed.
+func TestREADMERestWalkthrough(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process-level test")
+	}
+	for _, tool := range []string{"bash", "curl", "jq"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not on PATH: the walk-through needs it", tool)
+		}
+	}
+	raw, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := shellBlock(t, string(raw), "# REST walk-through")
+	dir := t.TempDir()
+	killDataPlaneOnCleanup(t, dir)
+	addr := FreeAddr(t)
+	up := Start(t, "up", "up", "--data-dir", dir, "--listen", addr)
+	interruptOnCleanup(t, up)
+	up.WaitListening(addr, 30*time.Second)
+	readKey(t, filepath.Join(dir, "bootstrap.key"))
+	script = strings.ReplaceAll(script, "http://127.0.0.1:7080", "http://"+addr)
+	script = strings.ReplaceAll(script, "data/up/", dir+"/")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	t.Logf("walk-through output:\n%s", out)
+	if err != nil {
+		t.Fatalf("README REST walk-through: %v\n%s", err, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	url := lines[len(lines)-1]
+	if !strings.HasPrefix(url, "pulsar://") {
+		t.Fatalf("the walk-through's last line is %q, want the cluster's pulsar:// URL", url)
+	}
+	roundTrip(t, url, "persistent://shop/orders/readme")
+}
+
+// shellBlock returns the fenced sh block of md whose first line is first.
+func shellBlock(t *testing.T, md, first string) string {
+	t.Helper()
+	for _, part := range strings.Split(md, "```sh\n")[1:] {
+		body, _, ok := strings.Cut(part, "```")
+		if ok && strings.HasPrefix(body, first+"\n") {
+			return body
+		}
+	}
+	t.Fatalf("README.md has no sh block starting %q", first)
+	return ""
+}
