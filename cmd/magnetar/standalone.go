@@ -15,6 +15,7 @@ func init() { subcommands = append(subcommands, newStandaloneCommand) }
 
 func newStandaloneCommand() *cobra.Command {
 	var cfg standalone.Config
+	var topicMetrics bool
 	var idleRelease time.Duration
 	var journalSync bool
 	var sec securityFlags
@@ -28,6 +29,7 @@ func newStandaloneCommand() *cobra.Command {
 			defer stop()
 			serverGC(idleRelease)
 			cfg.JournalNoSync = !journalSync
+			cfg.Broker.NoTopicLevelMetrics = !topicMetrics
 			if err := sec.apply(&cfg.Broker); err != nil {
 				return err
 			}
@@ -61,6 +63,7 @@ func newStandaloneCommand() *cobra.Command {
 	f.StringVar(&cfg.JournalDir, "journal-dir", "", "bookie journal directory, ideally on a device of its own (default: <data-dir>/bookie/ledgers/journal)")
 	f.BoolVar(&cfg.JournalBufferedWrites, "journal-buffered-writes", false, journalBufferedHelp)
 	f.StringVar(&cfg.Broker.ClusterName, "cluster", "standalone", "name of this cluster")
+	f.BoolVar(&topicMetrics, "expose-topic-level-metrics", true, "per-topic and per-subscription series on /metrics (Pulsar's exposeTopicLevelMetricsInPrometheus); off for brokers with very many topics")
 	sec.register(f)
 	off.register(f)
 	return cmd

@@ -17,6 +17,10 @@ import (
 type Config struct {
 	// ClusterName is the cluster this broker belongs to. Default "standalone".
 	ClusterName string
+	// NoTopicLevelMetrics leaves the per-topic and per-subscription series
+	// out of /metrics (topicmetrics.go; Pulsar's
+	// exposeTopicLevelMetricsInPrometheus=false). Default false: exposed.
+	NoTopicLevelMetrics bool
 	// BinaryAddr is the TCP address of the Pulsar binary protocol.
 	// Default 127.0.0.1:6650.
 	BinaryAddr string

@@ -111,6 +111,9 @@ func newMetrics(s *Service) *metrics {
 		newReplCollector(s), newUsageCollector(m.usage),
 		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(forcedCycles)),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if !s.cfg.NoTopicLevelMetrics {
+		m.reg.MustRegister(newTopicCollector(s))
+	}
 	return m
 }
 
