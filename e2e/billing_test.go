@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -50,6 +51,11 @@ type meteredTraffic struct {
 	consStop chan struct{} // stops the consumer
 	wg       sync.WaitGroup
 	debug    func()
+	// settled, when set, reports whether the broker holds no
+	// unacknowledged message for the subscription: stop keeps consuming
+	// until it does (a message counted at receipt whose acknowledgement
+	// was lost is still to be redelivered and acknowledged).
+	settled func() bool
 }
 
 // fastReconnect retries every 200ms, so a client finds a restarted broker
@@ -152,9 +158,11 @@ func (m *meteredTraffic) consume() {
 			m.fail(fmt.Errorf("a message of %d bytes", len(p)))
 			return
 		}
-		if err := m.cons.Ack(msg); err != nil {
-			continue // redelivered (after a broker's crash) or on a new consumer (stalled)
-		}
+		// Counted when first received, whatever the acknowledgement's
+		// answer: a broker killed after it applied an acknowledgement and
+		// before it answered leaves the client with an error for a message
+		// that is consumed (and metered) and never redelivered; one whose
+		// acknowledgement was lost is redelivered, and seen counts it once.
 		m.mu.Lock()
 		if i := binary.BigEndian.Uint64(p); !m.seen[i] {
 			m.seen[i] = true
@@ -162,6 +170,7 @@ func (m *meteredTraffic) consume() {
 			m.bytesOut += int64(len(p))
 		}
 		m.mu.Unlock()
+		m.cons.Ack(msg) // an error: redelivered (after a broker's crash) or on a new consumer (stalled)
 	}
 }
 
@@ -227,7 +236,7 @@ func (m *meteredTraffic) stop(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if in == sent && out == sent {
+		if in == sent && out == sent && (m.settled == nil || m.settled()) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -347,6 +356,18 @@ func TestBillingExactlyOnce(t *testing.T) {
 		}
 		b, _ := os.ReadFile(filepath.Join(agentDir, "clusters", "acme-c1", "broker-0.log"))
 		t.Logf("broker log tail: %s", b[max(0, len(b)-6000):])
+	}
+	tr.settled = func() bool {
+		resp, err := http.Get(adminURL + "/admin/v2/persistent/public/default/billed/stats")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var st struct {
+			Subscriptions map[string]struct{ MsgBacklog int64 }
+		}
+		return resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&st) == nil &&
+			st.Subscriptions["e2e"].MsgBacklog == 0
 	}
 	state := filepath.Join(agentDir, "clusters", "acme-c1", "state.json")
 	brokerKills := 0
