@@ -36,7 +36,7 @@ func newBrokerCommand() *cobra.Command {
 			}
 			cfg.HTTPSAddr = sec.httpsAddr
 			cfg.Offload, cfg.OffloadPolicy = off.apply()
-			cfg.Broker.NoTopicLevelMetrics = !topicMetrics
+			cfg.Broker.TopicLevelMetrics = topicMetrics
 			start := time.Now()
 			n, err := brokernode.Start(ctx, cfg)
 			if err != nil {
@@ -61,7 +61,7 @@ func newBrokerCommand() *cobra.Command {
 	f.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:8080", "admin REST API and HTTP lookup address")
 	f.StringVar(&cfg.AdvertisedHTTPURL, "advertised-http-url", "", "web service URL other brokers redirect to (default: http://<bound http address>)")
 	f.StringVar(&cfg.Broker.ClusterName, "cluster", "standalone", "cluster name")
-	f.BoolVar(&topicMetrics, "expose-topic-level-metrics", true, "per-topic and per-subscription series on /metrics (Pulsar's exposeTopicLevelMetricsInPrometheus); off for brokers with very many topics")
+	f.BoolVar(&topicMetrics, "expose-topic-level-metrics", false, "add per-topic and per-subscription series to /metrics (Pulsar's exposeTopicLevelMetricsInPrometheus); every scrape then costs work per topic")
 	f.DurationVar(&cfg.Broker.SessionTTL, "session-ttl", 3*time.Second, "metadata session lease: a dead broker's bundles move after this long")
 	f.IntVar(&cfg.Broker.DefaultBundles, "default-bundles", 4, "bundles of a namespace created without explicit bundles")
 	f.BoolVar(&cfg.Broker.LoadShedding, "load-shedding", true, "let the elected load manager unload and split bundles")

@@ -29,7 +29,7 @@ func newStandaloneCommand() *cobra.Command {
 			defer stop()
 			serverGC(idleRelease)
 			cfg.JournalNoSync = !journalSync
-			cfg.Broker.NoTopicLevelMetrics = !topicMetrics
+			cfg.Broker.TopicLevelMetrics = topicMetrics
 			if err := sec.apply(&cfg.Broker); err != nil {
 				return err
 			}
@@ -63,7 +63,7 @@ func newStandaloneCommand() *cobra.Command {
 	f.StringVar(&cfg.JournalDir, "journal-dir", "", "bookie journal directory, ideally on a device of its own (default: <data-dir>/bookie/ledgers/journal)")
 	f.BoolVar(&cfg.JournalBufferedWrites, "journal-buffered-writes", false, journalBufferedHelp)
 	f.StringVar(&cfg.Broker.ClusterName, "cluster", "standalone", "name of this cluster")
-	f.BoolVar(&topicMetrics, "expose-topic-level-metrics", true, "per-topic and per-subscription series on /metrics (Pulsar's exposeTopicLevelMetricsInPrometheus); off for brokers with very many topics")
+	f.BoolVar(&topicMetrics, "expose-topic-level-metrics", false, "add per-topic and per-subscription series to /metrics (Pulsar's exposeTopicLevelMetricsInPrometheus); every scrape then costs work per topic")
 	sec.register(f)
 	off.register(f)
 	return cmd

@@ -17,10 +17,13 @@ import (
 type Config struct {
 	// ClusterName is the cluster this broker belongs to. Default "standalone".
 	ClusterName string
-	// NoTopicLevelMetrics leaves the per-topic and per-subscription series
-	// out of /metrics (topicmetrics.go; Pulsar's
-	// exposeTopicLevelMetricsInPrometheus=false). Default false: exposed.
-	NoTopicLevelMetrics bool
+	// TopicLevelMetrics adds per-topic and per-subscription series to
+	// /metrics (topicmetrics.go; Pulsar's
+	// exposeTopicLevelMetricsInPrometheus, which Pulsar turns on by
+	// default). Default false: rendering them allocates per topic on every
+	// scrape, and the region agent scrapes every 500 ms, so a broker with
+	// thousands of topics would never be idle.
+	TopicLevelMetrics bool
 	// BinaryAddr is the TCP address of the Pulsar binary protocol.
 	// Default 127.0.0.1:6650.
 	BinaryAddr string

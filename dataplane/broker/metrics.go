@@ -111,7 +111,7 @@ func newMetrics(s *Service) *metrics {
 		newReplCollector(s), newUsageCollector(m.usage),
 		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(forcedCycles)),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if !s.cfg.NoTopicLevelMetrics {
+	if s.cfg.TopicLevelMetrics {
 		m.reg.MustRegister(newTopicCollector(s))
 	}
 	return m

@@ -9,9 +9,8 @@ import (
 
 // Topic- and subscription-level metrics, under Pulsar's names and labels
 // (cluster, namespace, topic, subscription), for every topic loaded on
-// the broker. Pulsar exposes them unless exposeTopicLevelMetricsInPrometheus
-// is off; here Config.TopicLevelMetrics turns them off, for brokers with so
-// many topics that a scrape would carry millions of series. Rates are over
+// the broker, when Config.TopicLevelMetrics is on (Pulsar's
+// exposeTopicLevelMetricsInPrometheus; off by default here, see Config). Rates are over
 // the last full window of rateWindowLen (0 until a topic has had one),
 // from the counters behind the stats' msgInCounter and friends, so they do
 // not depend on how often, or by how many, /metrics is scraped (the region

@@ -14,10 +14,12 @@ import (
 	"github.com/magnetar-dev/magnetar/dataplane/standalone/standalonetest"
 )
 
-// TestTopicLevelMetrics: /metrics carries Pulsar's per-topic and
-// per-subscription series for a loaded topic.
+// TestTopicLevelMetrics: with TopicLevelMetrics on, /metrics carries
+// Pulsar's per-topic and per-subscription series for a loaded topic.
 func TestTopicLevelMetrics(t *testing.T) {
-	sa := standalonetest.Start(t, standalonetest.Config(t.TempDir(), standalonetest.FreeAddr(t)))
+	cfg := standalonetest.Config(t.TempDir(), standalonetest.FreeAddr(t))
+	cfg.Broker.TopicLevelMetrics = true
+	sa := standalonetest.Start(t, cfg)
 	client := standalonetest.NewClient(t, sa.ServiceURL())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
