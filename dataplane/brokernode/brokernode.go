@@ -20,7 +20,6 @@ import (
 	"net"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/magnetar-dev/magnetar/dataplane/admin"
@@ -79,7 +78,6 @@ type Config struct {
 
 // Node is a running broker process.
 type Node struct {
-	phase   atomic.Pointer[string] // Shutdown's step
 	cfg     Config
 	md      metadata.Store
 	ownMD   bool // md was opened here and is closed by Shutdown
@@ -250,57 +248,76 @@ func (n *Node) ServiceURL() string { return n.broker.ServiceURL() }
 // WebServiceURL is the http:// URL of the admin API.
 func (n *Node) WebServiceURL() string { return n.broker.Config().WebServiceURL }
 
-func (n *Node) setPhase(p string) { n.phase.Store(&p) }
-
-// ShutdownPhase says what Shutdown is doing ("" before it starts), for a
-// caller that gives up waiting on it.
-func (n *Node) ShutdownPhase() string {
-	if p := n.phase.Load(); p != nil {
-		return *p
-	}
-	return ""
-}
-
-// Shutdown stops serving, releases the broker's bundles and closes clients.
-// Work that waits on the metadata store or the bookies gives up when ctx
-// ends; ShutdownPhase names the step in progress.
+// Shutdown stops serving, releases the broker's bundles and closes clients,
+// a step at a time. It returns when ctx ends even if a step has not (a
+// metadata store or bookies that are gone can hold one up), with an error
+// naming that step; the steps after it are skipped.
 func (n *Node) Shutdown(ctx context.Context) error {
 	var errs []error
-	n.setPhase("stopping the auditor")
-	if n.stopAudit != nil {
-		n.stopAudit()
-	}
-	n.setPhase("stopping the admin HTTP server")
-	if n.http != nil {
-		errs = append(errs, n.http.Shutdown(ctx))
-	} else {
-		for _, ln := range []net.Listener{n.httpLn, n.httpsLn} {
-			if ln != nil {
-				ln.Close()
+	steps := []struct {
+		what string
+		run  func() error
+	}{
+		{"stopping the auditor", func() error {
+			if n.stopAudit != nil {
+				n.stopAudit()
 			}
+			return nil
+		}},
+		{"stopping the admin HTTP server", func() error {
+			var err error
+			if n.http != nil {
+				err = n.http.Shutdown(ctx)
+			} else {
+				for _, ln := range []net.Listener{n.httpLn, n.httpsLn} {
+					if ln != nil {
+						ln.Close()
+					}
+				}
+			}
+			n.wg.Wait()
+			return err
+		}},
+		{"closing topics (their ledgers and metadata records)", func() error {
+			if n.broker != nil {
+				return n.broker.Shutdown(ctx)
+			}
+			return nil
+		}},
+		{"closing the managed-ledger factory", func() error {
+			if n.mlf != nil {
+				return n.mlf.Close()
+			}
+			return nil
+		}},
+		{"closing the offloader", func() error {
+			if n.off != nil {
+				return n.off.Close()
+			}
+			return nil
+		}},
+		{"closing bookie connections", func() error {
+			if n.pool != nil {
+				n.pool.Close()
+			}
+			return nil
+		}},
+		{"closing the metadata store client", func() error {
+			if n.md != nil && n.ownMD {
+				return n.md.Close()
+			}
+			return nil
+		}},
+	}
+	for _, st := range steps {
+		done := make(chan error, 1)
+		go func() { done <- st.run() }()
+		select {
+		case err := <-done:
+			errs = append(errs, err)
+		case <-ctx.Done():
+			return errors.Join(append(errs, fmt.Errorf("brokernode: shutdown gave up %s: %w", st.what, ctx.Err()))...)
 		}
 	}
-	n.wg.Wait()
-	n.setPhase("closing topics (their ledgers and metadata records)")
-	if n.broker != nil {
-		errs = append(errs, n.broker.Shutdown(ctx))
-	}
-	n.setPhase("closing the managed-ledger factory")
-	if n.mlf != nil {
-		errs = append(errs, n.mlf.Close())
-	}
-	n.setPhase("closing the offloader")
-	if n.off != nil {
-		errs = append(errs, n.off.Close())
-	}
-	n.setPhase("closing bookie connections")
-	if n.pool != nil {
-		n.pool.Close()
-	}
-	n.setPhase("closing the metadata store client")
-	if n.md != nil && n.ownMD {
-		errs = append(errs, n.md.Close())
-	}
-	n.setPhase("done")
 	return errors.Join(errs...)
 }

@@ -110,9 +110,18 @@ func (s *Store) Close() error {
 		sessions = append(sessions, sess)
 	}
 	s.mu.Unlock()
+	// Concurrently: each revocation waits up to CloseTimeout for a store
+	// that may be gone, and Close should take that long, not that long
+	// per session.
+	var wg sync.WaitGroup
 	for _, sess := range sessions {
-		_ = sess.end(true)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = sess.end(true)
+		}()
 	}
+	wg.Wait()
 	s.cancel()
 	s.wg.Wait()
 	// A client without a connection of its own (the embedded in-process
