@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/magnetar-dev/magnetar/regions/agent"
+	"github.com/magnetar-dev/magnetar/regions/provisioner/process"
 )
 
 // Agent processes (Config.AgentProcesses). Each region's agent is a child
@@ -143,7 +145,7 @@ func exitStatus(err error) string {
 // stopStaleAgent stops the agent process recorded in rdir's agent.pid when
 // it still runs (an up that was SIGKILLed leaves it behind): two agents on
 // one region's directory would run its clusters twice.
-func stopStaleAgent(rdir string, log interface{ Warn(string, ...any) }) {
+func stopStaleAgent(rdir string, log *slog.Logger) {
 	raw, err := os.ReadFile(filepath.Join(rdir, agentPIDFile))
 	if err != nil {
 		return
@@ -153,27 +155,14 @@ func stopStaleAgent(rdir string, log interface{ Warn(string, ...any) }) {
 		return
 	}
 	log.Warn("up: stopping the agent a previous run left behind", "pid", pid, "data_dir", rdir)
-	syscall.Kill(-pid, syscall.SIGTERM)
-	deadline := time.Now().Add(agentStopGrace)
-	for isAgentOf(pid, rdir) {
-		if time.Now().After(deadline) {
-			syscall.Kill(-pid, syscall.SIGKILL)
-			deadline = time.Now().Add(time.Hour)
-		}
-		time.Sleep(50 * time.Millisecond) // not our child: /proc is the only way to see it go
+	if err := process.StopGroups(context.Background(), []int{pid}, agentStopGrace, log); err != nil {
+		log.Error("up: the agent a previous run left behind", "pid", pid, "err", err)
 	}
 }
 
 // isAgentOf reports whether pid is a live `magnetar agent --data-dir rdir`.
 func isAgentOf(pid int, rdir string) bool {
-	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	if err != nil {
-		return false
-	}
-	if st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); err != nil || strings.Contains(string(st), ") Z ") {
-		return false
-	}
-	args := strings.Split(strings.TrimSuffix(string(raw), "\x00"), "\x00")
+	args, ok := process.Cmdline(pid)
 	i := slices.Index(args, "--data-dir")
-	return len(args) > 1 && args[1] == "agent" && i > 0 && i+1 < len(args) && args[i+1] == rdir
+	return ok && len(args) > 1 && args[1] == "agent" && i > 0 && i+1 < len(args) && args[i+1] == rdir
 }

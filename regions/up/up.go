@@ -171,13 +171,13 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 
 	for _, r := range cfg.Regions {
 		rdir := filepath.Join(dir, "regions", r)
-		os.Remove(filepath.Join(rdir, agent.FailoverAddrFileName)) // a stale address would be taken for the new one
 		if cfg.AgentProcesses {
 			if err := e.startAgentProcess(agentsCtx, r, rdir); err != nil {
 				return nil, err
 			}
 			continue
 		}
+		os.Remove(filepath.Join(rdir, agent.FailoverAddrFileName)) // a stale address would be taken for the new one
 		prov, err := process.New(process.Config{DataDir: rdir, Binary: cfg.Binary, Logger: cfg.Logger.With("region", r)})
 		if err != nil {
 			return nil, err

@@ -497,11 +497,13 @@ func alive(pid int, args []string) bool {
 	if !isZombieFree(pid) {
 		return false
 	}
-	cmdline, ok := readCmdline(pid)
+	cmdline, ok := Cmdline(pid)
 	return ok && len(cmdline) >= 1 && slices.Equal(cmdline[1:], args)
 }
 
-func readCmdline(pid int) ([]string, bool) {
+// Cmdline returns the command line of process pid; false when there is
+// none (no such process, or a zombie, whose command line is empty).
+func Cmdline(pid int) ([]string, bool) {
 	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 	if err != nil || len(raw) == 0 {
 		return nil, false
@@ -674,9 +676,15 @@ func (p *Provisioner) stopMembers(ctx context.Context, c *cluster, ms []*member)
 	return errors.Join(err, p.save(c))
 }
 
-// stopPIDs sends SIGTERM to each process group, waits up to StopGrace,
-// then SIGKILLs the groups still alive and waits for them to go.
+// stopPIDs stops the process groups of pids within StopGrace (StopGroups).
 func (p *Provisioner) stopPIDs(ctx context.Context, pids []int) error {
+	return StopGroups(ctx, pids, p.cfg.StopGrace, p.log)
+}
+
+// StopGroups sends SIGTERM to the process group of each of pids, waits up
+// to grace (less if ctx ends), then SIGKILLs the groups still alive and
+// waits for them to go. The processes need not be children of this one.
+func StopGroups(ctx context.Context, pids []int, grace time.Duration, log *slog.Logger) error {
 	if len(pids) == 0 {
 		return nil
 	}
@@ -691,7 +699,7 @@ func (p *Provisioner) stopPIDs(ctx context.Context, pids []int) error {
 		}
 		return true
 	}
-	deadline := time.Now().Add(p.cfg.StopGrace)
+	deadline := time.Now().Add(grace)
 	for !gone() && time.Now().Before(deadline) {
 		select {
 		case <-ctx.Done():
@@ -701,7 +709,7 @@ func (p *Provisioner) stopPIDs(ctx context.Context, pids []int) error {
 	}
 	for _, pid := range pids {
 		if stillThere(pid) {
-			p.log.Warn("process: SIGKILL after the grace period", "pid", pid)
+			log.Warn("process: SIGKILL after the grace period", "pid", pid)
 			syscall.Kill(-pid, syscall.SIGKILL)
 		}
 	}
