@@ -416,7 +416,10 @@ func (s *Server) automaticFailover(ctx context.Context, rg *cpv1.ReplicationGrou
 	}
 	if rg.ActiveCluster != home {
 		hok, hd, hknown := s.repl.stateFor(home)
-		if hknown && hok && hd >= back && s.checkFailover(ctx, s.store, rg, rg.ActiveCluster, home, true, defaultMaxBacklog) == "" {
+		if !hknown || !hok || hd < back {
+			return nil
+		}
+		if why, _ := s.checkFailover(ctx, s.store, rg, rg.ActiveCluster, home, true, defaultMaxBacklog); why == "" {
 			s.log.Info("apiserver: automatic failback", "group", rg.Name, "to", home, "healthy_for", hd.String())
 			return s.tx(ctx, func(w store.Writer) error {
 				_, err := s.startFailover(ctx, w, opFailback, rg.Name, home, true, runbookParams{}, "", false)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -189,7 +188,7 @@ func (s *Server) startFailover(ctx context.Context, w store.Writer, opType, grou
 		Groups: []string{group}, FromCluster: from, ToCluster: to, Planned: planned,
 		Steps: failoverSteps(rg.Mode), Report: &cpv1.RunbookReport{},
 	}}
-	op.Runbook.Steps[0].Detail = s.checkFailover(ctx, w, rg, from, to, planned, p.maxBacklog)
+	op.Runbook.Steps[0].Detail, _ = s.checkFailover(ctx, w, rg, from, to, planned, p.maxBacklog)
 	if validateOnly {
 		if op.Runbook.Steps[0].Detail == "" {
 			op.Runbook.Steps[0].Detail = "passes now"
@@ -214,32 +213,34 @@ func paramsOf(op *cpv1.Operation) runbookParams {
 	return runbookParams{maxBacklog: op.GetRunbook().GetMaxBacklog(), drainTimeout: op.GetRunbook().GetDrainTimeout().AsDuration()}
 }
 
-// checkFailover returns why a failover from -> to cannot start now, or "".
-func (s *Server) checkFailover(ctx context.Context, r store.Reader, rg *cpv1.ReplicationGroup, from, to string, planned bool, maxBacklog int64) string {
+// checkFailover returns why a failover from -> to cannot start now, or "";
+// noReport is set when the only reason is that the old cluster's
+// replication report is missing or stale.
+func (s *Server) checkFailover(ctx context.Context, r store.Reader, rg *cpv1.ReplicationGroup, from, to string, planned bool, maxBacklog int64) (why string, noReport bool) {
 	cl, err := s.loadCluster(ctx, r, to)
 	if err != nil {
-		return fmt.Sprintf("target %s: %v", to, err)
+		return fmt.Sprintf("target %s: %v", to, err), false
 	}
 	if cl.State != cpv1.Cluster_READY || cl.ServiceUrl == "" {
-		return fmt.Sprintf("target %s is %s", to, cl.State)
+		return fmt.Sprintf("target %s is %s", to, cl.State), false
 	}
 	if !s.repl.healthy(to) {
-		return fmt.Sprintf("target %s fails health checks (%s)", to, s.repl.healthDetail(to))
+		return fmt.Sprintf("target %s fails health checks (%s)", to, s.repl.healthDetail(to)), false
 	}
 	if !planned {
-		return ""
+		return "", false
 	}
 	if !s.repl.healthy(from) {
-		return fmt.Sprintf("planned failover: the active cluster %s fails health checks (%s); run an unplanned failover or an evacuation", from, s.repl.healthDetail(from))
+		return fmt.Sprintf("planned failover: the active cluster %s fails health checks (%s); run an unplanned failover or an evacuation", from, s.repl.healthDetail(from)), false
 	}
 	n, at, ok := s.repl.backlog(from, to, rg.Namespaces)
 	if !ok || time.Since(at) > reportFresh {
-		return noRecentReport + from
+		return "planned failover: no recent replication report from " + from, true
 	}
 	if n > maxBacklog {
-		return fmt.Sprintf("planned failover: %s has %d entries not yet replicated to %s (at most %d)", from, n, to, maxBacklog)
+		return fmt.Sprintf("planned failover: %s has %d entries not yet replicated to %s (at most %d)", from, n, to, maxBacklog), false
 	}
-	return ""
+	return "", false
 }
 
 func (g replicationGroups) FailoverReplicationGroup(ctx context.Context, req *cpv1.FailoverReplicationGroupRequest) (*cpv1.Operation, error) {
@@ -381,10 +382,6 @@ func (g replicationGroups) EvacuateRegion(ctx context.Context, req *cpv1.Evacuat
 
 // ---- execution ----
 
-// noRecentReport starts checkFailover's answer when the old cluster's
-// replication report is missing or stale, which the check step waits out.
-const noRecentReport = "planned failover: no recent replication report from "
-
 // errStepWait means the step is not finished; run it again shortly.
 var errStepWait = errors.New("runbook: step waiting")
 
@@ -485,8 +482,8 @@ func (s *Server) stepFailover(ctx context.Context, op *cpv1.Operation) (bool, er
 		if lerr != nil {
 			return false, lerr
 		}
-		if why := s.checkFailover(ctx, s.store, rg, from, to, rb.Planned, p.maxBacklog); why != "" {
-			if strings.HasPrefix(why, noRecentReport) && waited < reportFresh {
+		if why, noReport := s.checkFailover(ctx, s.store, rg, from, to, rb.Planned, p.maxBacklog); why != "" {
+			if noReport && waited < reportFresh {
 				// The old cluster's agent reports every 500 ms: a runbook
 				// started just after another, or just after the agent
 				// started, waits for its next report.
