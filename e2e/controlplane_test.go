@@ -297,20 +297,32 @@ func TestUp(t *testing.T) {
 	}
 }
 
-func recordedPIDs(t *testing.T, stateFile string) []int {
+// recordedState is the part of a process provisioner's state.json the
+// tests read: the PIDs of a cluster's processes.
+type recordedState struct {
+	Metadata *struct{ PID int }
+	Bookies  []struct{ PID int }
+	Brokers  []struct{ PID int }
+}
+
+func readRecorded(t *testing.T, stateFile string) recordedState {
 	t.Helper()
 	raw, err := os.ReadFile(stateFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st struct {
-		Metadata *struct{ PID int }
-		Bookies  []struct{ PID int }
-		Brokers  []struct{ PID int }
-	}
+	var st recordedState
 	if err := json.Unmarshal(raw, &st); err != nil {
 		t.Fatal(err)
 	}
+	return st
+}
+
+// recordedPIDs are the PIDs of a cluster's metadata member, bookies and
+// brokers, in that order.
+func recordedPIDs(t *testing.T, stateFile string) []int {
+	t.Helper()
+	st := readRecorded(t, stateFile)
 	var pids []int
 	if st.Metadata != nil {
 		pids = append(pids, st.Metadata.PID)

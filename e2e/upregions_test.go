@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/url"
 	"os"
@@ -175,10 +174,15 @@ func testUpRegions(t *testing.T, n int) {
 	detected := time.Since(killed)
 	rto, rpo, asOf := lastRunbookReport(t, cp, opKey, "organizations/acme/replicationGroups/g")
 	atKill := append(burst, payloads("m", ackedAtKill)...)
-	notReplicated := len(missingFrom(atKill, readPayloadsWithin(t, c2, topic, atKill, 10*time.Second)))
+	inC2 := readPayloadsWithin(t, c2, topic, atKill, 10*time.Second)
 	t.Logf("unplanned loss of r1: the group was on c2 %v after the kill (failover_delay 3s); report: RTO %s, RPO %s entries "+
 		"as of c1's last report %v before the kill; counted: %d of the %d messages c1 acknowledged before the kill not in c2 (%d of them in the last burst)",
-		detected.Round(time.Millisecond), rto, rpo, killed.Sub(asOf).Round(time.Millisecond), notReplicated, len(atKill), len(missingFrom(burst, readPayloadsWithin(t, c2, topic, burst, 2*time.Second))))
+		detected.Round(time.Millisecond), rto, rpo, killed.Sub(asOf).Round(time.Millisecond), len(missingFrom(atKill, inC2)), len(atKill), len(missingFrom(burst, inC2)))
+	// The RPO is c1's last report before it was lost (every 500 ms; one
+	// may land while the kill is being sent).
+	if asOf.IsZero() || asOf.After(killed.Add(time.Second)) || killed.Sub(asOf) > 10*time.Second {
+		t.Errorf("the unplanned failover's rpo_as_of is %v; want c1's last report before the kill at %v", asOf, killed)
+	}
 	if detected > 3*time.Second+15*time.Second {
 		t.Errorf("unplanned failover took %v after the kill; target failover_delay + 5 s", detected)
 	}
@@ -317,15 +321,7 @@ func brokerPIDs(t *testing.T, dir string) []int {
 	files, _ := filepath.Glob(filepath.Join(dir, "clusters", "*", "state.json"))
 	var pids []int
 	for _, f := range files {
-		raw, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var st struct{ Brokers []struct{ PID int } }
-		if err := json.Unmarshal(raw, &st); err != nil {
-			t.Fatal(err)
-		}
-		for _, b := range st.Brokers {
+		for _, b := range readRecorded(t, f).Brokers {
 			pids = append(pids, b.PID)
 		}
 	}
@@ -335,17 +331,23 @@ func brokerPIDs(t *testing.T, dir string) []int {
 	return pids
 }
 
-// killAgent SIGKILLs the agent process `magnetar up --agent-processes`
-// runs for region (its PID in regions/<region>/agent.pid).
+// agentPID is the agent process `magnetar up --agent-processes` runs for
+// region under dir (regions/<region>/agent.pid), 0 when none runs.
+func agentPID(t *testing.T, dir, region string) int {
+	raw, _ := os.ReadFile(filepath.Join(dir, "regions", region, "agent.pid"))
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil || pid <= 0 || !strings.HasPrefix(cmdline(pid), Binary(t)+" agent ") {
+		return 0
+	}
+	return pid
+}
+
+// killAgent SIGKILLs region's agent process.
 func killAgent(t *testing.T, dir, region string) {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(dir, "regions", region, "agent.pid"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
-	if err != nil || !strings.HasPrefix(cmdline(pid), Binary(t)+" agent ") {
-		t.Fatalf("agent.pid of %s: %q is not an agent (%v)", region, raw, err)
+	pid := agentPID(t, dir, region)
+	if pid == 0 {
+		t.Fatalf("no agent process runs for region %s", region)
 	}
 	syscall.Kill(-pid, syscall.SIGKILL)
 }
@@ -354,11 +356,9 @@ func killAgent(t *testing.T, dir, region string) {
 // when the test ends, should up not have stopped them.
 func killAgentsOnCleanup(t *testing.T, dir string) {
 	t.Cleanup(func() {
-		files, _ := filepath.Glob(filepath.Join(dir, "regions", "*", "agent.pid"))
-		for _, f := range files {
-			raw, _ := os.ReadFile(f)
-			if pid, err := strconv.Atoi(strings.TrimSpace(string(raw))); err == nil && pid > 0 &&
-				strings.HasPrefix(cmdline(pid), Binary(t)+" agent ") {
+		dirs, _ := filepath.Glob(filepath.Join(dir, "regions", "*"))
+		for _, d := range dirs {
+			if pid := agentPID(t, dir, filepath.Base(d)); pid != 0 {
 				syscall.Kill(-pid, syscall.SIGKILL)
 			}
 		}
@@ -378,16 +378,8 @@ func TestUpAgentProcessesAdopt(t *testing.T) {
 	addr := FreeAddr(t)
 	up := Start(t, "up", "up", "--data-dir", dir, "--listen", addr, "--regions", "r1", "--agent-processes")
 	up.WaitListening(addr, 30*time.Second)
-	pidFile := filepath.Join(dir, "regions", "r1", "agent.pid")
-	agentPID := func() int {
-		raw, _ := os.ReadFile(pidFile)
-		pid, _ := strconv.Atoi(strings.TrimSpace(string(raw)))
-		return pid
-	}
-	waitFor(t, "the agent process", 30*time.Second, func() bool {
-		return agentPID() > 0 && strings.HasPrefix(cmdline(agentPID()), Binary(t)+" agent ")
-	})
-	first := agentPID()
+	waitFor(t, "the agent process", 30*time.Second, func() bool { return agentPID(t, dir, "r1") != 0 })
+	first := agentPID(t, dir, "r1")
 	up.Kill()
 	time.Sleep(500 * time.Millisecond)
 	if !strings.HasPrefix(cmdline(first), Binary(t)+" agent ") {
@@ -397,8 +389,8 @@ func TestUpAgentProcessesAdopt(t *testing.T) {
 	interruptOnCleanup(t, up)
 	up.WaitListening(addr, 30*time.Second)
 	waitFor(t, "a new agent process", 30*time.Second, func() bool {
-		pid := agentPID()
-		return pid > 0 && pid != first && strings.HasPrefix(cmdline(pid), Binary(t)+" agent ")
+		pid := agentPID(t, dir, "r1")
+		return pid != 0 && pid != first
 	})
 	waitFor(t, "the old agent to be stopped", 30*time.Second, func() bool { return !strings.HasPrefix(cmdline(first), Binary(t)+" agent ") })
 }

@@ -1,0 +1,34 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	cpv1 "github.com/magnetar-dev/magnetar/api/controlplane/v1"
+)
+
+// The report line of an unplanned failover names the report its RPO is
+// taken from; a planned one's does not.
+func TestWriteRunbookReport(t *testing.T) {
+	at := time.Date(2026, 12, 4, 3, 4, 5, 600e6, time.Local)
+	op := func(asOf *timestamppb.Timestamp) *cpv1.Operation {
+		return &cpv1.Operation{Type: "FailoverReplicationGroup", Target: "organizations/acme/replicationGroups/g",
+			Runbook: &cpv1.Runbook{FromCluster: "organizations/acme/clusters/east", ToCluster: "organizations/acme/clusters/west",
+				Report: &cpv1.RunbookReport{WritesStoppedTime: timestamppb.New(at), SwitchTime: timestamppb.New(at.Add(time.Second)),
+					Rto: durationpb.New(time.Second), RpoMessages: 12, RpoAsOf: asOf}}}
+	}
+	var b strings.Builder
+	writeRunbook(&b, op(timestamppb.New(at.Add(-300*time.Millisecond))))
+	if want := "RPO 12 entries as of acme/east's last report (03:04:05.300), drained 0 entries"; !strings.Contains(b.String(), want) {
+		t.Errorf("unplanned report:\n%s\nwant %q", b.String(), want)
+	}
+	b.Reset()
+	writeRunbook(&b, op(nil))
+	if want := "RPO 12 entries, drained"; !strings.Contains(b.String(), want) {
+		t.Errorf("report without rpo_as_of:\n%s\nwant %q", b.String(), want)
+	}
+}
