@@ -596,12 +596,7 @@ func (s *Subscription) deliver(entries []ledger.Entry, live [][]int64, gen uint6
 		}
 		cmd := protocol.NewMessage(c.id, id, s.redeliveries[e.Pos], ackSet, nil)
 		c.conn.sendFrame(outFrame{cmd: cmd, payload: e.Data})
-		s.topic.s.metrics.outMessages.Add(float64(info.numMessages))
-		s.topic.s.metrics.outBytes.Add(float64(len(e.Data)))
-		s.topic.s.metrics.usage.out(s.topic.name, info.numMessages, e.Data)
-		s.out.add(info.numMessages, len(e.Data))
-		c.out.add(info.numMessages, len(e.Data))
-		s.topic.out.add(info.numMessages, len(e.Data))
+		s.countDispatched(c, info.numMessages, e.Data)
 		sent++
 		msgs += info.numMessages
 		bytes += len(e.Data)
@@ -685,10 +680,17 @@ func (s *Subscription) deliverNonPersistent(pos ledger.Position, data []byte) {
 	c.permits -= info.numMessages
 	id := &pb.MessageIdData{LedgerId: proto.Uint64(uint64(pos.LedgerID)), EntryId: proto.Uint64(uint64(pos.EntryID))}
 	c.conn.sendFrame(outFrame{cmd: protocol.NewMessage(c.id, id, 0, nil, nil), payload: data})
-	s.topic.s.metrics.outMessages.Add(float64(info.numMessages))
+	s.countDispatched(c, info.numMessages, data)
+}
+
+// countDispatched counts an entry of n messages handed to consumer c: the
+// broker's metrics, the namespace's usage, and the topic's, subscription's
+// and consumer's stats.
+func (s *Subscription) countDispatched(c *Consumer, n int, data []byte) {
+	s.topic.s.metrics.outMessages.Add(float64(n))
 	s.topic.s.metrics.outBytes.Add(float64(len(data)))
-	s.topic.s.metrics.usage.out(s.topic.name, info.numMessages, data)
-	s.out.add(info.numMessages, len(data))
-	c.out.add(info.numMessages, len(data))
-	s.topic.out.add(info.numMessages, len(data))
+	s.topic.s.metrics.usage.out(s.topic.name, n, data)
+	s.out.add(n, len(data))
+	c.out.add(n, len(data))
+	s.topic.out.add(n, len(data))
 }
