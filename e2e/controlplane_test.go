@@ -113,9 +113,13 @@ func interruptOnCleanup(t *testing.T, p *Process) {
 
 // killDataPlaneOnCleanup kills, when the test ends, every data-plane
 // process recorded under dir by a process provisioner (they outlive the
-// agent by design).
+// agent by design). When the test failed and $MAGNETAR_E2E_KEEP names a
+// directory, the processes' logs are copied there first.
 func killDataPlaneOnCleanup(t *testing.T, dir string) {
 	t.Cleanup(func() {
+		if keep := os.Getenv("MAGNETAR_E2E_KEEP"); keep != "" && t.Failed() {
+			keepLogs(t, dir, keep)
+		}
 		filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
 			if err != nil || d.IsDir() || d.Name() != "state.json" {
 				return nil
@@ -146,6 +150,30 @@ func killDataPlaneOnCleanup(t *testing.T, dir string) {
 			}
 			return nil
 		})
+	})
+}
+
+// keepLogs copies every process log (*.log, at most two levels) under dir to keep/<test name>/, keeping
+// the relative paths.
+func keepLogs(t *testing.T, dir, keep string) {
+	dst := filepath.Join(keep, strings.ReplaceAll(t.Name(), "/", "_"), filepath.Base(dir))
+	filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(d.Name(), ".log") {
+			return nil
+		}
+		rel, _ := filepath.Rel(dir, path)
+		if strings.Count(rel, string(filepath.Separator)) > 2 {
+			return nil // a storage file (entry logs, index), not a process log
+		}
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return nil
+		}
+		out := filepath.Join(dst, rel)
+		if os.MkdirAll(filepath.Dir(out), 0o755) == nil && os.WriteFile(out, raw, 0o644) == nil {
+			t.Logf("kept %s", out)
+		}
+		return nil
 	})
 }
 

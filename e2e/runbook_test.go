@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -151,13 +152,15 @@ func TestRunbooks(t *testing.T) {
 	}
 	appKey := acmeViewer(cp, opKey)
 
-	urls := map[string]string{}
+	urls, admins := map[string]string{}, map[string]string{}
 	for id, region := range map[string]string{"east": "regions/r1", "west": "regions/r2"} {
 		op := cp.mustCall(opKey, "POST", "/v1/organizations/acme/clusters?clusterId="+id, map[string]any{
 			"region": region, "size": map[string]any{"brokers": 1, "bookies": 1}})
 		resp, _ := cp.waitOp(opKey, op["name"].(string), 2*time.Minute)["response"].(map[string]any)
 		urls[id], _ = resp["serviceUrl"].(string)
+		admins[id], _ = resp["adminUrl"].(string)
 	}
+	logTopicStatsOnFailure(t, admins, "persistent/shop/orders/events")
 	retainedNamespace(cp, opKey, "east", "west")
 	group := "/v1/organizations/acme/replicationGroups/g"
 	op := cp.mustCall(opKey, "POST", "/v1/organizations/acme/replicationGroups?replicationGroupId=g", map[string]any{
@@ -265,6 +268,26 @@ func TestRunbooks(t *testing.T) {
 	eastClient := pulsarClient(t, strings.TrimPrefix(urls["east"], "pulsar://"))
 	checkAllPresent(t, "east at the end", acked, readCovering(t, eastClient, topic, acked))
 	java.check(t, urls["east"])
+}
+
+// logTopicStatsOnFailure logs, when the test failed, the stats of topic
+// (its producers and their connections) in each cluster.
+func logTopicStatsOnFailure(t *testing.T, adminURLs map[string]string, topic string) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for name, u := range adminURLs {
+			resp, err := http.Get(strings.TrimSuffix(u, "/") + "/admin/v2/" + topic + "/stats")
+			if err != nil {
+				t.Logf("%s: topic stats: %v", name, err)
+				continue
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			t.Logf("%s: topic stats: %d %s", name, resp.StatusCode, body)
+		}
+	})
 }
 
 // acmeViewer creates organization acme and a service account with the

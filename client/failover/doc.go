@@ -20,9 +20,16 @@
 //     back. The decisions are a pure function of probe results and time
 //     (decide), tested on their own.
 //
-// A switch creates a pulsar.Client for the new cluster, re-creates every
-// producer and consumer there with the options they were created with, and
-// swaps them under the handles; the old ones are closed in the background.
+// A switch creates a pulsar.Client for the new cluster, creates every
+// producer and consumer there again with the options they were created
+// with, swaps each under its handle once its successor exists, and then
+// closes the old one (waiting at most 2 s; an unreachable cluster's close
+// goes on in the background). One the new cluster refuses for now (still
+// fenced, say) keeps working on the old cluster and is tried again at every
+// check. One refused because its producer name or exclusive subscription is
+// taken there stays as it is: its topic migrated (PIP-188) and took it to
+// the new cluster already. The old cluster's pulsar.Client is closed once
+// no handle uses it.
 // Consumers should use a replicated subscription (ReplicateSubscriptionState)
 // on a geo-replicated topic, so the new cluster knows what was
 // acknowledged.

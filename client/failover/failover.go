@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,6 +38,9 @@ func (c Cluster) same(o Cluster) bool {
 
 // Client is a Pulsar client whose cluster can change under its producers
 // and consumers.
+//
+// Lock order: Client.mu before Producer.mu and Consumer.mu; none is held
+// across a call into the Pulsar client.
 type Client struct {
 	base     pulsar.ClientOptions
 	onSwitch func(from, to string)
@@ -44,10 +48,12 @@ type Client struct {
 	mu        sync.Mutex
 	cluster   Cluster
 	cur       pulsar.Client
-	gen       uint64 // bumped at every switch
 	producers map[*Producer]struct{}
 	consumers map[*Consumer]struct{}
-	closed    bool
+	// retired are the clients of earlier clusters; each is closed once no
+	// producer or consumer uses it any more.
+	retired []pulsar.Client
+	closed  bool
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -93,10 +99,9 @@ func (c *Client) ServiceURL() string {
 	return c.cluster.ServiceURL
 }
 
-// switchTo moves every producer and consumer to cluster to. A producer or
-// consumer that cannot be created there yet is retried at the next switch
-// or provider check (Producer.Send and Consumer.Receive report the error
-// meanwhile).
+// switchTo moves every producer and consumer to cluster to. One that
+// cannot be created there yet keeps its predecessor and is retried at
+// every provider check (repair).
 func (c *Client) switchTo(to Cluster) error {
 	c.mu.Lock()
 	if c.closed || c.cluster.same(to) {
@@ -114,9 +119,26 @@ func (c *Client) switchTo(to Cluster) error {
 		pc.Close()
 		return nil
 	}
-	old, from := c.cur, c.cluster.ServiceURL
+	from := c.cluster.ServiceURL
+	c.retired = append(c.retired, c.cur)
 	c.cur, c.cluster = pc, to
-	c.gen++
+	prods, conss := c.handlesLocked()
+	c.mu.Unlock()
+	var errs []error
+	for _, p := range prods {
+		errs = append(errs, p.moveTo(pc))
+	}
+	for _, k := range conss {
+		errs = append(errs, k.moveTo(pc))
+	}
+	c.closeRetired()
+	if c.onSwitch != nil {
+		c.onSwitch(from, to.ServiceURL)
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Client) handlesLocked() ([]*Producer, []*Consumer) {
 	prods := make([]*Producer, 0, len(c.producers))
 	for p := range c.producers {
 		prods = append(prods, p)
@@ -125,50 +147,51 @@ func (c *Client) switchTo(to Cluster) error {
 	for k := range c.consumers {
 		conss = append(conss, k)
 	}
-	c.mu.Unlock()
-	var errs []error
-	for _, p := range prods {
-		errs = append(errs, p.reattach(pc))
-	}
-	for _, k := range conss {
-		errs = append(errs, k.reattach(pc))
-	}
-	// The old cluster may be unreachable: closing its handles can take
-	// their timeouts, so it happens in the background.
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		old.Close()
-	}()
-	if c.onSwitch != nil {
-		c.onSwitch(from, to.ServiceURL)
-	}
-	return errors.Join(errs...)
+	return prods, conss
 }
 
-// repair re-creates producers and consumers that failed to attach at a
-// switch.
+// repair moves the producers and consumers that could not be created on
+// the current cluster at its switch.
 func (c *Client) repair() {
 	c.mu.Lock()
 	pc := c.cur
-	var prods []*Producer
-	for p := range c.producers {
-		prods = append(prods, p)
-	}
-	var conss []*Consumer
-	for k := range c.consumers {
-		conss = append(conss, k)
-	}
+	prods, conss := c.handlesLocked()
 	c.mu.Unlock()
 	for _, p := range prods {
-		if p.broken() {
-			p.reattach(pc)
+		if p.needsMove(pc) {
+			p.moveTo(pc)
 		}
 	}
 	for _, k := range conss {
-		if k.broken() {
-			k.reattach(pc)
+		if k.needsMove(pc) {
+			k.moveTo(pc)
 		}
+	}
+	c.closeRetired()
+}
+
+// closeRetired closes the retired clients no producer or consumer uses.
+func (c *Client) closeRetired() {
+	c.mu.Lock()
+	inUse := map[pulsar.Client]bool{}
+	for p := range c.producers {
+		inUse[p.client()] = true
+	}
+	for k := range c.consumers {
+		inUse[k.client()] = true
+	}
+	var keep, done []pulsar.Client
+	for _, r := range c.retired {
+		if inUse[r] {
+			keep = append(keep, r)
+		} else {
+			done = append(done, r)
+		}
+	}
+	c.retired = keep
+	c.mu.Unlock()
+	for _, r := range done {
+		c.closeWithin(r.Close, oldCloseWait)
 	}
 }
 
@@ -180,20 +203,20 @@ func (c *Client) CreateProducer(opts pulsar.ProducerOptions) (*Producer, error) 
 		c.mu.Unlock()
 		return nil, ErrClosed
 	}
-	pc, gen := c.cur, c.gen
+	pc := c.cur
 	c.mu.Unlock()
 	under, err := pc.CreateProducer(opts)
 	if err != nil {
 		return nil, err
 	}
-	p := &Producer{c: c, opts: opts, cur: under, gen: gen}
+	p := &Producer{c: c, opts: opts, cur: under, on: pc, at: pc}
 	c.mu.Lock()
 	c.producers[p] = struct{}{}
-	moved := c.gen != gen
+	moved := c.cur != pc
 	pc = c.cur
 	c.mu.Unlock()
 	if moved {
-		p.reattach(pc)
+		p.moveTo(pc)
 	}
 	return p, nil
 }
@@ -213,14 +236,14 @@ func (c *Client) Subscribe(opts pulsar.ConsumerOptions) (*Consumer, error) {
 		return nil, err
 	}
 	k := &Consumer{c: c, opts: opts, msgs: make(chan Message), stop: make(chan struct{})}
-	k.attach(under)
+	k.attach(under, pc)
 	c.mu.Lock()
 	c.consumers[k] = struct{}{}
 	moved := c.cur != pc
 	pc = c.cur
 	c.mu.Unlock()
 	if moved {
-		k.reattach(pc)
+		k.moveTo(pc)
 	}
 	return k, nil
 }
@@ -235,71 +258,103 @@ func (c *Client) Close() {
 	}
 	c.closed = true
 	close(c.stop)
-	prods := c.producers
-	conss := c.consumers
+	prods, conss := c.handlesLocked()
 	c.producers, c.consumers = map[*Producer]struct{}{}, map[*Consumer]struct{}{}
-	pc := c.cur
+	clients := append(c.retired, c.cur)
+	c.retired = nil
 	c.mu.Unlock()
-	for p := range prods {
+	for _, p := range prods {
 		p.close()
 	}
-	for k := range conss {
+	for _, k := range conss {
 		k.close()
 	}
 	c.wg.Wait()
-	pc.Close()
+	for _, pc := range clients {
+		pc.Close()
+	}
 }
+
+// busy reports whether err is the broker's refusal of a producer name or
+// exclusive subscription another client holds.
+func busy(err error) bool {
+	return err != nil && (strings.Contains(err.Error(), "ProducerBusy") || strings.Contains(err.Error(), "ConsumerBusy"))
+}
+
+// A switch replaces a producer or consumer only once its successor exists
+// on the new cluster, and closes the predecessor after that. Closing one
+// first would race its reconnection: a producer of the old cluster follows
+// its topic's migration (PIP-188) to the new one, and the Go client, when
+// a producer is closed while it reconnects, leaves it registered at the
+// broker on a connection nothing closes, holding the producer's name
+// there for good. With the successor in place the predecessor can no
+// longer register where the successor is. When the new cluster refuses
+// the successor because the name is taken (ProducerBusy, or ConsumerBusy
+// for an exclusive subscription), the predecessor is the one that followed
+// the migration there, and it stays.
 
 // Producer is a producer that follows the client's cluster.
 type Producer struct {
 	c    *Client
 	opts pulsar.ProducerOptions
 
-	mu     sync.Mutex
-	cur    pulsar.Producer // nil while it could not be created on the current cluster
-	gen    uint64
-	err    error // why cur is nil
+	mu  sync.Mutex
+	cur pulsar.Producer
+	on  pulsar.Client // the client cur was created on
+	// at is the client whose cluster cur serves: on, or the client of the
+	// cluster cur's topic migrated to.
+	at     pulsar.Client
+	epoch  uint64 // bumped whenever cur is replaced
+	err    error  // why no successor could be created on the current cluster
 	closed bool
 }
 
-func (p *Producer) broken() bool {
+func (p *Producer) needsMove(pc pulsar.Client) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.cur == nil && !p.closed
+	return !p.closed && p.at != pc
 }
 
-func (p *Producer) reattach(pc pulsar.Client) error {
-	// The old producer goes first: it may have followed a migration of its
-	// topic to the new cluster, where it holds the producer's name.
+func (p *Producer) client() pulsar.Client {
 	p.mu.Lock()
-	old := p.cur
-	p.mu.Unlock()
-	if old != nil {
-		p.c.closeWithin(old.Close, oldCloseWait)
-	}
+	defer p.mu.Unlock()
+	return p.on
+}
+
+// moveTo creates the producer's successor on pc and then closes the
+// predecessor.
+func (p *Producer) moveTo(pc pulsar.Client) error {
 	under, err := pc.CreateProducer(p.opts)
-	if err != nil {
-		under = nil // the client returns a typed nil with its error
-	}
-	p.c.mu.Lock()
-	gen := p.c.gen
-	p.c.mu.Unlock()
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		if under != nil {
+		if err == nil {
 			under.Close()
 		}
 		return nil
 	}
-	p.cur, p.gen, p.err = under, gen, err
+	var old pulsar.Producer
+	switch {
+	case err == nil:
+		old = p.cur
+		p.cur, p.on, p.at, p.err = under, pc, pc, nil
+		p.epoch++
+	case busy(err):
+		p.at, p.err = pc, nil
+		err = nil
+	default:
+		p.err = err
+	}
 	p.mu.Unlock()
+	if old != nil {
+		p.c.closeWithin(old.Close, oldCloseWait)
+	}
 	return err
 }
 
-// oldCloseWait bounds how long a switch waits for a producer or consumer
-// of the old cluster to close before creating its successor (the old
-// cluster may be unreachable; the close then goes on in the background).
+// oldCloseWait bounds how long a switch waits for a producer, consumer or
+// client of the old cluster to close (the old cluster may be unreachable;
+// the close then goes on in the background).
 const oldCloseWait = 2 * time.Second
 
 // closeWithin runs closeFn in an owned goroutine and waits for it at most d.
@@ -322,20 +377,17 @@ func (c *Client) closeWithin(closeFn func(), d time.Duration) {
 func (p *Producer) current() (pulsar.Producer, uint64, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	switch {
-	case p.closed:
+	if p.closed {
 		return nil, 0, ErrClosed
-	case p.cur == nil:
-		return nil, p.gen, fmt.Errorf("failover: producer not attached to %s: %w", p.c.ServiceURL(), p.err)
 	}
-	return p.cur, p.gen, nil
+	return p.cur, p.epoch, nil
 }
 
-// Send sends msg on the current cluster; a send that fails because the
-// client switched is retried on the new cluster.
+// Send sends msg on the current cluster; a send that fails because its
+// producer was replaced (a switch) is retried on the successor.
 func (p *Producer) Send(ctx context.Context, msg *pulsar.ProducerMessage) (pulsar.MessageID, error) {
 	for attempt := 0; ; attempt++ {
-		under, gen, err := p.current()
+		under, epoch, err := p.current()
 		if err != nil {
 			return nil, err
 		}
@@ -343,39 +395,54 @@ func (p *Producer) Send(ctx context.Context, msg *pulsar.ProducerMessage) (pulsa
 		if err == nil {
 			return id, nil
 		}
-		if attempt >= MaxSwitchRetries || ctx.Err() != nil || !p.switchedSince(gen) {
-			return nil, err
+		if attempt >= MaxSwitchRetries || ctx.Err() != nil || !p.replacedSince(epoch) {
+			return nil, p.explain(err)
 		}
 	}
 }
 
 // SendAsync sends msg on the current cluster and calls cb once with the
-// outcome; a send that fails because the client switched is retried on the
-// new cluster.
+// outcome; a send that fails because its producer was replaced (a switch)
+// is retried on the successor.
 func (p *Producer) SendAsync(ctx context.Context, msg *pulsar.ProducerMessage, cb func(pulsar.MessageID, *pulsar.ProducerMessage, error)) {
 	p.sendAsync(ctx, msg, cb, 0)
 }
 
 func (p *Producer) sendAsync(ctx context.Context, msg *pulsar.ProducerMessage, cb func(pulsar.MessageID, *pulsar.ProducerMessage, error), attempt int) {
-	under, gen, err := p.current()
+	under, epoch, err := p.current()
 	if err != nil {
 		cb(nil, msg, err)
 		return
 	}
 	under.SendAsync(ctx, msg, func(id pulsar.MessageID, m *pulsar.ProducerMessage, err error) {
-		if err != nil && attempt < MaxSwitchRetries && ctx.Err() == nil && p.switchedSince(gen) {
+		if err != nil && attempt < MaxSwitchRetries && ctx.Err() == nil && p.replacedSince(epoch) {
 			p.sendAsync(ctx, msg, cb, attempt+1)
 			return
 		}
-		cb(id, m, err)
+		cb(id, m, p.explain(err))
 	})
 }
 
-// switchedSince reports whether the producer moved since generation gen.
-func (p *Producer) switchedSince(gen uint64) bool {
+// replacedSince reports whether the producer was replaced since epoch.
+func (p *Producer) replacedSince(epoch uint64) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.gen != gen
+	return p.epoch != epoch
+}
+
+// explain adds to a send error why the current cluster has no producer of
+// its own yet, if it has none.
+func (p *Producer) explain(err error) error {
+	if err == nil {
+		return nil
+	}
+	p.mu.Lock()
+	why := p.err
+	p.mu.Unlock()
+	if why != nil {
+		return fmt.Errorf("%w (failover: no producer on %s yet: %v)", err, p.c.ServiceURL(), why)
+	}
+	return err
 }
 
 // Flush flushes the current underlying producer.
@@ -421,17 +488,19 @@ type Consumer struct {
 
 	mu     sync.Mutex
 	cur    pulsar.Consumer
+	on     pulsar.Client // the client cur was created on
+	at     pulsar.Client // the client whose cluster cur serves (see Producer.at)
 	pump   chan struct{} // closed to stop the current pump
-	err    error
+	err    error         // why no successor could be created on the current cluster
 	closed bool
 	wg     sync.WaitGroup
 }
 
-// attach makes under current and starts its pump.
-func (k *Consumer) attach(under pulsar.Consumer) {
+// attach makes under, created on pc, current and starts its pump.
+func (k *Consumer) attach(under pulsar.Consumer, pc pulsar.Client) {
 	stop := make(chan struct{})
 	k.mu.Lock()
-	k.cur, k.pump, k.err = under, stop, nil
+	k.cur, k.on, k.at, k.pump, k.err = under, pc, pc, stop, nil
 	k.mu.Unlock()
 	k.wg.Add(1)
 	go func() {
@@ -454,43 +523,51 @@ func (k *Consumer) attach(under pulsar.Consumer) {
 	}()
 }
 
-func (k *Consumer) broken() bool {
+func (k *Consumer) needsMove(pc pulsar.Client) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.cur == nil && !k.closed
+	return !k.closed && k.at != pc
 }
 
-func (k *Consumer) reattach(pc pulsar.Client) error {
-	// As for producers: the old consumer may hold an exclusive
-	// subscription in the new cluster after a migration.
+func (k *Consumer) client() pulsar.Client {
 	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.on
+}
+
+// moveTo subscribes the consumer's successor on pc, then stops and closes
+// the predecessor (see the comment above Producer).
+func (k *Consumer) moveTo(pc pulsar.Client) error {
+	under, err := pc.Subscribe(k.opts)
+	k.mu.Lock()
+	if k.closed {
+		k.mu.Unlock()
+		if err == nil {
+			under.Close()
+		}
+		return nil
+	}
+	switch {
+	case err == nil:
+	case busy(err):
+		k.at, k.err = pc, nil
+		k.mu.Unlock()
+		return nil
+	default:
+		k.err = err
+		k.mu.Unlock()
+		return err
+	}
 	old, oldPump := k.cur, k.pump
 	k.cur, k.pump = nil, nil
 	k.mu.Unlock()
 	if oldPump != nil {
 		close(oldPump)
 	}
+	k.attach(under, pc)
 	if old != nil {
 		k.c.closeWithin(old.Close, oldCloseWait)
 	}
-	under, err := pc.Subscribe(k.opts)
-	if err != nil {
-		under = nil // the client returns a typed nil with its error
-	}
-	k.mu.Lock()
-	if k.closed {
-		k.mu.Unlock()
-		if under != nil {
-			under.Close()
-		}
-		return nil
-	}
-	k.err = err
-	k.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	k.attach(under)
 	return nil
 }
 
@@ -506,7 +583,7 @@ func (k *Consumer) Receive(ctx context.Context) (Message, error) {
 		err := k.err
 		k.mu.Unlock()
 		if err != nil {
-			return Message{}, fmt.Errorf("%w (consumer not attached: %v)", ctx.Err(), err)
+			return Message{}, fmt.Errorf("%w (failover: no consumer on %s yet: %v)", ctx.Err(), k.c.ServiceURL(), err)
 		}
 		return Message{}, ctx.Err()
 	}
