@@ -410,8 +410,9 @@ func newUserCommand() *cobra.Command {
 			_, err := s.users().DeleteUser(ctx, &cpv1.DeleteUserRequest{Name: name})
 			return err
 		},
-		table: userTable,
-		list:  func(all []*cpv1.User) proto.Message { return &cpv1.ListUsersResponse{Users: all} },
+		table:    userTable,
+		list:     func(all []*cpv1.User) proto.Message { return &cpv1.ListUsersResponse{Users: all} },
+		delShort: "Delete one",
 	}.commands(g)...)
 	return cmd
 }

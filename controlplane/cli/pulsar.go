@@ -30,6 +30,8 @@ type crud[T proto.Message] struct {
 	del   func(ctx context.Context, s *session, name string) error
 	table func(...T) *table
 	list  func([]T) proto.Message
+	// delShort is delete's help line; default: refused while it has children.
+	delShort string
 }
 
 // commands returns get, list and delete for the resource.
@@ -67,9 +69,13 @@ func (c crud[T]) commands(g *globals) []*cobra.Command {
 			return s.print(c.list(all), c.table(all...))
 		}),
 	}
+	delShort := c.delShort
+	if delShort == "" {
+		delShort = "Delete one (refused while it has children)"
+	}
 	del := &cobra.Command{
 		Use:   "delete " + c.k.short(),
-		Short: "Delete one (refused while it has children)",
+		Short: delShort,
 		Args:  nameArgs(c.k),
 		RunE: g.run(func(ctx context.Context, s *session, args []string) error {
 			name, err := c.k.resolve(args)
@@ -309,8 +315,9 @@ non-partitioned topic stays non-partitioned (the API refuses both).`,
 			_, err := s.topics().DeleteTopic(ctx, &cpv1.DeleteTopicRequest{Name: name})
 			return err
 		},
-		table: topicTable,
-		list:  func(all []*cpv1.Topic) proto.Message { return &cpv1.ListTopicsResponse{Topics: all} },
+		table:    topicTable,
+		list:     func(all []*cpv1.Topic) proto.Message { return &cpv1.ListTopicsResponse{Topics: all} },
+		delShort: "Delete one (the data plane's topic with it)",
 	}.commands(g)
 	// get and delete from crud; list merges the data plane's topics.
 	cmd.AddCommand(c[0], newTopicListCommand(g), c[2],
