@@ -149,7 +149,7 @@ type message struct {
 
 func newMessage(id string, publish, event time.Time, producer, key string, props map[string]string, payload []byte) message {
 	m := message{ID: id, PublishTime: publish.UTC(), ProducerName: producer, Key: key, Properties: props}
-	if !event.IsZero() {
+	if !event.IsZero() && event.UnixMilli() != 0 { // the Go client's unset event time is the epoch
 		e := event.UTC()
 		m.EventTime = &e
 	}
@@ -201,9 +201,11 @@ func (s *session) printValue(v any) error {
 }
 
 // clientID formats a Go client's message id as the admin API does:
-// ledger:entry:partition, and :index for a message of a batch.
-func clientID(id pulsar.MessageID) string {
-	s := fmt.Sprintf("%d:%d:%d", id.LedgerID(), id.EntryID(), id.PartitionIdx())
+// ledger:entry:partition, and :index for a message of a batch. partition
+// is -1 for a non-partitioned topic (the Go client says 0, and 0 too when
+// it was given a partition by name).
+func clientID(id pulsar.MessageID, partition int32) string {
+	s := fmt.Sprintf("%d:%d:%d", id.LedgerID(), id.EntryID(), partition)
 	if id.BatchSize() > 0 {
 		s += ":" + strconv.Itoa(int(id.BatchIdx()))
 	}
@@ -265,7 +267,11 @@ how many were sent (-o json: their message ids).` + dataPlaneHelp,
 			if s.g.output == "json" {
 				return s.printValue(map[string]any{"topic": tn.String(), "messageIds": ids})
 			}
-			_, err = fmt.Fprintf(s.out, "produced %d messages to %s\n", len(ids), tn)
+			noun := "messages"
+			if len(ids) == 1 {
+				noun = "message"
+			}
+			_, err = fmt.Fprintf(s.out, "produced %d %s to %s\n", len(ids), noun, tn)
 			return err
 		}),
 	}
@@ -287,6 +293,11 @@ func produce(ctx context.Context, dp dataPlane, errOut io.Writer, topic string, 
 		return nil, err
 	}
 	defer client.Close()
+	parts, err := client.TopicPartitions(topic)
+	if err != nil {
+		return nil, fmt.Errorf("partitions of %s: %w", topic, err)
+	}
+	partitioned := len(parts) > 1 || (len(parts) == 1 && parts[0] != topic)
 	p, err := client.CreateProducer(pulsar.ProducerOptions{Topic: topic})
 	if err != nil {
 		return nil, fmt.Errorf("create producer on %s: %w", topic, err)
@@ -313,7 +324,11 @@ func produce(ctx context.Context, dp dataPlane, errOut io.Writer, topic string, 
 						}
 						return
 					}
-					ids[slot] = clientID(id)
+					part := partitionOf(topic)
+					if partitioned {
+						part = id.PartitionIdx()
+					}
+					ids[slot] = clientID(id, part)
 				})
 		}
 	}
@@ -393,7 +408,7 @@ earliest message (--initial-position latest: after the last one).` + dataPlaneHe
 					}
 					return fmt.Errorf("received %d of %d messages: %w", got, count, err)
 				}
-				m := newMessage(clientID(msg.ID()), msg.PublishTime(), msg.EventTime(), msg.ProducerName(), msg.Key(), msg.Properties(), msg.Payload())
+				m := newMessage(clientID(msg.ID(), partitionOf(msg.Topic())), msg.PublishTime(), msg.EventTime(), msg.ProducerName(), msg.Key(), msg.Properties(), msg.Payload())
 				if s.g.output == "json" {
 					raw, err := json.Marshal(m)
 					if err != nil {
@@ -749,6 +764,20 @@ it, as on the other data-plane commands.`,
 	d.register(cmd.Flags(), false, false)
 	cmd.Flags().BoolVar(&managedOnly, "managed", false, "list only the control plane's Topic resources")
 	return cmd
+}
+
+// partitionOf is the partition index in a topic's name ("...-partition-N"),
+// -1 when the name is not a partition's.
+func partitionOf(topic string) int32 {
+	i := strings.LastIndex(topic, "-partition-")
+	if i < 0 {
+		return -1
+	}
+	n, err := strconv.ParseInt(topic[i+len("-partition-"):], 10, 32)
+	if err != nil {
+		return -1
+	}
+	return int32(n)
 }
 
 // protoJSON is m's protobuf JSON.

@@ -201,15 +201,21 @@ func TestTopicDataPlane(t *testing.T) {
 	dp := sp.Standalone("organizations/acme/clusters/dev")
 	urls := []string{"--service-url", dp.ServiceURL(), "--endpoint", "127.0.0.1:1"}
 	const payments = "any/where/shop/orders/payments"
-	r := exec(t, nil, append([]string{"topic", "produce", payments, "-m", "p", "-n", "10", "-o", "json"}, urls...)...)
+	// 6 messages to the topic (the client picks the partitions), 4 to its
+	// partition 2 by name.
+	r := exec(t, nil, append([]string{"topic", "produce", payments, "-m", "p", "-n", "6", "-o", "json"}, urls...)...)
 	if r.err != nil {
 		t.Fatalf("produce with URLs: %v\n%s", r.err, r.stderr)
 	}
 	var ids struct {
 		MessageIDs []string `json:"messageIds"`
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &ids); err != nil || len(ids.MessageIDs) != 10 {
+	if err := json.Unmarshal([]byte(r.stdout), &ids); err != nil || len(ids.MessageIDs) != 6 {
 		t.Fatalf("produce json (%v): %s", err, r.stdout)
+	}
+	r = exec(t, nil, append([]string{"topic", "produce", payments + "-partition-2", "-m", "p", "-n", "4", "-o", "json"}, urls...)...)
+	if err := json.Unmarshal([]byte(r.stdout), &ids); r.err != nil || err != nil || len(ids.MessageIDs) != 4 || !strings.HasSuffix(ids.MessageIDs[0], ":2:0") {
+		t.Fatalf("produce to a partition (%v, %v): %s", r.err, err, r.stdout)
 	}
 	r = exec(t, nil, append([]string{"topic", "consume", payments, "-s", "s2", "-n", "10", "-o", "json"}, urls...)...)
 	if r.err != nil {
@@ -224,6 +230,10 @@ func TestTopicDataPlane(t *testing.T) {
 	}
 	if f := row(t, r.stdout, "persistent://shop/orders/payments"); f[1] != "3" || f[2] != "10" {
 		t.Fatalf("stats of the partitioned topic: %v\n%s", f, r.stdout)
+	}
+	// The subscription's figures are summed over the partitions too.
+	if f := row(t, r.stdout, "s2"); f[2] != "0" || f[4] != "10" {
+		t.Fatalf("stats of the partitioned topic: subscription %v\n%s", f, r.stdout)
 	}
 	// Without URLs or a key the command says what it needs.
 	r = exec(t, nil, "topic", "stats", payments, "--endpoint", cp.addr)
