@@ -24,7 +24,8 @@ type results struct {
 	// plainBracket is, per configuration and size, each round's two
 	// grouped plain runs around the throughput run (the last one before it
 	// and the one right after it) as one result: their mean throughput. The disk
-	// slows down as a run writes (measured in docs/benchmarks.md), so
+	// slows down as a run writes (docs/benchmarks.md, "Machine limits": it
+	// bursts, then settles), so
 	// a plain run taken only before the ledger runs favoured the plain
 	// file.
 	plainBracket map[cellKey][]result

@@ -19,7 +19,7 @@ import (
 // machine's two cores with the server: net/http's Transport runs a reader
 // and a writer goroutine per connection and hands every request and
 // response between them over channels, which cost the generator about half
-// a core at 9k creations a second (docs/benchmarks.md).
+// a core at 9k creations a second.
 // Here the caller's goroutine writes the request and reads the response
 // itself. The server sees the same requests either way, but for the
 // User-Agent and Accept-Encoding headers net/http adds.

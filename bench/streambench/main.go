@@ -26,7 +26,7 @@ const generatorMemoryLimit = 3 << 30
 
 // defaultPrefault is the least heap the generator writes before the first
 // round (memory.go, prefaultFor): the default runs peaked at 1.7 GiB of
-// heap (2026-12-02; W4 at 64 subscriptions, W2 closed loop), and writing
+// heap (W4 at 64 subscriptions, W2 closed loop), and writing
 // a GiB takes ~2 s here.
 const defaultPrefault = 2 << 30
 
@@ -34,7 +34,7 @@ const defaultPrefault = 2 << 30
 const prefaultMaxDefault = 8 << 30
 
 // w1AllocRate is what the generator allocates per second of a W1 run at
-// 50,000 msg/s of 1 KiB (~300 MB/s measured, 2026-12-02), with a margin.
+// 50,000 msg/s of 1 KiB (~300 MB/s measured), with a margin.
 const w1AllocRate = 400 << 20
 
 // prefaultFor is the default prefault for runs of length run (warm-up,
@@ -53,14 +53,13 @@ func prefaultFor(run time.Duration) int64 {
 // partitions, no producer's batch ever fills, each waits out its 10 ms
 // delay, and every system that acknowledges in under ~5 ms is capped near
 // window / (delay + round trip), ~70,000 msg/s. At 8,192 a full batch
-// leaves every ~1 ms; 32,768 adds no more than 3% (measured 2026-11-30,
-// docs/benchmarks.md).
+// leaves every ~1 ms; 32,768 adds no more than 3%.
 const defaultWindow = 8192
 
 // defaultCreateInflight is how many topic creations W5 keeps in flight. A
 // creation is one metadata-store commit; the store groups concurrent ones
 // under one fsync, so with 16 in flight (the first choice) the rate was
-// bound by the commit latency (2,809/s at 10,000 topics, 2026-11-30) with
+// bound by the commit latency (2,809/s at 10,000 topics) with
 // the cores half idle; 64 reached 6,216/s and 256 5,043/s (CPU-bound).
 // A rate target is measured at saturation, like W2.
 const defaultCreateInflight = 64
@@ -123,13 +122,13 @@ type options struct {
 // under 15 minutes on a 2-core machine (the benchmarks issue's bound for
 // `make bench`): runs measure 2 s after 1 s of warm-up (100,000 samples
 // at W1's rate, enough for a p99.9; 0.5 s for the runs after the first on
-// a server: 13m2s against 14m6s with 1 s, 2026-12-03) and wait at most
+// a server: 13m2s against 14m6s with 1 s) and wait at most
 // 1 s for late acks; W6's backlog is 32 MiB (NATS with sync always builds
 // it at ~4.5 MB/s) and a catch-up is cut at 8 s (Magnetar and Redis read
 // it in under half a second, Magnetar paced at 2.2x the producer in ~4 s;
 // NATS reads it back at 2-3 MB/s and is cut either way). With a 2 s
 // drain, 48 MiB and a 10 s cut, runs took 12 minutes on a quiet machine
-// and 16-17 minutes when the disk was slow (2026-12-02), over the bound.
+// and 16-17 minutes when the disk was slow, over the bound.
 // The full-size runs (4 s, W6 1 GiB, W5 100k topics) are flags.
 func defaultOptions() options {
 	return options{
@@ -278,7 +277,7 @@ func main() {
 	// more; at the default GOGC its collector ran every ~180 ms for ~40 ms
 	// on the two cores the servers share, and its pauses and assists
 	// showed up in every system's latency (Magnetar's W1 memory-only e2e
-	// p99 22.8-27.9 ms at GOGC 100, 13.8-14.1 ms at 400: docs/benchmarks.md).
+	// p99 22.8-27.9 ms at GOGC 100, 13.8-14.1 ms at 400).
 	debug.SetGCPercent(x.gogc)
 	if x.selfPprof != "" {
 		ln, err := net.Listen("tcp", x.selfPprof)

@@ -21,15 +21,14 @@ import (
 // second in a scratch program), so the next run wrote fresh pages again.
 // On this machine (a virtual machine) the first write to a page costs
 // 7-15 µs, the guest's page fault and the host backing the page (a
-// scratch program, 2026-12-02: 1 GiB written page by page in 4.0 s;
+// scratch program: 1 GiB written page by page in 4.0 s;
 // populated by one madvise in 0.18 s but then cleared in 1.8 s; cleared
 // again in 0.045 s). The Pulsar Go client allocates ~6 bytes per byte it
 // sends: at W2's ~60-100k msg/s that was 80-150k page faults a run and
 // 60% of the generator's CPU profile (first writes in the client's no-op
 // compression copy, in newPayload's stamp and in the runtime zeroing new
 // spans); the generator used ~1.4 of the two cores, and W2 measured the
-// generator rather than the system (docs/benchmarks.md, fourteenth
-// session).
+// generator rather than the system.
 //
 // So the generator keeps its pages: prefaultHeap writes the heap the runs
 // need once, before the first round, and from the first run on the
@@ -57,7 +56,7 @@ func collectKeepingPages() {
 // fault at a time. With the limit 1 GiB above 1 or 2 GiB prefaulted,
 // 12-second W1 runs collapsed to latencies of seconds once their heap
 // passed the written pages; 512 MiB above 2 GiB, one rose to 1.4 s and
-// recovered (2026-12-02); with 5 GiB written it held.
+// recovered; with 5 GiB written it held.
 func memoryLimitFor(prefault int64) int64 {
 	if prefault <= 0 {
 		return generatorMemoryLimit

@@ -176,9 +176,9 @@ func plan(o options, system string, d durability) []plannedRun {
 	}
 	// The runs after the first on a server warm up for less: the first
 	// (W1 in (a), on a fresh server) takes the faults of memory touched for
-	// the first time and the stall they cause (docs/benchmarks.md, "W1's
-	// warm-up stall, the first touch of memory"); the later ones start on a
-	// warm server.
+	// the first time and the stall they cause (a first touch costs ~16 µs
+	// per 4 KiB page there: docs/benchmarks.md, "Machine limits"); the
+	// later ones start on a warm server.
 	for i := 1; i < len(runs); i++ {
 		runs[i].load.warmup = o.laterWarmup
 	}
@@ -203,8 +203,7 @@ func runBlock(ctx context.Context, o options, s system, round int, tmp string, r
 		// Every run starts on a disk with nothing left to write back:
 		// durability (b) leaves hundreds of MB of dirty pages that the
 		// kernel would otherwise write back during the next runs. (It
-		// did not remove the round-to-round spread of W1's tail, which
-		// docs/benchmarks.md leaves unexplained.)
+		// did not remove the round-to-round spread of W1's tail.)
 		machine.Quiesce()
 		srv, err := s.start(ctx, dir, d)
 		if errors.Is(err, errUnsupported) {
@@ -353,7 +352,7 @@ func describe(r runResult) string {
 // was idle, can read a burst: on the machine this was written on, fifteen
 // 1 s measurements in a row read 810 MB/s, then 300-331 MB/s, and ten idle
 // seconds did not bring the burst back; runs' start figures ranged from
-// 225 to 607 MB/s the same day (docs/benchmarks.md).
+// 225 to 607 MB/s the same day (docs/benchmarks.md, "Machine limits").
 // A ratio to it said more about when it was taken than about the run.
 // Peers' W2 runs are not bracketed: the target is Magnetar's, and each
 // bracket costs 2 x -limit-duration per round.

@@ -16,7 +16,9 @@ import (
 // in throughput: W2 at 50 and 100 alternating, 178,367 and 173,896 msg/s
 // against 183,440 and 168,450; W5's creation rate 9,433 median against
 // 9,605. 200 made fewer collections but cut W2 to 134,974-157,336 msg/s
-// against 161,299-217,804 at 50 (docs/benchmarks.md).
+// against 161,299-217,804 at 50 (streambench's W2 and W5, rounds
+// alternating the settings on the 2-core virtual machine of
+// docs/benchmarks.md).
 // What an idle process keeps of the headroom, the idle trimmer returns
 // (trim.go). Pulsar ships tuned collector settings for its brokers too
 // (pulsar_env.sh); GOGC overrides.

@@ -27,7 +27,8 @@ func releaseStartupPages() { go pageOutExecutable() }
 // runs a fraction of it afterwards. Released once the server is ready, the
 // pages it keeps using fault back in (from the page cache, or from disk if
 // it was reclaimed) and the rest stay out: an idle standalone goes from
-// 65 to about 30 MB resident (docs/benchmarks.md). Clean file pages were
+// 65 to about 30 MB resident (docs/benchmarks.md, "Idle standalone").
+// Clean file pages were
 // reclaimable anyway; this only stops them counting against the process.
 // Written and anonymous pages are not touched, nor pages other processes
 // map too. The kernel skips dirty pages, and a binary written a moment ago

@@ -14,9 +14,9 @@ import (
 
 // pprofFlag adds --pprof-addr to root: every subcommand can then serve Go's
 // profiles (/debug/pprof/) on a listener of their own, off by default and
-// apart from the admin API, for measuring a running server (docs/benchmarks.md
-// profiles the standalone this way). Bind it to loopback: profiles expose
-// internals and cost CPU while taken.
+// apart from the admin API, for profiling a running server under a
+// benchmark's load. Bind it to loopback: profiles expose internals and
+// cost CPU while taken.
 func pprofFlag(root *cobra.Command) {
 	var addr string
 	root.PersistentFlags().StringVar(&addr, "pprof-addr", "", "serve Go profiles (/debug/pprof/) on this address (off when empty; keep it on loopback)")

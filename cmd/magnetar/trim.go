@@ -29,7 +29,7 @@ import (
 // per 4 KiB page where it was measured): with a trim 0.5 s after the load
 // stopped, bursts of 50,000 msg/s for 1 s every 4 s each
 // faulted ~10,700 pages back in and read publish p99 16-51 ms, against
-// 8-15 ms and next to no faults without trims (docs/benchmarks.md). trimIdle, the default of --idle-release-after,
+// 8-15 ms and next to no faults without trims. trimIdle, the default of --idle-release-after,
 // keeps the memory of a server whose load pauses for seconds and still
 // returns it from one left idle.
 const (

@@ -9,7 +9,8 @@ import (
 
 // BenchmarkGRPC measures whole API calls through gRPC on loopback:
 // authentication, the policy decision, the SQLite store (in memory) and
-// the audit write for creates. Report ns/op in docs/benchmarks.md.
+// the audit write for creates. Its latest figures are in docs/benchmarks.md,
+// "Control-plane API: BenchmarkGRPC".
 func BenchmarkGRPC(b *testing.B) {
 	h := newHarness(b, "sqlite::memory:")
 	a := h.setup("alpha")[0]

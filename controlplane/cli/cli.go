@@ -49,15 +49,15 @@ $MAGNETAR_API_KEY or $MAGNETAR_API_KEY_FILE, in that order. --output json
 prints the API's response as protobuf JSON.`
 
 // Constructors returns the constructors of the CLI's top-level commands
-// (org, region, serviceaccount, apikey, rolebinding, cluster, tenant,
-// namespace, topic, operation, usage, invoice, pricebook, budget), for the magnetar
-// binary to register.
+// (org, region, user, serviceaccount, apikey, rolebinding, cluster, tenant,
+// namespace, topic, operation, usage, invoice, pricebook, budget, group,
+// runbook, audit), for the magnetar binary to register.
 func Constructors() []func() *cobra.Command {
 	return []func() *cobra.Command{
-		newOrgCommand, newRegionCommand, newServiceAccountCommand, newAPIKeyCommand, newRoleBindingCommand,
+		newOrgCommand, newRegionCommand, newUserCommand, newServiceAccountCommand, newAPIKeyCommand, newRoleBindingCommand,
 		newClusterCommand, newTenantCommand, newNamespaceCommand, newTopicCommand, newOperationCommand,
 		newUsageCommand, newInvoiceCommand, newPriceBookCommand, newBudgetCommand,
-		newReplicationGroupCommand, newRunbookCommand,
+		newReplicationGroupCommand, newRunbookCommand, newAuditCommand,
 	}
 }
 
@@ -98,18 +98,33 @@ type session struct {
 	conn   *grpc.ClientConn
 	out    io.Writer
 	errOut io.Writer
+	// keyErr is why there is no API key, for commands that may run
+	// without one (runKeyOptional); calls to the control plane need one.
+	keyErr error
 }
 
 // run wraps a command body: it checks the flags, connects, bounds the call
 // with --timeout and SIGINT, and turns gRPC errors into "CODE: message".
 func (g *globals) run(body func(ctx context.Context, s *session, args []string) error) func(*cobra.Command, []string) error {
+	return g.runWith(false, body)
+}
+
+// runKeyOptional is run for commands that need the control plane only for
+// what their flags do not say (the data-plane commands given
+// --service-url or --admin-url): a missing API key is an error only once
+// the body asks for it with session.needKey.
+func (g *globals) runKeyOptional(body func(ctx context.Context, s *session, args []string) error) func(*cobra.Command, []string) error {
+	return g.runWith(true, body)
+}
+
+func (g *globals) runWith(keyOptional bool, body func(ctx context.Context, s *session, args []string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
 		if g.output != "text" && g.output != "json" {
 			return usageError(cmd, fmt.Sprintf("--output must be text or json, not %q", g.output))
 		}
-		key, err := g.key()
-		if err != nil {
-			return err
+		key, keyErr := g.key()
+		if keyErr != nil && !keyOptional {
+			return keyErr
 		}
 		conn, err := dial(g.resolveEndpoint())
 		if err != nil {
@@ -123,11 +138,16 @@ func (g *globals) run(body func(ctx context.Context, s *session, args []string) 
 			ctx, cancel = context.WithTimeout(ctx, g.timeout)
 			defer cancel()
 		}
-		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+key)
-		s := &session{g: g, cmd: cmd, conn: conn, out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr()}
+		if keyErr == nil {
+			ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+key)
+		}
+		s := &session{g: g, cmd: cmd, conn: conn, out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr(), keyErr: keyErr}
 		return plainError(body(ctx, s, args))
 	}
 }
+
+// needKey returns the error of a missing API key, nil when there is one.
+func (s *session) needKey() error { return s.keyErr }
 
 func (g *globals) resolveEndpoint() string {
 	for _, e := range []string{g.endpoint, os.Getenv(EnvEndpoint)} {
@@ -292,3 +312,5 @@ func (s *session) operations() cpv1.OperationsClient { return cpv1.NewOperations
 func (s *session) tenants() cpv1.TenantsClient       { return cpv1.NewTenantsClient(s.conn) }
 func (s *session) namespaces() cpv1.NamespacesClient { return cpv1.NewNamespacesClient(s.conn) }
 func (s *session) topics() cpv1.TopicsClient         { return cpv1.NewTopicsClient(s.conn) }
+func (s *session) users() cpv1.UsersClient           { return cpv1.NewUsersClient(s.conn) }
+func (s *session) audit() cpv1.AuditEventsClient     { return cpv1.NewAuditEventsClient(s.conn) }

@@ -1,7 +1,15 @@
 // Package cli is the control-plane command line: the magnetar subcommands
-// org, region, serviceaccount, apikey, rolebinding, cluster, tenant,
-// namespace, topic and operation, which drive the control-plane API
-// (api/controlplane/v1) over gRPC.
+// org, region, user, serviceaccount, apikey, rolebinding, cluster, tenant,
+// namespace, topic, operation, audit, usage, invoice, pricebook, budget,
+// group and runbook, which drive the control-plane API (api/controlplane/v1)
+// over gRPC.
+//
+// topic list, produce, consume, peek and stats also talk to the topic's
+// cluster (dataplane.go): produce and consume with the Pulsar Go client on
+// the cluster's service URL, peek, stats and the listing of topics clients
+// created through Pulsar's admin REST API on its admin URL
+// (regions/pulsaradmin). Both URLs come from the Cluster resource unless
+// --service-url and --admin-url give them (then no API key is needed).
 //
 // It owns the cobra commands (Constructors, registered by cmd/magnetar),
 // the mapping of command-line resource paths to AIP resource names, text
@@ -18,7 +26,14 @@
 //	magnetar tenant create acme/dev/shop
 //	magnetar namespace create acme/dev/shop/orders --retention-minutes 60 --retention-mb 100 --message-ttl 1h
 //	magnetar topic create acme/dev/shop/orders/payments --partitions 3
-//	magnetar topic list acme/dev/shop/orders -o json
+//	magnetar namespace update acme/dev/shop/orders --message-ttl 30m --unset retention
+//	magnetar topic update acme/dev/shop/orders/payments --partitions 6
+//	magnetar topic list acme/dev/shop/orders -o json    # managed and client-created topics
+//	magnetar topic produce acme/dev/shop/orders/payments -m hello -k k1
+//	magnetar topic consume acme/dev/shop/orders/payments -s sub -n 1
+//	magnetar topic peek acme/dev/shop/orders/payments -s sub -n 10
+//	magnetar topic stats acme/dev/shop/orders/payments
+//	magnetar audit list acme --last 20
 //
 // Resources are named by the path of their ids (ORG/CLUSTER/TENANT/NS/TOPIC),
 // as one argument or as separate arguments, or by their full resource name
@@ -44,7 +59,8 @@
 //
 // # Concurrency
 //
-// A command runs on the calling goroutine. While waiting on a terminal, the
+// A command runs on the calling goroutine; produce and consume also run the
+// Pulsar client's goroutines, which closing the client stops. While waiting on a terminal, the
 // progress display runs one redraw goroutine, which the wait stops and waits
 // for before returning. Commands are built fresh per process (or per test):
 // flag values live in the constructors' closures, so one command tree must

@@ -3,11 +3,14 @@ package cli
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	cpv1 "github.com/magnetar-dev/magnetar/api/controlplane/v1"
@@ -334,5 +337,133 @@ default: the organization).`,
 		}),
 	}
 	cmd.AddCommand(create, list, del)
+	return cmd
+}
+
+func newUserCommand() *cobra.Command {
+	cmd, g := newGroup("user", "Manage the users of an organization")
+	var email, displayName string
+	create := &cobra.Command{
+		Use:   "create ORG/USER --email ADDRESS [--display-name S]",
+		Short: "Create a user",
+		Args:  nameArgs(kindUser),
+		RunE: g.run(func(ctx context.Context, s *session, args []string) error {
+			parent, id, err := kindUser.resolveChild(args)
+			if err != nil {
+				return err
+			}
+			if email == "" {
+				return usageError(s.cmd, "--email is required")
+			}
+			u, err := s.users().CreateUser(ctx, &cpv1.CreateUserRequest{Parent: parent, UserId: id,
+				User: &cpv1.User{Email: email, DisplayName: displayName}})
+			if err != nil {
+				return err
+			}
+			return s.print(u, userTable(u))
+		}),
+	}
+	create.Flags().StringVar(&email, "email", "", "contact address (required)")
+	create.Flags().StringVar(&displayName, "display-name", "", "human-readable name")
+	var updEmail, updDisplay string
+	update := &cobra.Command{
+		Use:   "update ORG/USER [--email ADDRESS] [--display-name S]",
+		Short: "Change a user's email or display name",
+		Args:  nameArgs(kindUser),
+		RunE: g.run(func(ctx context.Context, s *session, args []string) error {
+			name, err := kindUser.resolve(args)
+			if err != nil {
+				return err
+			}
+			u := &cpv1.User{Name: name}
+			var paths []string
+			f := s.cmd.Flags()
+			if f.Changed("email") {
+				u.Email, paths = updEmail, append(paths, "email")
+			}
+			if f.Changed("display-name") {
+				u.DisplayName, paths = updDisplay, append(paths, "display_name")
+			}
+			if len(paths) == 0 {
+				return usageError(s.cmd, "nothing to change: give --email or --display-name")
+			}
+			out, err := s.users().UpdateUser(ctx, &cpv1.UpdateUserRequest{User: u, UpdateMask: &fieldmaskpb.FieldMask{Paths: paths}})
+			if err != nil {
+				return err
+			}
+			return s.print(out, userTable(out))
+		}),
+	}
+	update.Flags().StringVar(&updEmail, "email", "", "contact address")
+	update.Flags().StringVar(&updDisplay, "display-name", "", "human-readable name")
+	cmd.AddCommand(create, update)
+	cmd.AddCommand(crud[*cpv1.User]{
+		k: kindUser,
+		get: func(ctx context.Context, s *session, name string) (*cpv1.User, error) {
+			return s.users().GetUser(ctx, &cpv1.GetUserRequest{Name: name})
+		},
+		page: func(ctx context.Context, s *session, parent, tok string) ([]*cpv1.User, string, error) {
+			r, err := s.users().ListUsers(ctx, &cpv1.ListUsersRequest{Parent: parent, PageToken: tok})
+			return r.GetUsers(), r.GetNextPageToken(), err
+		},
+		del: func(ctx context.Context, s *session, name string) error {
+			_, err := s.users().DeleteUser(ctx, &cpv1.DeleteUserRequest{Name: name})
+			return err
+		},
+		table:    userTable,
+		list:     func(all []*cpv1.User) proto.Message { return &cpv1.ListUsersResponse{Users: all} },
+		delShort: "Delete one",
+	}.commands(g)...)
+	return cmd
+}
+
+func newAuditCommand() *cobra.Command {
+	cmd, g := newGroup("audit", "Read an organization's audit log")
+	var method, principal, outcome string
+	var last int
+	list := &cobra.Command{
+		Use:   "list ORG [--last N] [--method M] [--principal P] [--outcome O]",
+		Short: "List audit events, oldest first",
+		Long: `List an organization's audit events, oldest first: every change made
+through the API and every refused call, with the caller, the method, the
+resource and the outcome ("ok", "denied" or a gRPC code name).
+
+The API pages through the whole log in order and has no filters; --method,
+--principal and --outcome (exact, case-insensitive matches) and --last
+(the newest N of what matches) are applied by the CLI to the pages it reads.`,
+		Args: nameArgs(kindOrg),
+		RunE: g.run(func(ctx context.Context, s *session, args []string) error {
+			org, err := kindOrg.resolve(args)
+			if err != nil {
+				return err
+			}
+			if last < 0 {
+				return usageError(s.cmd, "--last must not be negative")
+			}
+			match := func(e *cpv1.AuditEvent) bool {
+				return (method == "" || strings.EqualFold(e.GetMethod(), method)) &&
+					(principal == "" || strings.EqualFold(e.GetPrincipal(), principal)) &&
+					(outcome == "" || strings.EqualFold(e.GetOutcome(), outcome))
+			}
+			all, err := listAll(ctx, func(ctx context.Context, tok string) ([]*cpv1.AuditEvent, string, error) {
+				r, err := s.audit().ListAuditEvents(ctx, &cpv1.ListAuditEventsRequest{Parent: org, PageSize: 1000, PageToken: tok})
+				evs := slices.DeleteFunc(r.GetAuditEvents(), func(e *cpv1.AuditEvent) bool { return !match(e) })
+				return evs, r.GetNextPageToken(), err
+			})
+			if err != nil {
+				return err
+			}
+			if last > 0 && len(all) > last {
+				all = all[len(all)-last:]
+			}
+			return s.print(&cpv1.ListAuditEventsResponse{AuditEvents: all}, auditTable(all...))
+		}),
+	}
+	f := list.Flags()
+	f.IntVar(&last, "last", 0, "show only the newest N events that match (0: all)")
+	f.StringVar(&method, "method", "", "only events of this API method, e.g. CreateCluster")
+	f.StringVar(&principal, "principal", "", "only events of this caller, e.g. organizations/acme/serviceAccounts/ci")
+	f.StringVar(&outcome, "outcome", "", "only events with this outcome: ok, denied or a gRPC code name")
+	cmd.AddCommand(list)
 	return cmd
 }

@@ -16,6 +16,7 @@ var (
 	kindOrg       = kind{[]string{"organizations"}, []string{"ORG"}}
 	kindRegion    = kind{[]string{"regions"}, []string{"REGION"}}
 	kindOperation = kind{[]string{"operations"}, []string{"OPERATION"}}
+	kindUser      = kind{[]string{"organizations", "users"}, []string{"ORG", "USER"}}
 	kindSA        = kind{[]string{"organizations", "serviceAccounts"}, []string{"ORG", "SA"}}
 	kindAPIKey    = kind{[]string{"organizations", "serviceAccounts", "apiKeys"}, []string{"ORG", "SA", "KEY"}}
 	kindBinding   = kind{[]string{"organizations", "roleBindings"}, []string{"ORG", "BINDING"}}

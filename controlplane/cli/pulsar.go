@@ -2,11 +2,15 @@ package cli
 
 import (
 	"context"
-	"time"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	cpv1 "github.com/magnetar-dev/magnetar/api/controlplane/v1"
 )
@@ -26,6 +30,8 @@ type crud[T proto.Message] struct {
 	del   func(ctx context.Context, s *session, name string) error
 	table func(...T) *table
 	list  func([]T) proto.Message
+	// delShort is delete's help line; default: refused while it has children.
+	delShort string
 }
 
 // commands returns get, list and delete for the resource.
@@ -63,9 +69,13 @@ func (c crud[T]) commands(g *globals) []*cobra.Command {
 			return s.print(c.list(all), c.table(all...))
 		}),
 	}
+	delShort := c.delShort
+	if delShort == "" {
+		delShort = "Delete one (refused while it has children)"
+	}
 	del := &cobra.Command{
 		Use:   "delete " + c.k.short(),
-		Short: "Delete one (refused while it has children)",
+		Short: delShort,
 		Args:  nameArgs(c.k),
 		RunE: g.run(func(ctx context.Context, s *session, args []string) error {
 			name, err := c.k.resolve(args)
@@ -102,7 +112,30 @@ func newTenantCommand() *cobra.Command {
 		}),
 	}
 	create.Flags().StringSliceVar(&adminRoles, "admin-roles", nil, "Pulsar roles (token subjects) that administer the tenant, comma-separated")
-	cmd.AddCommand(create)
+	var updRoles []string
+	update := &cobra.Command{
+		Use:   "update ORG/CLUSTER/TENANT --admin-roles R1,R2",
+		Short: "Change a tenant's admin roles",
+		Long:  "Change a tenant's admin roles (the whole list; --admin-roles \"\" clears it).",
+		Args:  nameArgs(kindTenant),
+		RunE: g.run(func(ctx context.Context, s *session, args []string) error {
+			name, err := kindTenant.resolve(args)
+			if err != nil {
+				return err
+			}
+			if !s.cmd.Flags().Changed("admin-roles") {
+				return usageError(s.cmd, "nothing to change: give --admin-roles")
+			}
+			t, err := s.tenants().UpdateTenant(ctx, &cpv1.UpdateTenantRequest{Tenant: &cpv1.Tenant{Name: name, AdminRoles: updRoles},
+				UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"admin_roles"}}})
+			if err != nil {
+				return err
+			}
+			return s.print(t, tenantTable(t))
+		}),
+	}
+	update.Flags().StringSliceVar(&updRoles, "admin-roles", nil, "Pulsar roles (token subjects) that administer the tenant, comma-separated")
+	cmd.AddCommand(create, update)
 	cmd.AddCommand(crud[*cpv1.Tenant]{
 		k: kindTenant,
 		get: func(ctx context.Context, s *session, name string) (*cpv1.Tenant, error) {
@@ -126,41 +159,22 @@ func newNamespaceCommand() *cobra.Command {
 	cmd, g := newGroup("namespace", "Manage Pulsar namespaces of a tenant")
 	cmd.Aliases = []string{"ns"}
 	cmd.Long += pulsarHelp
-	var (
-		retMinutes int32
-		retMB      int64
-		ttl        time.Duration
-		dedup      bool
-		bundles    int32
-	)
+	var cf, uf nsPolicyFlags
+	var bundles int32
 	create := &cobra.Command{
-		Use:   "create ORG/CLUSTER/TENANT/NS [--retention-minutes M --retention-mb MB] [--message-ttl D]",
+		Use:   "create ORG/CLUSTER/TENANT/NS [policy flags]",
 		Short: "Create a Pulsar namespace",
 		Long: `Create a Pulsar namespace. Policies not given are left to the data plane's
-defaults. Retention needs both --retention-minutes and --retention-mb (-1 means
-unlimited); --message-ttl is a duration such as 1h (0 disables expiry).`,
+defaults.` + nsPolicyHelp,
 		Args: nameArgs(kindNamespace),
 		RunE: g.run(func(ctx context.Context, s *session, args []string) error {
 			parent, id, err := kindNamespace.resolveChild(args)
 			if err != nil {
 				return err
 			}
-			f := s.cmd.Flags()
 			p := &cpv1.NamespacePolicies{Bundles: bundles}
-			if f.Changed("retention-minutes") != f.Changed("retention-mb") {
-				return usageError(s.cmd, "give both --retention-minutes and --retention-mb")
-			}
-			if f.Changed("retention-minutes") {
-				p.Retention = &cpv1.NamespacePolicies_Retention{TimeMinutes: retMinutes, SizeMb: retMB}
-			}
-			if f.Changed("message-ttl") {
-				if ttl < 0 {
-					return usageError(s.cmd, "--message-ttl must not be negative")
-				}
-				p.MessageTtlSeconds = proto.Int32(int32(ttl / time.Second))
-			}
-			if f.Changed("deduplication") {
-				p.DeduplicationEnabled = proto.Bool(dedup)
+			if _, err := cf.read(s.cmd, parent, p); err != nil {
+				return err
 			}
 			ns, err := s.namespaces().CreateNamespace(ctx, &cpv1.CreateNamespaceRequest{Parent: parent, NamespaceId: id, Namespace: &cpv1.Namespace{Policies: p}})
 			if err != nil {
@@ -169,13 +183,51 @@ unlimited); --message-ttl is a duration such as 1h (0 disables expiry).`,
 			return s.print(ns, namespaceTable(ns))
 		}),
 	}
-	cf := create.Flags()
-	cf.Int32Var(&retMinutes, "retention-minutes", 0, "keep acknowledged messages this many minutes (-1: unlimited)")
-	cf.Int64Var(&retMB, "retention-mb", 0, "keep up to this many MB of acknowledged messages (-1: unlimited)")
-	cf.DurationVar(&ttl, "message-ttl", 0, "acknowledge unacknowledged messages older than this automatically, e.g. 1h")
-	cf.BoolVar(&dedup, "deduplication", false, "enable message deduplication")
-	cf.Int32Var(&bundles, "bundles", 0, "number of bundles (0: the data plane's default)")
-	cmd.AddCommand(create)
+	cf.register(create.Flags())
+	create.Flags().Int32Var(&bundles, "bundles", 0, "number of bundles (0: the data plane's default; fixed once created)")
+	var unset []string
+	update := &cobra.Command{
+		Use:   "update ORG/CLUSTER/TENANT/NS [policy flags] [--unset POLICY,...]",
+		Short: "Change a Pulsar namespace's policies",
+		Long: `Change the policies given and leave the others as they are. --unset
+stops managing a policy (the data plane keeps its own value): retention,
+message-ttl, deduplication, backlog-quota, auto-topic-creation,
+schema-compatibility or replication-clusters.` + nsPolicyHelp,
+		Args: nameArgs(kindNamespace),
+		RunE: g.run(func(ctx context.Context, s *session, args []string) error {
+			name, err := kindNamespace.resolve(args)
+			if err != nil {
+				return err
+			}
+			p := &cpv1.NamespacePolicies{}
+			paths, err := uf.read(s.cmd, name, p)
+			if err != nil {
+				return err
+			}
+			for _, u := range unset {
+				path, ok := nsPolicyPaths[u]
+				if !ok {
+					return usageError(s.cmd, fmt.Sprintf("--unset %q: want one of %s", u, strings.Join(slices.Sorted(maps.Keys(nsPolicyPaths)), ", ")))
+				}
+				if slices.Contains(paths, path) {
+					return usageError(s.cmd, fmt.Sprintf("--unset %s and a value for it", u))
+				}
+				paths = append(paths, path)
+			}
+			if len(paths) == 0 {
+				return usageError(s.cmd, "nothing to change: give a policy flag or --unset")
+			}
+			ns, err := s.namespaces().UpdateNamespace(ctx, &cpv1.UpdateNamespaceRequest{Namespace: &cpv1.Namespace{Name: name, Policies: p},
+				UpdateMask: &fieldmaskpb.FieldMask{Paths: paths}})
+			if err != nil {
+				return err
+			}
+			return s.print(ns, namespaceTable(ns))
+		}),
+	}
+	uf.register(update.Flags())
+	update.Flags().StringSliceVar(&unset, "unset", nil, "policies to stop managing, comma-separated")
+	cmd.AddCommand(create, update)
 	cmd.AddCommand(crud[*cpv1.Namespace]{
 		k: kindNamespace,
 		get: func(ctx context.Context, s *session, name string) (*cpv1.Namespace, error) {
@@ -197,7 +249,10 @@ unlimited); --message-ttl is a duration such as 1h (0 disables expiry).`,
 
 func newTopicCommand() *cobra.Command {
 	cmd, g := newGroup("topic", "Manage Pulsar topics of a namespace")
-	cmd.Long += pulsarHelp
+	cmd.Long += pulsarHelp + `
+
+list, produce, consume, peek and stats also talk to the cluster's data
+plane (its service and admin URLs), as their help says.`
 	var partitions int32
 	var nonPersistent bool
 	create := &cobra.Command{
@@ -222,8 +277,32 @@ func newTopicCommand() *cobra.Command {
 	}
 	create.Flags().Int32Var(&partitions, "partitions", 0, "number of partitions (0: a non-partitioned topic)")
 	create.Flags().BoolVar(&nonPersistent, "non-persistent", false, "create a non-persistent topic")
-	cmd.AddCommand(create)
-	cmd.AddCommand(crud[*cpv1.Topic]{
+	var updPartitions int32
+	update := &cobra.Command{
+		Use:   "update ORG/CLUSTER/TENANT/NS/TOPIC --partitions N",
+		Short: "Add partitions to a partitioned topic",
+		Long: `Add partitions to a partitioned topic. Partitions are never removed, and a
+non-partitioned topic stays non-partitioned (the API refuses both).`,
+		Args: nameArgs(kindTopic),
+		RunE: g.run(func(ctx context.Context, s *session, args []string) error {
+			name, err := kindTopic.resolve(args)
+			if err != nil {
+				return err
+			}
+			if !s.cmd.Flags().Changed("partitions") {
+				return usageError(s.cmd, "nothing to change: give --partitions")
+			}
+			tp, err := s.topics().UpdateTopic(ctx, &cpv1.UpdateTopicRequest{Topic: &cpv1.Topic{Name: name, Partitions: updPartitions},
+				UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"partitions"}}})
+			if err != nil {
+				return err
+			}
+			return s.print(tp, topicTable(tp))
+		}),
+	}
+	update.Flags().Int32Var(&updPartitions, "partitions", 0, "the new number of partitions")
+	cmd.AddCommand(create, update)
+	c := crud[*cpv1.Topic]{
 		k: kindTopic,
 		get: func(ctx context.Context, s *session, name string) (*cpv1.Topic, error) {
 			return s.topics().GetTopic(ctx, &cpv1.GetTopicRequest{Name: name})
@@ -236,8 +315,12 @@ func newTopicCommand() *cobra.Command {
 			_, err := s.topics().DeleteTopic(ctx, &cpv1.DeleteTopicRequest{Name: name})
 			return err
 		},
-		table: topicTable,
-		list:  func(all []*cpv1.Topic) proto.Message { return &cpv1.ListTopicsResponse{Topics: all} },
-	}.commands(g)...)
+		table:    topicTable,
+		list:     func(all []*cpv1.Topic) proto.Message { return &cpv1.ListTopicsResponse{Topics: all} },
+		delShort: "Delete one (the data plane's topic with it)",
+	}.commands(g)
+	// get and delete from crud; list merges the data plane's topics.
+	cmd.AddCommand(c[0], newTopicListCommand(g), c[2],
+		newProduceCommand(g), newConsumeCommand(g), newPeekCommand(g), newStatsCommand(g))
 	return cmd
 }

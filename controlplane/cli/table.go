@@ -83,6 +83,22 @@ func regionTable(regions ...*cpv1.Region) *table {
 	return t
 }
 
+func userTable(users ...*cpv1.User) *table {
+	t := &table{header: []string{"NAME", "DISPLAY NAME", "EMAIL", "CREATED"}}
+	for _, u := range users {
+		t.add(shortName(u.GetName()), u.GetDisplayName(), u.GetEmail(), ts(u.GetCreateTime()))
+	}
+	return t
+}
+
+func auditTable(evs ...*cpv1.AuditEvent) *table {
+	t := &table{header: []string{"SEQ", "TIME", "PRINCIPAL", "METHOD", "RESOURCE", "OUTCOME"}}
+	for _, e := range evs {
+		t.add(num(e.GetSequence()), ts(e.GetTime()), e.GetPrincipal(), e.GetMethod(), shortName(e.GetResource()), e.GetOutcome())
+	}
+	return t
+}
+
 func saTable(sas ...*cpv1.ServiceAccount) *table {
 	t := &table{header: []string{"NAME", "DISPLAY NAME", "DESCRIPTION", "CREATED"}}
 	for _, a := range sas {

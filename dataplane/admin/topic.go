@@ -479,7 +479,13 @@ func (h *Handler) partitionedStats(q *request, tn broker.TopicName) error {
 			} else {
 				agg.MsgBacklog += s.MsgBacklog
 				agg.MsgBacklogNoDelayed += s.MsgBacklogNoDelayed
+				agg.MsgDelayed += s.MsgDelayed
 				agg.UnackedMessages += s.UnackedMessages
+				agg.BacklogSize += s.BacklogSize
+				agg.MsgOutCounter += s.MsgOutCounter
+				agg.BytesOutCounter += s.BytesOutCounter
+				agg.MsgRateOut += s.MsgRateOut
+				agg.MsgThroughputOut += s.MsgThroughputOut
 				agg.Consumers = append(agg.Consumers, s.Consumers...)
 			}
 			a.Subscriptions[name] = agg

@@ -1,20 +1,136 @@
-// Package broker is a Pulsar broker: it serves the Pulsar binary protocol
-// (conn.go), owns the topics loaded on it (topic.go), their producers,
-// subscriptions and dispatchers (producer.go, subscription.go), bundle
-// ownership and load management (ownership.go, loadmanager.go), and the
-// tenant, namespace and topic metadata in the metadata store
-// (resources.go, adminpolicies.go, resourcegroup.go) that the admin REST
-// API (package admin) edits, the write fence of a planned failover
-// (migration.go, PIP-188) and topic compaction with the read_compacted
-// view (compaction.go). cmd/magnetar and package standalone build a
-// Service with New and run it with Start and Shutdown.
+// Package broker is a Pulsar broker: it serves the Pulsar binary protocol,
+// owns the topics loaded on it with their producers, subscriptions and
+// dispatchers, owns namespace bundles under leases and balances them across
+// brokers, and keeps the tenant, namespace and topic records in the
+// metadata store that the admin REST API (package admin) edits.
+// Package brokernode (behind `magnetar broker` and dataplane/standalone)
+// builds a Service with New and runs it with Start and Shutdown; package
+// admin calls its exported methods.
 //
-// Concurrency: each connection's reader goroutine owns its producer and
-// consumer maps and a writer goroutine its socket writes; each persistent
-// subscription runs one dispatcher goroutine; the Service owns the
-// background passes and the policy watches and waits for them in Shutdown.
-// Lock orders are written where the locks are declared (Service, Topic,
-// policywatch.go, ratelimits.go).
+// # Map of the files
+//
+// The Service and its connections:
+//   - service.go: Service, New, Start, Shutdown; the topic registry
+//     (getTopic/openTopic: one open per name, auto-creation, the
+//     namespace's topic count) and the broker-wide pending-bytes budget.
+//   - config.go: Config and its defaults. metrics.go: the Prometheus
+//     series; topicmetrics.go: the optional per-topic and per-subscription
+//     series (Pulsar's names).
+//   - conn.go: one client connection: CONNECT, the reader loop and command
+//     switch, the writer and keep-alive; LOOKUP, PARTITIONED_METADATA and
+//     GET_TOPICS_OF_NAMESPACE. authz.go: authentication on CONNECT,
+//     credential refresh, authorization of every command (cached per
+//     connection, invalidated by Service.authGen). backpressure.go: what
+//     stops the reader (SENDs in flight per connection, pending bytes per
+//     broker, publish-rate debt).
+//
+// Ownership and lookup:
+//   - ownership.go: broker registration under a metadata session, bundle
+//     ownership as ephemeral keys, Lookup (owner, redirect or take a free
+//     bundle), unload and split, leader election; on a lost session every
+//     bundle is dropped and the broker registers again.
+//   - loadmanager.go: the leader's load manager: load reports, the pure
+//     shedDecisions (split bundles over MaxTopicsPerBundle, move a busy
+//     bundle off an overloaded broker) and their execution through the
+//     owners' admin API.
+//   - lookupops.go, topicname.go: HTTP lookup helpers; TopicName (domain,
+//     tenant, namespace, local name, partition).
+//
+// Topics, producers, dispatch and subscriptions:
+//   - topic.go: Topic: producers (with exclusive access modes),
+//     subscriptions, close; the in/out counters of the stats.
+//   - producer.go: PRODUCER and SEND: the produce path into the managed
+//     ledger and the SEND_RECEIPT. dedup.go: message deduplication (PIP-6)
+//     per producer name, snapshotted into the ledger's properties.
+//   - consumer.go: SUBSCRIBE, FLOW, ACK (batch index acks included),
+//     REDELIVER, SEEK, UNSUBSCRIBE, GET_LAST_MESSAGE_ID.
+//   - subscription.go: Subscription and its dispatcher: reads from the
+//     cursor, permits, redelivery and replay, delayed delivery, Exclusive,
+//     Failover, Shared; keyshared.go and keyshared_order.go: Key_Shared
+//     (hash ranges, sticky and auto-split, per-key order across consumer
+//     changes).
+//   - compaction.go: topic compaction: the compacted ledger (latest value
+//     per key, tombstones), the read_compacted view, status and threshold.
+//   - ttl.go: the periodic passes over open topics (message TTL; the
+//     backlog-quota and compaction checks use the same loop).
+//
+// Schemas: schema.go (the schema registry in the metadata store and the
+// schema a producer or consumer brings), schemaadmin.go (the admin API's
+// schema calls), schemacompat.go (the compatibility strategies, a pure
+// check of Avro and JSON record schemas).
+//
+// Policies and quotas:
+//   - resources.go: Resources, the metadata-store records of clusters,
+//     tenants, namespaces (Policies) and partitioned topics, with their
+//     paths; adminpolicies.go: the raw JSON policy records the admin API
+//     edits field by field.
+//   - policywatch.go: the watch of namespace policies and each topic's
+//     snapshot of them; policyfollow.go: topic-level policies and
+//     resource-group records, followed the same way.
+//   - ratelimits.go, resourcegroup.go, limits.go, quota.go: rate limits,
+//     resource groups, count limits, backlog quotas (see below).
+//   - offload.go: tiered-storage policies and the offload trigger.
+//
+// Replication and migration: replication.go (a replicator per remote
+// cluster and topic, shared connections per remote), replsub.go
+// (replicated subscriptions), migration.go (the write fence of a planned
+// failover, PIP-188).
+//
+// Admin and reporting: adminops.go (the topic and subscription operations
+// of the admin API: create, delete, unload, terminate, reset, skip, peek,
+// examine), stats.go (Pulsar's TopicStats and internal stats), usage.go
+// and usage_durable.go (billing meters: per-namespace counters, and
+// crash-exact durable counters of persistent topics kept on cursors).
+//
+// # Concurrency
+//
+// Lock order, outermost first (each is written again where the lock is
+// declared):
+//
+//	Topic.pol.mu (policy changes)  before Topic.mu
+//	Topic.replMu, Topic.migMu      before Topic.mu
+//	topicCollector.mu              before Topic.mu
+//	Service.mu  ->  Topic.mu  ->  Subscription.mu  ->  conn.mu (last; never
+//	                                                    held calling into topics)
+//	compactor.loadMu -> compactor.mu; topicUsage.outMu -> topicUsage.mu;
+//	resourceGroups.mu -> resourceGroup.mu
+//
+// ownership.mu is taken with Service.mu released and no topic or
+// subscription lock held. policyWatch.mu, recordView.mu, usageMeter.mu,
+// dedupState.mu and migrationRun.mu are leaves.
+//
+// Goroutines and their owners (Shutdown stops the Service's and waits for
+// them on Service.wg; closing a topic stops its own):
+//   - Service: the accept loops and one goroutine per connection (serve);
+//     the periodic topic passes (ttl.go); ownership.run with the load
+//     manager while leader; the policy watch loop and the record followers;
+//     replicators and their reconciliation, compactions, migrations,
+//     deduplication loads, replicated-subscription updates and deletions of
+//     unreplicated topics (each on Service.wg, cancelled through stopContext
+//     when the broker stops).
+//   - conn: the reader (serve) owns the producer and consumer maps; the
+//     writer drains the outbound queue so no topic waits on a slow socket;
+//     keepAlive and, with expiring credentials, authRefresher; all joined
+//     on conn.wg before the connection's producers and consumers are
+//     released.
+//   - Subscription: one dispatcher goroutine (run) per persistent
+//     subscription with consumers, stopped and waited for by
+//     Subscription.close (stopCh, done).
+//   - A deduplication snapshot after a SEND runs on its own goroutine,
+//     bounded by a 10 s timeout and not joined by Shutdown.
+//
+// # Separate ideas
+//
+// Most files share the Topic, Subscription and Service internals and
+// belong together. Three parts do not, and could become sub-packages: the
+// metadata records and their paths (resources.go, adminpolicies.go,
+// topicname.go), which package admin and the broker both read and which
+// never touch a loaded topic; the schema compatibility check
+// (schemacompat.go), a pure function of schema definitions; and the load
+// manager's decisions (shedDecisions in loadmanager.go), a pure function
+// of load reports. Compaction, replication, deduplication, usage metering
+// and the rate limits reach into Topic and Subscription state under their
+// locks and stay here.
 //
 // # Rate limits and quotas
 //

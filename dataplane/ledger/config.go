@@ -154,7 +154,8 @@ type FactoryConfig struct {
 	// subscription catching up on a backlog) at this many
 	// payload bytes per second, shared by every managed ledger of the
 	// factory, so that a catch-up read leaves CPU and disk to the
-	// producers (docs/benchmarks.md, W6). Zero or negative (the default,
+	// producers (the "magnetar paced" row of streambench's W6, catch-up
+	// next to producers, in docs/benchmarks.md). Zero or negative (the default,
 	// as in Pulsar, where dispatch throttling is off by default): no
 	// pacing. Tailing consumers' reads are never paced.
 	BacklogReadRate int64

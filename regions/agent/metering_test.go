@@ -15,6 +15,7 @@ import (
 	"github.com/magnetar-dev/magnetar/dataplane/standalone/standalonetest"
 	"github.com/magnetar-dev/magnetar/regions/agent"
 	"github.com/magnetar-dev/magnetar/regions/provisioner"
+	"github.com/magnetar-dev/magnetar/regions/provisioner/provisionertest"
 )
 
 // runMeteringAgent runs an agent that meters into dir every 100ms.
@@ -78,7 +79,7 @@ func traffic(t *testing.T, client pulsar.Client, topic string, n, size int) int6
 func TestMetering(t *testing.T) {
 	cp := newControlPlane(t, "sqlite://"+filepath.Join(t.TempDir(), "cp.db"))
 	cp.setup()
-	p := newStandaloneProvisioner(t)
+	p := provisionertest.NewStandalones(t)
 	dir := t.TempDir()
 	stop := runMeteringAgent(t, cp, p, dir)
 	cp.wait(cp.createCluster("c1", 1))

@@ -1,13 +1,11 @@
 package agent_test
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,101 +15,10 @@ import (
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	cpv1 "github.com/magnetar-dev/magnetar/api/controlplane/v1"
-	"github.com/magnetar-dev/magnetar/dataplane/standalone"
 	"github.com/magnetar-dev/magnetar/dataplane/standalone/standalonetest"
 	"github.com/magnetar-dev/magnetar/regions/provisioner"
+	"github.com/magnetar-dev/magnetar/regions/provisioner/provisionertest"
 )
-
-// standaloneProvisioner runs each cluster as an in-process standalone
-// data plane (one broker, one bookie, embedded metadata) on free loopback
-// ports. badAdmin, when set, replaces the AdminURL it reports, to make the
-// admin API unreachable for a while.
-type standaloneProvisioner struct {
-	t        *testing.T
-	mu       sync.Mutex
-	clusters map[string]*standalone.Standalone
-	badAdmin string
-}
-
-var _ provisioner.Provisioner = (*standaloneProvisioner)(nil)
-
-func newStandaloneProvisioner(t *testing.T) *standaloneProvisioner {
-	p := &standaloneProvisioner{t: t, clusters: map[string]*standalone.Standalone{}}
-	t.Cleanup(func() {
-		names, _ := p.List(context.Background())
-		for _, n := range names {
-			if err := p.Delete(context.Background(), n); err != nil {
-				t.Errorf("delete %s: %v", n, err)
-			}
-		}
-	})
-	return p
-}
-
-func (p *standaloneProvisioner) setBadAdmin(url string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.badAdmin = url
-}
-
-func (p *standaloneProvisioner) statusLocked(name string) (provisioner.ClusterStatus, error) {
-	s := p.clusters[name]
-	if s == nil {
-		return provisioner.ClusterStatus{}, provisioner.ErrNotFound
-	}
-	st := provisioner.ClusterStatus{Name: name, State: provisioner.StateReady, ServiceURL: s.ServiceURL(),
-		AdminURL: s.WebServiceURL(), Size: provisioner.Size{Brokers: 1, Bookies: 1}}
-	if p.badAdmin != "" {
-		st.AdminURL = p.badAdmin
-	}
-	return st, nil
-}
-
-func (p *standaloneProvisioner) Apply(ctx context.Context, spec provisioner.ClusterSpec) (provisioner.ClusterStatus, error) {
-	if err := spec.Validate(); err != nil {
-		return provisioner.ClusterStatus{}, err
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.clusters[spec.Name] == nil {
-		s, err := standalone.Start(ctx, standalonetest.Config(p.t.TempDir(), standalonetest.FreeAddr(p.t)))
-		if err != nil {
-			return provisioner.ClusterStatus{}, err
-		}
-		p.clusters[spec.Name] = s
-	}
-	return p.statusLocked(spec.Name)
-}
-
-func (p *standaloneProvisioner) Status(_ context.Context, name string) (provisioner.ClusterStatus, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.statusLocked(name)
-}
-
-func (p *standaloneProvisioner) Delete(ctx context.Context, name string) error {
-	p.mu.Lock()
-	s := p.clusters[name]
-	delete(p.clusters, name)
-	p.mu.Unlock()
-	if s == nil {
-		return nil
-	}
-	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	return s.Shutdown(sctx)
-}
-
-func (p *standaloneProvisioner) List(context.Context) ([]string, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var out []string
-	for n := range p.clusters {
-		out = append(out, n)
-	}
-	slices.Sort(out)
-	return out, nil
-}
 
 // adminGet GETs path from the data plane's admin API and decodes the JSON
 // answer into out; it returns the HTTP status.
@@ -214,7 +121,7 @@ type retention struct {
 func TestPulsarResources(t *testing.T) {
 	cp := newControlPlane(t, "sqlite::memory:")
 	cp.setup()
-	sp := newStandaloneProvisioner(t)
+	sp := provisionertest.NewStandalones(t)
 	runAgent(t, cp, sp)
 	if op := cp.wait(cp.createCluster("c1", 1)); op.State != cpv1.Operation_SUCCEEDED {
 		t.Fatalf("create cluster: %v", op)
@@ -297,8 +204,8 @@ func TestPulsarResources(t *testing.T) {
 func TestPulsarResourceRetry(t *testing.T) {
 	cp := newControlPlane(t, "sqlite::memory:")
 	cp.setup()
-	sp := newStandaloneProvisioner(t)
-	sp.setBadAdmin("http://" + standalonetest.FreeAddr(t))
+	sp := provisionertest.NewStandalones(t)
+	sp.SetBadAdmin("http://" + standalonetest.FreeAddr(t))
 	stop := runAgent(t, cp, sp)
 	if op := cp.wait(cp.createCluster("c1", 1)); op.State != cpv1.Operation_SUCCEEDED {
 		t.Fatalf("create cluster: %v", op)
@@ -309,7 +216,7 @@ func TestPulsarResourceRetry(t *testing.T) {
 		return st == cpv1.PulsarResourceState_FAILED && strings.Contains(msg, "pulsaradmin:")
 	})
 
-	sp.setBadAdmin("")
+	sp.SetBadAdmin("")
 	cp.waitApplied(t1, ns1, orders)
 	admin := must[provisioner.ClusterStatus](t)(sp.Status(t.Context(), c1)).AdminURL
 	var parts struct {

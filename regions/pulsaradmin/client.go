@@ -124,17 +124,32 @@ func path(segs ...string) string {
 // do sends one request. body is JSON-encoded unless it is nil; out, if
 // not nil, receives the decoded JSON answer.
 func (c *Client) do(ctx context.Context, method, p string, body, out any) error {
+	_, raw, err := c.send(ctx, method, p, body)
+	if err != nil {
+		return err
+	}
+	if out != nil && len(bytes.TrimSpace(raw)) > 0 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return fmt.Errorf("pulsaradmin: %s %s: decode answer: %w", method, p, err)
+		}
+	}
+	return nil
+}
+
+// send sends one request and returns the headers and body of a 2xx
+// answer; any other answer is an *Error.
+func (c *Client) send(ctx context.Context, method, p string, body any) (http.Header, []byte, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return fmt.Errorf("pulsaradmin: %s %s: encode body: %w", method, p, err)
+			return nil, nil, fmt.Errorf("pulsaradmin: %s %s: encode body: %w", method, p, err)
 		}
 		rd = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+p, rd)
 	if err != nil {
-		return fmt.Errorf("pulsaradmin: %s %s: %w", method, p, err)
+		return nil, nil, fmt.Errorf("pulsaradmin: %s %s: %w", method, p, err)
 	}
 	req.Header.Set("Accept", "application/json")
 	if body != nil {
@@ -145,12 +160,12 @@ func (c *Client) do(ctx context.Context, method, p string, body, out any) error 
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("pulsaradmin: %s %s: %w", method, p, err)
+		return nil, nil, fmt.Errorf("pulsaradmin: %s %s: %w", method, p, err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
 	if err != nil {
-		return fmt.Errorf("pulsaradmin: %s %s: read answer: %w", method, p, err)
+		return nil, nil, fmt.Errorf("pulsaradmin: %s %s: read answer: %w", method, p, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		e := &Error{Method: method, Path: p, Status: resp.StatusCode}
@@ -165,14 +180,9 @@ func (c *Client) do(ctx context.Context, method, p string, body, out any) error 
 		if e.Reason == "" {
 			e.Reason = http.StatusText(resp.StatusCode)
 		}
-		return e
+		return nil, nil, e
 	}
-	if out != nil && len(bytes.TrimSpace(raw)) > 0 {
-		if err := json.Unmarshal(raw, out); err != nil {
-			return fmt.Errorf("pulsaradmin: %s %s: decode answer: %w", method, p, err)
-		}
-	}
-	return nil
+	return resp.Header, raw, nil
 }
 
 // ignoreNotFound turns a 404 into success (idempotent deletes).

@@ -23,7 +23,7 @@ const DAMONRoot = "/sys/kernel/mm/damon/admin/kdamonds"
 // It is reported with the machine's limits because on the machine the
 // benchmarks were written on, a kdamond sampling physical memory every
 // 500 ms with a pageout scheme stalls both CPUs for up to ~18 ms at that
-// period, every process at once (measured in docs/benchmarks.md):
+// period, every process at once (docs/benchmarks.md, "Machine limits"):
 // a tail latency under that size is out of reach there.
 func DAMON(root string) string {
 	ents, err := os.ReadDir(root)

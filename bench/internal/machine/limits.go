@@ -18,8 +18,8 @@ import (
 // followed by an fdatasync, for dur, and returns the bytes per second made
 // durable. The file is left in dir for the caller to remove with dir once
 // every measurement is over: deleting a large file on a disk mounted with
-// discard stalls every fdatasync for seconds (docs/benchmarks.md, "The
-// benchmarks' own deletions"), which the next measurement would pay.
+// discard stalls every fdatasync for seconds, which the next measurement
+// would pay.
 func FsyncAppend(ctx context.Context, dir string, size int, dur time.Duration) (float64, error) {
 	f, err := os.CreateTemp(dir, "fsync-limit-*.dat")
 	if err != nil {

@@ -582,7 +582,8 @@ const flushPaceChunk = 128 << 10
 // ahead of the adds, slow enough that the entry log's data reaches the
 // disk as a steady trickle instead of a burst of megabytes queued ahead of
 // the journal's next fdatasync (the burst was the main cause of the add
-// latency tail on a quiet disk: docs/benchmarks.md). Zero: no pacing.
+// latency tail on a quiet disk, in ledgerbench's E=1 latency runs). Zero:
+// no pacing.
 func flushPace(n int64, elapsed time.Duration) time.Duration {
 	if n <= flushPaceChunk || elapsed <= 0 {
 		return 0

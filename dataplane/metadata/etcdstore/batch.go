@@ -22,8 +22,7 @@ import (
 // WAL append and one fsync instead of N. Pulsar's metadata store batches
 // its ZooKeeper operations the same way. On the embedded store, 64
 // concurrent creators made 5.5-5.8k creations/s one transaction each and
-// 19-22k/s in batches of up to 64 (docs/benchmarks.md, W5, seventh
-// session).
+// 19-22k/s in batches of up to 64.
 //
 // There is no timer: a write waits only while the batch before it is being
 // committed, so a lone writer sees the latency of a plain transaction, and

@@ -405,7 +405,8 @@ type Embedded struct {
 // StartEmbedded starts an etcd member with cfg and connects a Store to it
 // in process: the Store calls the member's request handlers directly
 // (etcd's v3client), without gRPC over a loopback socket, which cost about
-// half the CPU of a metadata read or write (docs/benchmarks.md, W5). Such a
+// half the CPU of a metadata read or write (profiled under streambench's W5,
+// topic creations). Such a
 // Store is bound to this run of the member: it does not survive
 // Server().Restart (other clients, through ClientURLs, do).
 func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {

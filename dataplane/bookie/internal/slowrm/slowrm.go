@@ -2,7 +2,7 @@
 // extents in one commit of the file system's journal, and on a disk mounted
 // with online discard also trims them there; every fdatasync on the disk
 // waits for that commit. A 256 MiB file stalled a bookie's journal syncs for
-// tens of milliseconds, a 1 GiB entry log for longer (docs/benchmarks.md).
+// tens of milliseconds, a 1 GiB entry log for longer.
 // Remove shrinks the file a step at a time, at a bounded rate, so each
 // commit frees a little, and unlinks what is left.
 //

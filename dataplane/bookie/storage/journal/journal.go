@@ -114,8 +114,8 @@ type Options struct {
 	// on Linux filesystems: deleting a large file frees (and, on a disk
 	// mounted with online discard, trims) all its extents in the next
 	// filesystem-journal commit, which every fdatasync on the disk then
-	// waits for (a 256 MiB journal file stalled adds for tens of
-	// milliseconds: docs/benchmarks.md), and an overwrite within the file's
+	// waits for (deleting a 256 MiB journal file stalled adds for tens of
+	// milliseconds), and an overwrite within the file's
 	// size is flushed by fdatasync without any metadata commit. Default 2;
 	// negative: keep none (Release returns every released file).
 	RecycleFiles int
@@ -124,8 +124,8 @@ type Options struct {
 	// so they never pass through the page cache: a buffered write copies
 	// every byte into a page-cache page, and on the machine measured that
 	// copy into memory the guest had not used lately cost 1.5-2 ns per
-	// byte, a fifth of the E=1 bookie's CPU (docs/benchmarks.md, eleventh
-	// session). A group of directMinBytes (512 KiB) or more is written
+	// byte, a fifth of the E=1 bookie's CPU under ledgerbench's appends. A
+	// group of directMinBytes (512 KiB) or more is written
 	// from the start of the 4 KiB block holding the journal's end,
 	// rewriting that block's bytes already written (the same bytes, so a
 	// torn block write cannot damage a record acknowledged before) and
@@ -563,8 +563,8 @@ const firstPendingCap = 256 << 10
 // is what a burst on a fresh bookie pays most for (a page fault per 4 KiB,
 // 15 µs each on the machine measured). With append's steps a journal whose
 // pending grew to a few MiB in the first second of W1 (a) spent 14% of the
-// process's CPU in those copies, holding every appender meanwhile
-// (docs/benchmarks.md). Doubling copies at most as
+// process's CPU in those copies, holding every appender meanwhile.
+// Doubling copies at most as
 // much as the buffer finally holds, in a handful of steps, and the
 // capacity follows the pending bytes the load reached.
 func (j *Journal) reserveLocked(n int) []byte {
