@@ -236,6 +236,15 @@ type keyedMsg struct {
 	key       string
 	hasKey    bool
 	tombstone bool
+	producer  string
+	// chunk is set for a chunk of a chunked message (an entry of its own).
+	chunk *chunkInfo
+}
+
+// chunkInfo is a chunk's place in its message.
+type chunkInfo struct {
+	uuid    string
+	id, num int32
 }
 
 // entryMessages returns the messages of a topic entry. Entries that do not
@@ -246,7 +255,11 @@ func entryMessages(data []byte) ([]keyedMsg, error) {
 		return nil, nil
 	}
 	if !protocol.IsBatch(meta) {
-		m := keyedMsg{key: meta.GetPartitionKey(), hasKey: meta.PartitionKey != nil && !meta.GetNullPartitionKey()}
+		m := keyedMsg{key: meta.GetPartitionKey(), hasKey: meta.PartitionKey != nil && !meta.GetNullPartitionKey(),
+			producer: meta.GetProducerName()}
+		if meta.GetNumChunksFromMsg() > 1 {
+			m.chunk = &chunkInfo{uuid: meta.GetUuid(), id: meta.GetChunkId(), num: meta.GetNumChunksFromMsg()}
+		}
 		if meta.GetCompression() == pb.CompressionType_NONE {
 			m.tombstone = len(payload) == 0
 		} else {
@@ -263,7 +276,7 @@ func entryMessages(data []byte) ([]keyedMsg, error) {
 		if err != nil {
 			return nil, nil
 		}
-		meta, payload = &pb.MessageMetadata{NumMessagesInBatch: meta.NumMessagesInBatch}, plain
+		meta, payload = &pb.MessageMetadata{NumMessagesInBatch: meta.NumMessagesInBatch, ProducerName: meta.ProducerName}, plain
 	}
 	msgs, err := protocol.ParseBatch(meta, payload)
 	if err != nil {
@@ -275,6 +288,7 @@ func entryMessages(data []byte) ([]keyedMsg, error) {
 			key:       sm.Meta.GetPartitionKey(),
 			hasKey:    sm.Meta.PartitionKey != nil && !sm.Meta.GetNullPartitionKey(),
 			tombstone: len(sm.Payload) == 0 || sm.Meta.GetNullValue(),
+			producer:  meta.GetProducerName(),
 		}
 	}
 	return out, nil
@@ -550,19 +564,24 @@ func (t *Topic) compact(ctx context.Context) (int64, error) {
 		return 0, nil // nothing new since the last compaction
 	}
 
-	// Phase 1: the latest message of every key in (from, upTo].
-	latest := map[string]latestMsg{}
-	err = t.scanEntries(ctx, from, upTo, func(e ledger.Entry, msgs []keyedMsg) error {
-		for i, m := range msgs {
-			if m.hasKey {
-				latest[m.key] = latestMsg{e.Pos, i, m.tombstone}
-			}
+	// Phase 1: the latest message of every key in (from, upTo]. A chunked
+	// message still being written at the end of the range moves the new
+	// horizon before its first chunk (and phase 1 runs again on the
+	// shorter range), so no horizon ever splits a chunked message.
+	var p1 phaseOne
+	for {
+		if p1, err = t.compactionPhaseOne(ctx, from, upTo); err != nil {
+			return 0, fmt.Errorf("compaction read: %w", err)
 		}
-		return nil
-	})
-	if err != nil {
-		return 0, fmt.Errorf("compaction read: %w", err)
+		if p1.horizon == upTo {
+			break
+		}
+		upTo = p1.horizon
+		if !from.Less(upTo) {
+			return 0, nil // only a chunked message being written since the last compaction
+		}
 	}
+	latest := p1.latest
 
 	// Phase 2: the new compacted ledger.
 	w, err := ml.CreateSideLedger(ctx, "compaction")
@@ -601,8 +620,8 @@ func (t *Topic) compact(ctx context.Context) (int64, error) {
 						return false
 					}
 					_, superseded := latest[msgs[i].key]
-					if superseded {
-						removed++
+					if superseded && (msgs[i].chunk == nil || msgs[i].chunk.id == 0) {
+						removed++ // a chunked message counts once
 					}
 					return !superseded
 				})
@@ -615,6 +634,15 @@ func (t *Topic) compact(ctx context.Context) (int64, error) {
 	err = t.scanEntries(ctx, from, upTo, func(e ledger.Entry, msgs []keyedMsg) error {
 		live, any := liveBits(len(msgs), func(i int) bool {
 			m := msgs[i]
+			if m.chunk != nil {
+				// Every chunk of the latest complete message of its key.
+				cm := p1.chunked[m.chunk.uuid]
+				keep := m.hasKey && cm != nil && cm.complete && latest[m.key] == latestMsg{cm.last, 0, false}
+				if !keep && m.chunk.id == 0 {
+					removed++
+				}
+				return keep
+			}
 			keep := m.hasKey && !m.tombstone && latest[m.key] == latestMsg{e.Pos, i, false}
 			if !keep {
 				removed++
@@ -657,6 +685,79 @@ func (t *Topic) compact(ctx context.Context) (int64, error) {
 	}
 	t.notifySubscriptions()
 	return removed, nil
+}
+
+// chunkedMsg is a chunked message as phase 1 saw its chunks.
+type chunkedMsg struct {
+	num, next   int32           // chunks in the message, the next chunk id expected
+	beforeFirst ledger.Position // the entry before its first chunk
+	last        ledger.Position // its last chunk seen: the message's position once complete
+	complete    bool            // every chunk seen, in order
+	broken      bool            // a chunk out of order: the message is left out
+}
+
+// phaseOne is what phase 1 of a compaction learnt of its range.
+type phaseOne struct {
+	latest  map[string]latestMsg
+	chunked map[string]*chunkedMsg // by uuid
+	// horizon is the range's end, or the entry before the first chunk of
+	// a chunked message its producer was still writing at that end.
+	horizon ledger.Position
+}
+
+// compactionPhaseOne reads (from, upTo] and notes the latest message of
+// every key. A chunked message counts at its last chunk, once all its
+// chunks were seen in order; one with a missing or repeated chunk is left
+// out (its producer gave it up, and resent it under another uuid).
+func (t *Topic) compactionPhaseOne(ctx context.Context, from, upTo ledger.Position) (phaseOne, error) {
+	p := phaseOne{latest: map[string]latestMsg{}, chunked: map[string]*chunkedMsg{}, horizon: upTo}
+	writing := map[string]string{} // producer -> uuid of the chunked message it is on, "" when none
+	prev := from
+	err := t.scanEntries(ctx, from, upTo, func(e ledger.Entry, msgs []keyedMsg) error {
+		defer func() { prev = e.Pos }()
+		if len(msgs) == 1 && msgs[0].chunk != nil {
+			m, c := msgs[0], msgs[0].chunk
+			cm := p.chunked[c.uuid]
+			if c.id == 0 && cm == nil {
+				cm = &chunkedMsg{num: c.num, beforeFirst: prev}
+				p.chunked[c.uuid] = cm
+			}
+			writing[m.producer] = c.uuid
+			switch {
+			case cm == nil:
+				// Its first chunk lies before the range: only a
+				// horizon written before chunks were kept whole left it.
+			case cm.broken || cm.complete || c.id != cm.next || c.num != cm.num:
+				cm.broken = true
+			default:
+				cm.next, cm.last = cm.next+1, e.Pos
+				if cm.next == cm.num {
+					cm.complete = true
+					writing[m.producer] = ""
+					if m.hasKey {
+						p.latest[m.key] = latestMsg{e.Pos, 0, m.tombstone}
+					}
+				}
+			}
+			return nil
+		}
+		for i, m := range msgs {
+			writing[m.producer] = ""
+			if m.hasKey {
+				p.latest[m.key] = latestMsg{e.Pos, i, m.tombstone}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return phaseOne{}, err
+	}
+	for _, uuid := range writing {
+		if cm := p.chunked[uuid]; uuid != "" && cm != nil && !cm.complete && !cm.broken && cm.beforeFirst.Less(p.horizon) {
+			p.horizon = cm.beforeFirst
+		}
+	}
+	return p, nil
 }
 
 // compactionThreshold returns the topic's compaction threshold in bytes (0:
