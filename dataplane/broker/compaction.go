@@ -77,6 +77,12 @@ const (
 	propCompactingLedger = ledger.SideLedgerProp + "compacting"
 	compactedFormat      = 1
 	compactionReadBatch  = 100
+	// The last successful run's figures, stored with the horizon so that
+	// status and stats survive a reload of the topic (milliseconds; a
+	// count of messages).
+	propLastSucceed  = "compaction.lastSucceedTimestamp"
+	propLastRemoved  = "compaction.lastRemovedEventCount"
+	propLastDuration = "compaction.lastDurationMs"
 )
 
 // Compaction states, as Pulsar's LongRunningProcessStatus names them.
@@ -403,8 +409,40 @@ func (s *Service) TopicCompactionStatus(ctx context.Context, t TopicName) (Compa
 	}
 	cp := tp.compactor()
 	cp.mu.Lock()
-	defer cp.mu.Unlock()
-	return CompactionStatus{State: cp.state, LastError: cp.lastErr}, nil
+	st := CompactionStatus{State: cp.state, LastError: cp.lastErr}
+	cp.mu.Unlock()
+	if st.State == CompactionNotRun {
+		if _, ok := tp.storedCompaction(); ok {
+			st.State = CompactionSuccess // by an earlier load of the topic
+		}
+	}
+	return st, nil
+}
+
+// storedCompaction returns the figures of the last successful compaction
+// that wrote a compacted ledger, as its compaction cursor stores them; ok
+// is false when none did.
+func (t *Topic) storedCompaction() (CompactionStats, bool) {
+	if t.ml == nil {
+		return CompactionStats{}, false
+	}
+	cur := t.compactionCursorIfAny()
+	if cur == nil {
+		return CompactionStats{}, false
+	}
+	props := cur.Properties()
+	if _, ok := propLedger(props, propCompactedLedger); !ok {
+		return CompactionStats{}, false
+	}
+	num := func(k string) int64 {
+		v, _ := strconv.ParseInt(props[k], 10, 64)
+		return v
+	}
+	return CompactionStats{
+		LastCompactionRemovedEventCount:   num(propLastRemoved),
+		LastCompactionSucceedTimestamp:    num(propLastSucceed),
+		LastCompactionDurationTimeInMills: num(propLastDuration),
+	}, true
 }
 
 // startCompaction runs a compaction in the background.
@@ -432,7 +470,7 @@ func (t *Topic) startCompaction() error {
 		defer close(done)
 		defer cancel()
 		start := time.Now()
-		removed, err := t.compact(ctx)
+		removed, err := t.compact(ctx, start)
 		cp.mu.Lock()
 		defer cp.mu.Unlock()
 		cp.stats.LastCompactionDurationTimeInMills = time.Since(start).Milliseconds()
@@ -532,7 +570,7 @@ var compactionHook func(stage string) error
 
 // compact runs one compaction of the topic and returns how many messages
 // it removed from the compacted view.
-func (t *Topic) compact(ctx context.Context) (int64, error) {
+func (t *Topic) compact(ctx context.Context, start time.Time) (int64, error) {
 	if h := compactionHook; h != nil {
 		if err := h("start"); err != nil {
 			return 0, err
@@ -669,7 +707,10 @@ func (t *Topic) compact(ctx context.Context) (int64, error) {
 	if err != nil {
 		return fail(err)
 	}
-	if err := cur.MarkDeleteWithProperties(ctx, upTo, map[string]string{propCompactedLedger: id, propCompactingLedger: ""}); err != nil {
+	now := time.Now()
+	if err := cur.MarkDeleteWithProperties(ctx, upTo, map[string]string{propCompactedLedger: id, propCompactingLedger: "",
+		propLastSucceed: strconv.FormatInt(now.UnixMilli(), 10), propLastRemoved: strconv.FormatInt(removed, 10),
+		propLastDuration: strconv.FormatInt(now.Sub(start).Milliseconds(), 10)}); err != nil {
 		// The store may or may not have the new state; the cursor in
 		// memory has it (and stores it with its next change). Serve what
 		// the cursor says; a new owner reading the old record deletes the
@@ -804,13 +845,22 @@ func (t *Topic) checkCompaction(ctx context.Context, _ time.Time) error {
 
 // compactionStats returns the compaction block of topic stats.
 func (t *Topic) compactionStats() CompactionStats {
-	cp := t.compaction.Load()
-	if cp == nil {
-		return CompactionStats{}
+	var st CompactionStats
+	if cp := t.compaction.Load(); cp != nil {
+		cp.mu.Lock()
+		st = cp.stats
+		cp.mu.Unlock()
 	}
-	cp.mu.Lock()
-	defer cp.mu.Unlock()
-	return cp.stats
+	if st.LastCompactionSucceedTimestamp == 0 {
+		// No success since the topic was loaded: the last stored one.
+		stored, _ := t.storedCompaction()
+		st.LastCompactionSucceedTimestamp = stored.LastCompactionSucceedTimestamp
+		st.LastCompactionRemovedEventCount = stored.LastCompactionRemovedEventCount
+		if st.LastCompactionFailedTimestamp == 0 {
+			st.LastCompactionDurationTimeInMills = stored.LastCompactionDurationTimeInMills
+		}
+	}
+	return st
 }
 
 // compactedLedgerStats returns the compactedLedger block of internal stats

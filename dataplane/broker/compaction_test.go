@@ -365,6 +365,20 @@ func TestCompactionSurvivesRestart(t *testing.T) {
 	if err != nil || is.CompactedLedger.LedgerID < 0 || is.CompactedLedger.Entries != 1 {
 		t.Fatalf("internal stats after restart: %+v, %v", is.CompactedLedger, err)
 	}
+	// The last run's status and figures are stored with its horizon.
+	if st, err := pulsarAdmin(t, sa2).Topics().CompactStatus(*tn); err != nil || st.Status != utils.SUCCESS {
+		t.Fatalf("compaction status after restart: %+v, %v", st, err)
+	}
+	var stats struct {
+		Compaction broker.CompactionStats `json:"compaction"`
+	}
+	getJSON(t, sa2.WebServiceURL()+"/admin/v2/persistent/public/default/compact-restart/stats", &stats)
+	if c := stats.Compaction; c.LastCompactionSucceedTimestamp <= 0 || c.LastCompactionRemovedEventCount != 3 {
+		t.Fatalf("compaction stats after restart: %+v (want a success time and 3 removed: x=1, y=1 and y's tombstone)", c)
+	}
+	if md := is.Cursors["__compaction"].MarkDeletePosition; md != is.LastConfirmedEntry {
+		t.Fatalf("horizon after restart %s, want the last entry %s", md, is.LastConfirmedEntry)
+	}
 	// The Go client's TableView is built on a read_compacted reader.
 	tv, err := e2.client.CreateTableView(pulsar.TableViewOptions{Topic: topic, Schema: pulsar.NewBytesSchema(nil),
 		SchemaValueType: reflect.TypeOf([]byte(nil))})
@@ -556,6 +570,9 @@ func TestCompactionOfPartitionedTopic(t *testing.T) {
 		}
 	}
 	sendKV(t, e, p, false, msgs)
+	if st, err := a.Topics().CompactStatus(*atn); err != nil || st.Status != utils.NOTRUN {
+		t.Fatalf("status of the partitioned topic before compaction: %+v, %v", st, err)
+	}
 	if err := a.Topics().Compact(*atn); err != nil {
 		t.Fatal(err)
 	}
@@ -565,6 +582,10 @@ func TestCompactionOfPartitionedTopic(t *testing.T) {
 			st, err := a.Topics().CompactStatus(*ptn)
 			return err == nil && st.Status == utils.SUCCESS
 		})
+	}
+	// The partitioned topic's status sums up its partitions'.
+	if st, err := a.Topics().CompactStatus(*atn); err != nil || st.Status != utils.SUCCESS {
+		t.Fatalf("status of the partitioned topic: %+v, %v", st, err)
 	}
 	got := map[string]string{}
 	c := e.consumer(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "view", ReadCompacted: true,
