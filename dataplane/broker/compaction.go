@@ -77,6 +77,12 @@ const (
 	propCompactingLedger = ledger.SideLedgerProp + "compacting"
 	compactedFormat      = 1
 	compactionReadBatch  = 100
+	// The last successful run's figures, stored with the horizon so that
+	// status and stats survive a reload of the topic (milliseconds; a
+	// count of messages).
+	propLastSucceed  = "compaction.lastSucceedTimestamp"
+	propLastRemoved  = "compaction.lastRemovedEventCount"
+	propLastDuration = "compaction.lastDurationMs"
 )
 
 // Compaction states, as Pulsar's LongRunningProcessStatus names them.
@@ -236,6 +242,15 @@ type keyedMsg struct {
 	key       string
 	hasKey    bool
 	tombstone bool
+	producer  string
+	// chunk is set for a chunk of a chunked message (an entry of its own).
+	chunk *chunkInfo
+}
+
+// chunkInfo is a chunk's place in its message.
+type chunkInfo struct {
+	uuid    string
+	id, num int32
 }
 
 // entryMessages returns the messages of a topic entry. Entries that do not
@@ -246,7 +261,11 @@ func entryMessages(data []byte) ([]keyedMsg, error) {
 		return nil, nil
 	}
 	if !protocol.IsBatch(meta) {
-		m := keyedMsg{key: meta.GetPartitionKey(), hasKey: meta.PartitionKey != nil && !meta.GetNullPartitionKey()}
+		m := keyedMsg{key: meta.GetPartitionKey(), hasKey: meta.PartitionKey != nil && !meta.GetNullPartitionKey(),
+			producer: meta.GetProducerName()}
+		if meta.GetNumChunksFromMsg() > 1 {
+			m.chunk = &chunkInfo{uuid: meta.GetUuid(), id: meta.GetChunkId(), num: meta.GetNumChunksFromMsg()}
+		}
 		if meta.GetCompression() == pb.CompressionType_NONE {
 			m.tombstone = len(payload) == 0
 		} else {
@@ -263,7 +282,7 @@ func entryMessages(data []byte) ([]keyedMsg, error) {
 		if err != nil {
 			return nil, nil
 		}
-		meta, payload = &pb.MessageMetadata{NumMessagesInBatch: meta.NumMessagesInBatch}, plain
+		meta, payload = &pb.MessageMetadata{NumMessagesInBatch: meta.NumMessagesInBatch, ProducerName: meta.ProducerName}, plain
 	}
 	msgs, err := protocol.ParseBatch(meta, payload)
 	if err != nil {
@@ -275,6 +294,7 @@ func entryMessages(data []byte) ([]keyedMsg, error) {
 			key:       sm.Meta.GetPartitionKey(),
 			hasKey:    sm.Meta.PartitionKey != nil && !sm.Meta.GetNullPartitionKey(),
 			tombstone: len(sm.Payload) == 0 || sm.Meta.GetNullValue(),
+			producer:  meta.GetProducerName(),
 		}
 	}
 	return out, nil
@@ -389,8 +409,40 @@ func (s *Service) TopicCompactionStatus(ctx context.Context, t TopicName) (Compa
 	}
 	cp := tp.compactor()
 	cp.mu.Lock()
-	defer cp.mu.Unlock()
-	return CompactionStatus{State: cp.state, LastError: cp.lastErr}, nil
+	st := CompactionStatus{State: cp.state, LastError: cp.lastErr}
+	cp.mu.Unlock()
+	if st.State == CompactionNotRun {
+		if _, ok := tp.storedCompaction(); ok {
+			st.State = CompactionSuccess // by an earlier load of the topic
+		}
+	}
+	return st, nil
+}
+
+// storedCompaction returns the figures of the last successful compaction
+// that wrote a compacted ledger, as its compaction cursor stores them; ok
+// is false when none did.
+func (t *Topic) storedCompaction() (CompactionStats, bool) {
+	if t.ml == nil {
+		return CompactionStats{}, false
+	}
+	cur := t.compactionCursorIfAny()
+	if cur == nil {
+		return CompactionStats{}, false
+	}
+	props := cur.Properties()
+	if _, ok := propLedger(props, propCompactedLedger); !ok {
+		return CompactionStats{}, false
+	}
+	num := func(k string) int64 {
+		v, _ := strconv.ParseInt(props[k], 10, 64)
+		return v
+	}
+	return CompactionStats{
+		LastCompactionRemovedEventCount:   num(propLastRemoved),
+		LastCompactionSucceedTimestamp:    num(propLastSucceed),
+		LastCompactionDurationTimeInMills: num(propLastDuration),
+	}, true
 }
 
 // startCompaction runs a compaction in the background.
@@ -418,7 +470,7 @@ func (t *Topic) startCompaction() error {
 		defer close(done)
 		defer cancel()
 		start := time.Now()
-		removed, err := t.compact(ctx)
+		removed, err := t.compact(ctx, start)
 		cp.mu.Lock()
 		defer cp.mu.Unlock()
 		cp.stats.LastCompactionDurationTimeInMills = time.Since(start).Milliseconds()
@@ -518,7 +570,7 @@ var compactionHook func(stage string) error
 
 // compact runs one compaction of the topic and returns how many messages
 // it removed from the compacted view.
-func (t *Topic) compact(ctx context.Context) (int64, error) {
+func (t *Topic) compact(ctx context.Context, start time.Time) (int64, error) {
 	if h := compactionHook; h != nil {
 		if err := h("start"); err != nil {
 			return 0, err
@@ -550,19 +602,24 @@ func (t *Topic) compact(ctx context.Context) (int64, error) {
 		return 0, nil // nothing new since the last compaction
 	}
 
-	// Phase 1: the latest message of every key in (from, upTo].
-	latest := map[string]latestMsg{}
-	err = t.scanEntries(ctx, from, upTo, func(e ledger.Entry, msgs []keyedMsg) error {
-		for i, m := range msgs {
-			if m.hasKey {
-				latest[m.key] = latestMsg{e.Pos, i, m.tombstone}
-			}
+	// Phase 1: the latest message of every key in (from, upTo]. A chunked
+	// message still being written at the end of the range moves the new
+	// horizon before its first chunk (and phase 1 runs again on the
+	// shorter range), so no horizon ever splits a chunked message.
+	var p1 phaseOne
+	for {
+		if p1, err = t.compactionPhaseOne(ctx, from, upTo); err != nil {
+			return 0, fmt.Errorf("compaction read: %w", err)
 		}
-		return nil
-	})
-	if err != nil {
-		return 0, fmt.Errorf("compaction read: %w", err)
+		if p1.horizon == upTo {
+			break
+		}
+		upTo = p1.horizon
+		if !from.Less(upTo) {
+			return 0, nil // only a chunked message being written since the last compaction
+		}
 	}
+	latest := p1.latest
 
 	// Phase 2: the new compacted ledger.
 	w, err := ml.CreateSideLedger(ctx, "compaction")
@@ -601,8 +658,8 @@ func (t *Topic) compact(ctx context.Context) (int64, error) {
 						return false
 					}
 					_, superseded := latest[msgs[i].key]
-					if superseded {
-						removed++
+					if superseded && (msgs[i].chunk == nil || msgs[i].chunk.id == 0) {
+						removed++ // a chunked message counts once
 					}
 					return !superseded
 				})
@@ -615,6 +672,15 @@ func (t *Topic) compact(ctx context.Context) (int64, error) {
 	err = t.scanEntries(ctx, from, upTo, func(e ledger.Entry, msgs []keyedMsg) error {
 		live, any := liveBits(len(msgs), func(i int) bool {
 			m := msgs[i]
+			if m.chunk != nil {
+				// Every chunk of the latest complete message of its key.
+				cm := p1.chunked[m.chunk.uuid]
+				keep := m.hasKey && cm != nil && cm.complete && latest[m.key] == latestMsg{cm.last, 0, false}
+				if !keep && m.chunk.id == 0 {
+					removed++
+				}
+				return keep
+			}
 			keep := m.hasKey && !m.tombstone && latest[m.key] == latestMsg{e.Pos, i, false}
 			if !keep {
 				removed++
@@ -641,7 +707,10 @@ func (t *Topic) compact(ctx context.Context) (int64, error) {
 	if err != nil {
 		return fail(err)
 	}
-	if err := cur.MarkDeleteWithProperties(ctx, upTo, map[string]string{propCompactedLedger: id, propCompactingLedger: ""}); err != nil {
+	now := time.Now()
+	if err := cur.MarkDeleteWithProperties(ctx, upTo, map[string]string{propCompactedLedger: id, propCompactingLedger: "",
+		propLastSucceed: strconv.FormatInt(now.UnixMilli(), 10), propLastRemoved: strconv.FormatInt(removed, 10),
+		propLastDuration: strconv.FormatInt(now.Sub(start).Milliseconds(), 10)}); err != nil {
 		// The store may or may not have the new state; the cursor in
 		// memory has it (and stores it with its next change). Serve what
 		// the cursor says; a new owner reading the old record deletes the
@@ -657,6 +726,79 @@ func (t *Topic) compact(ctx context.Context) (int64, error) {
 	}
 	t.notifySubscriptions()
 	return removed, nil
+}
+
+// chunkedMsg is a chunked message as phase 1 saw its chunks.
+type chunkedMsg struct {
+	num, next   int32           // chunks in the message, the next chunk id expected
+	beforeFirst ledger.Position // the entry before its first chunk
+	last        ledger.Position // its last chunk seen: the message's position once complete
+	complete    bool            // every chunk seen, in order
+	broken      bool            // a chunk out of order: the message is left out
+}
+
+// phaseOne is what phase 1 of a compaction learnt of its range.
+type phaseOne struct {
+	latest  map[string]latestMsg
+	chunked map[string]*chunkedMsg // by uuid
+	// horizon is the range's end, or the entry before the first chunk of
+	// a chunked message its producer was still writing at that end.
+	horizon ledger.Position
+}
+
+// compactionPhaseOne reads (from, upTo] and notes the latest message of
+// every key. A chunked message counts at its last chunk, once all its
+// chunks were seen in order; one with a missing or repeated chunk is left
+// out (its producer gave it up, and resent it under another uuid).
+func (t *Topic) compactionPhaseOne(ctx context.Context, from, upTo ledger.Position) (phaseOne, error) {
+	p := phaseOne{latest: map[string]latestMsg{}, chunked: map[string]*chunkedMsg{}, horizon: upTo}
+	writing := map[string]string{} // producer -> uuid of the chunked message it is on, "" when none
+	prev := from
+	err := t.scanEntries(ctx, from, upTo, func(e ledger.Entry, msgs []keyedMsg) error {
+		defer func() { prev = e.Pos }()
+		if len(msgs) == 1 && msgs[0].chunk != nil {
+			m, c := msgs[0], msgs[0].chunk
+			cm := p.chunked[c.uuid]
+			if c.id == 0 && cm == nil {
+				cm = &chunkedMsg{num: c.num, beforeFirst: prev}
+				p.chunked[c.uuid] = cm
+			}
+			writing[m.producer] = c.uuid
+			switch {
+			case cm == nil:
+				// Its first chunk lies before the range: only a
+				// horizon written before chunks were kept whole left it.
+			case cm.broken || cm.complete || c.id != cm.next || c.num != cm.num:
+				cm.broken = true
+			default:
+				cm.next, cm.last = cm.next+1, e.Pos
+				if cm.next == cm.num {
+					cm.complete = true
+					writing[m.producer] = ""
+					if m.hasKey {
+						p.latest[m.key] = latestMsg{e.Pos, 0, m.tombstone}
+					}
+				}
+			}
+			return nil
+		}
+		for i, m := range msgs {
+			writing[m.producer] = ""
+			if m.hasKey {
+				p.latest[m.key] = latestMsg{e.Pos, i, m.tombstone}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return phaseOne{}, err
+	}
+	for _, uuid := range writing {
+		if cm := p.chunked[uuid]; uuid != "" && cm != nil && !cm.complete && !cm.broken && cm.beforeFirst.Less(p.horizon) {
+			p.horizon = cm.beforeFirst
+		}
+	}
+	return p, nil
 }
 
 // compactionThreshold returns the topic's compaction threshold in bytes (0:
@@ -703,13 +845,22 @@ func (t *Topic) checkCompaction(ctx context.Context, _ time.Time) error {
 
 // compactionStats returns the compaction block of topic stats.
 func (t *Topic) compactionStats() CompactionStats {
-	cp := t.compaction.Load()
-	if cp == nil {
-		return CompactionStats{}
+	var st CompactionStats
+	if cp := t.compaction.Load(); cp != nil {
+		cp.mu.Lock()
+		st = cp.stats
+		cp.mu.Unlock()
 	}
-	cp.mu.Lock()
-	defer cp.mu.Unlock()
-	return cp.stats
+	if st.LastCompactionSucceedTimestamp == 0 {
+		// No success since the topic was loaded: the last stored one.
+		stored, _ := t.storedCompaction()
+		st.LastCompactionSucceedTimestamp = stored.LastCompactionSucceedTimestamp
+		st.LastCompactionRemovedEventCount = stored.LastCompactionRemovedEventCount
+		if st.LastCompactionFailedTimestamp == 0 {
+			st.LastCompactionDurationTimeInMills = stored.LastCompactionDurationTimeInMills
+		}
+	}
+	return st
 }
 
 // compactedLedgerStats returns the compactedLedger block of internal stats

@@ -365,6 +365,20 @@ func TestCompactionSurvivesRestart(t *testing.T) {
 	if err != nil || is.CompactedLedger.LedgerID < 0 || is.CompactedLedger.Entries != 1 {
 		t.Fatalf("internal stats after restart: %+v, %v", is.CompactedLedger, err)
 	}
+	// The last run's status and figures are stored with its horizon.
+	if st, err := pulsarAdmin(t, sa2).Topics().CompactStatus(*tn); err != nil || st.Status != utils.SUCCESS {
+		t.Fatalf("compaction status after restart: %+v, %v", st, err)
+	}
+	var stats struct {
+		Compaction broker.CompactionStats `json:"compaction"`
+	}
+	getJSON(t, sa2.WebServiceURL()+"/admin/v2/persistent/public/default/compact-restart/stats", &stats)
+	if c := stats.Compaction; c.LastCompactionSucceedTimestamp <= 0 || c.LastCompactionRemovedEventCount != 3 {
+		t.Fatalf("compaction stats after restart: %+v (want a success time and 3 removed: x=1, y=1 and y's tombstone)", c)
+	}
+	if md := is.Cursors["__compaction"].MarkDeletePosition; md != is.LastConfirmedEntry {
+		t.Fatalf("horizon after restart %s, want the last entry %s", md, is.LastConfirmedEntry)
+	}
 	// The Go client's TableView is built on a read_compacted reader.
 	tv, err := e2.client.CreateTableView(pulsar.TableViewOptions{Topic: topic, Schema: pulsar.NewBytesSchema(nil),
 		SchemaValueType: reflect.TypeOf([]byte(nil))})
@@ -556,6 +570,9 @@ func TestCompactionOfPartitionedTopic(t *testing.T) {
 		}
 	}
 	sendKV(t, e, p, false, msgs)
+	if st, err := a.Topics().CompactStatus(*atn); err != nil || st.Status != utils.NOTRUN {
+		t.Fatalf("status of the partitioned topic before compaction: %+v, %v", st, err)
+	}
 	if err := a.Topics().Compact(*atn); err != nil {
 		t.Fatal(err)
 	}
@@ -565,6 +582,10 @@ func TestCompactionOfPartitionedTopic(t *testing.T) {
 			st, err := a.Topics().CompactStatus(*ptn)
 			return err == nil && st.Status == utils.SUCCESS
 		})
+	}
+	// The partitioned topic's status sums up its partitions'.
+	if st, err := a.Topics().CompactStatus(*atn); err != nil || st.Status != utils.SUCCESS {
+		t.Fatalf("status of the partitioned topic: %+v, %v", st, err)
 	}
 	got := map[string]string{}
 	c := e.consumer(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "view", ReadCompacted: true,
@@ -582,4 +603,63 @@ func TestCompactionOfPartitionedTopic(t *testing.T) {
 		}
 	}
 	e.expectNothing(c, 300*time.Millisecond)
+}
+
+// TestCompactionOfChunkedMessages: a chunked message is kept whole, the
+// latest per key, and a compacted reader (which assembles the chunks)
+// reads every kept message intact.
+func TestCompactionOfChunkedMessages(t *testing.T) {
+	e := newEnv(t)
+	a := pulsarAdmin(t, e.sa)
+	topic := "persistent://public/default/compact-chunked"
+	p := e.producer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true,
+		EnableChunking: true, ChunkMaxMessageSize: 100})
+	big := func(key string, round int) string {
+		return strings.Repeat(fmt.Sprintf("%s-%d.", key, round), 120) // about 600 bytes: 7 chunks
+	}
+	var msgs []kv
+	for round := 0; round < 3; round++ {
+		msgs = append(msgs, kv{"a", val(big("a", round))}, kv{"b", val(big("b", round))}, kv{"s", val(fmt.Sprint("small-", round))})
+	}
+	msgs = append(msgs, kv{"b", nil}, kv{"c", val(big("c", 0))})
+	sendKV(t, e, p, false, msgs)
+	compactAndWait(t, e, a, topic)
+
+	want := []string{"a=" + big("a", 2), "s=small-2", "c=" + big("c", 0)}
+	got := readN(t, e, e.reader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID(), ReadCompacted: true}), len(want))
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("compacted view of chunked messages:\n got %.300q\nwant %.300q", got, want)
+	}
+	// A second run carries the chunked messages it keeps forward whole.
+	sendKV(t, e, p, false, []kv{{"s", val("small-3")}, {"a", val(big("a", 3))}})
+	compactAndWait(t, e, a, topic)
+	want = []string{"c=" + big("c", 0), "s=small-3", "a=" + big("a", 3)}
+	got = readN(t, e, e.reader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID(), ReadCompacted: true}), len(want))
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("compacted view after a second run:\n got %.300q\nwant %.300q", got, want)
+	}
+}
+
+// readN reads n messages from r, then checks that no other message comes
+// (the Go client's HasNext never ends after a chunked message: it compares
+// the chunk's batch index -1 with the last message id's, which it turns
+// into 0).
+func readN(t *testing.T, e *env, r pulsar.Reader, n int) []string {
+	t.Helper()
+	var out []string
+	for range n {
+		ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
+		m, err := r.Next(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("next after %.300q: %v", out, err)
+		}
+		out = append(out, show(m))
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, 300*time.Millisecond)
+	defer cancel()
+	if m, err := r.Next(ctx); err == nil {
+		t.Fatalf("after %.300q one more message: %.100q", out, show(m))
+	}
+	return out
 }

@@ -120,7 +120,10 @@ type ownership struct {
 	owned map[string]OwnerInfo // by bundleKey
 	// unloading bundles refuse topic opens until released.
 	unloading map[string]bool
-	leader    atomic.Bool
+	// releases are the waits for a gone owner's key to vanish, one per
+	// ownership key, shared by the lookups that wait (ownerwait.go).
+	releases map[string]*releaseWait
+	leader   atomic.Bool
 }
 
 func newOwnership(s *Service) *ownership {
@@ -131,6 +134,7 @@ func newOwnership(s *Service) *ownership {
 		instance:  hex.EncodeToString(b[:]),
 		owned:     map[string]OwnerInfo{},
 		unloading: map[string]bool{},
+		releases:  map[string]*releaseWait{},
 	}
 }
 
@@ -542,6 +546,18 @@ func (s *Service) Lookup(ctx context.Context, topic string, authoritative bool) 
 		oi, ok, err = s.own.getOwner(ctx, ownerKey(t.Tenant, t.Namespace, r))
 		if err != nil {
 			return LookupResult{}, err
+		}
+		if ok && oi.Instance != s.own.instance && s.own.ownerGone(ctx, oi) {
+			// Its process is gone but its session has not expired yet:
+			// answer once the ownership key vanishes instead of sending the
+			// client to a dead address (whose reconnect backoff would
+			// otherwise decide when it comes back).
+			if s.own.awaitRelease(ctx, ownerKey(t.Tenant, t.Namespace, r), oi) {
+				oi, ok, err = s.own.getOwner(ctx, ownerKey(t.Tenant, t.Namespace, r))
+				if err != nil {
+					return LookupResult{}, err
+				}
+			}
 		}
 		if !ok && !authoritative {
 			if c, cerr := s.own.leastLoaded(ctx); cerr == nil && c.BrokerID != s.cfg.AdvertisedAddr {

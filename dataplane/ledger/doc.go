@@ -65,10 +65,12 @@
 //
 // timestamp is the close time in Unix milliseconds; 0 marks a ledger still
 // open (being written, or left open by a crash), whose entries and size are
-// not final and are recomputed by recovery at the next Open. After a crash
-// the size of a recovered ledger is a lower bound (the ledger client only
-// reports the length of the tail it recovered). Ledgers found empty at Open
-// are dropped from the list and deleted.
+// not final and are recomputed by recovery at the next Open. The ledger
+// client knows only the length of the tail it recovered, so a recovered
+// ledger is stored with "sizeUnknown":true and that tail's size; the managed
+// ledger then counts the ledger's entries' bytes in the background and
+// stores the exact size (the next owner counts again if it finds the flag).
+// Ledgers found empty at Open are dropped from the list and deleted.
 //
 // A cursor record, written by compare-and-set on its version:
 //

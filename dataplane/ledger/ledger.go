@@ -161,7 +161,7 @@ type ManagedLedger struct {
 	off *offloadState // tiered storage (offload.go); nil until used, under mu
 
 	workerWG  sync.WaitGroup // the worker
-	bgWG      sync.WaitGroup // closers started by the worker
+	bgWG      sync.WaitGroup // closers started by the worker, the size count of recovered ledgers
 	deliverWG sync.WaitGroup // the delivery goroutine
 	closeMu   sync.Mutex     // serializes Close
 }
@@ -188,6 +188,7 @@ func openManagedLedger(ctx context.Context, f *Factory, name string, cfg *Config
 		ml.kickLocked()
 	}
 	ml.mu.Unlock()
+	ml.countRecoveredSizes()
 	return ml, nil
 }
 
@@ -241,6 +242,7 @@ func (ml *ManagedLedger) init(ctx context.Context, mode openMode, absent []strin
 	var drop []int64
 	for _, l := range rec.Ledgers {
 		if !l.closed() {
+			start := time.Now()
 			rh, err := ml.f.client.OpenLedger(ctx, l.ID, true)
 			switch {
 			case errors.Is(err, client.ErrNoSuchLedger):
@@ -254,7 +256,10 @@ func (ml *ManagedLedger) init(ctx context.Context, mode openMode, absent []strin
 			// The ledger client knows only the recovered tail's length;
 			// keep what the previous owner recorded if that is larger.
 			l.Size = max(l.Size, m.Length)
+			l.SizeUnknown = l.Entries > 0
 			l.Timestamp = nowMillis()
+			ml.logger().Info("ledger left open recovered", "ledger", l.ID, "entries", l.Entries,
+				"recoveryMs", time.Since(start).Milliseconds())
 		}
 		if l.Entries == 0 {
 			drop = append(drop, l.ID)

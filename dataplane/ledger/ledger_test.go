@@ -552,3 +552,63 @@ func TestReconfigureWhileWorking(t *testing.T) {
 		t.Fatalf("retention size %d after the reconfigurations", got)
 	}
 }
+
+// TestRecoveredLedgerSize: after a crash the ledger left open is recovered
+// (its tail only is read); its size must still become the bytes written,
+// in memory and in the stored record, so a later open reports it at once.
+func TestRecoveredLedgerSize(t *testing.T) {
+	c := newCluster(t, clusterOpts{bookies: 3})
+	cfg := testConfig()
+	cfg.Ensemble, cfg.WriteQuorum, cfg.AckQuorum = 3, 3, 2
+	cfg.MaxEntriesPerLedger = 400
+	cfg.RetentionTime, cfg.RetentionSize = -1, -1
+	name := "t/ns/persistent/recovered-size"
+
+	f1 := c.newFactory(cfg)
+	ml := openML(t, f1, name, nil)
+	const n = 1000
+	var want int64
+	for i := range n {
+		data := make([]byte, 100+i%50) // sizes vary: a count of entries is not enough
+		if _, err := ml.AddEntrySync(ctxT(t), data); err != nil {
+			t.Fatal(err)
+		}
+		want += int64(len(data))
+	}
+	if got := ml.TotalSize(); got != want {
+		t.Fatalf("TotalSize before the crash = %d, want %d", got, want)
+	}
+	perLedger := map[int64]int64{}
+	for _, l := range ml.Ledgers() {
+		perLedger[l.ID] = l.Size
+	}
+	f1.crash() // the last ledger (200 entries) stays open
+
+	check := func(ml *ManagedLedger) bool {
+		if ml.TotalSize() != want {
+			return false
+		}
+		for _, l := range ml.Ledgers() {
+			if l.SizeUnknown || l.Size != perLedger[l.ID] {
+				return false
+			}
+		}
+		return true
+	}
+	f2 := c.newFactory(cfg)
+	ml = openML(t, f2, name, nil)
+	if n := ml.NumberOfEntries(); n != 1000 {
+		t.Fatalf("NumberOfEntries after the crash = %d", n)
+	}
+	waitUntil(t, "the recovered ledger's size counted", func() bool { return check(ml) })
+	if err := ml.Close(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+
+	// The count was stored: the next owner knows the sizes from the record.
+	f3 := c.newFactory(cfg)
+	ml = openML(t, f3, name, nil)
+	if !check(ml) {
+		t.Fatalf("after reopen: TotalSize %d (want %d), ledgers %+v (want sizes %v)", ml.TotalSize(), want, ml.Ledgers(), perLedger)
+	}
+}

@@ -77,6 +77,10 @@ type LedgerInfo struct {
 	// Timestamp is when the ledger was closed, in Unix milliseconds; 0
 	// while it is open (being written, or left open by a crashed owner).
 	Timestamp int64 `json:"timestamp"`
+	// SizeUnknown marks a ledger recovered after its writer died: Size is
+	// then only what recovery saw (its unconfirmed tail) until the managed
+	// ledger has counted the ledger's entries (recoveredsize.go).
+	SizeUnknown bool `json:"sizeUnknown,omitempty"`
 	// Offload is the ledger's copy in tiered storage, nil without one
 	// (offload.go).
 	Offload *OffloadInfo `json:"offload,omitempty"`
