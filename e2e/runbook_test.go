@@ -110,7 +110,10 @@ func checkAllPresent(t *testing.T, where string, acked []int, got []string) {
 	}
 }
 
-var rtoLine = regexp.MustCompile(`report: RTO (\S+) .*RPO (\d+) entries`)
+var (
+	rtoLine        = regexp.MustCompile(`report: RTO (\S+) .*RPO (\d+) entries`)
+	replicatedLine = regexp.MustCompile(`report: .* (\d+) messages replicated to `)
+)
 
 // runCLI runs a magnetar CLI command against the control plane.
 func runCLI(t *testing.T, addr, keyFile string, args ...string) string {
@@ -185,6 +188,10 @@ func TestRunbooks(t *testing.T) {
 	t.Logf("planned failover:\n%s", out)
 	if m := rtoLine.FindStringSubmatch(out); m == nil || m[2] != "0" {
 		t.Fatalf("planned failover report: want RPO 0, got:\n%s", out)
+	}
+	// Producers wrote to east until the fence: the drain replicated some.
+	if m := replicatedLine.FindStringSubmatch(out); m == nil || m[1] == "0" {
+		t.Fatalf("planned failover report: want messages replicated during the runbook, got:\n%s", out)
 	}
 	waitFor(t, "the producer to move to west", time.Minute, func() bool { return fc.ServiceURL() == urls["west"] })
 	before := load.count()

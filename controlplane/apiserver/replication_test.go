@@ -71,9 +71,16 @@ func (h *harness) applyPending(t *testing.T) {
 
 func (h *harness) reportBacklog(t *testing.T, from, to string, n int64) {
 	t.Helper()
+	h.reportReplication(t, from, to, n, 0)
+}
+
+// reportReplication reports from's backlog toward to and the messages its
+// brokers replicated there so far.
+func (h *harness) reportReplication(t *testing.T, from, to string, backlog, replicated int64) {
+	t.Helper()
 	must[*cpv1.ReportReplicationStatusResponse](t)(h.agent.ReportReplicationStatus(h.authCtx(h.opKey), &cpv1.ReportReplicationStatusRequest{
 		Cluster: from, Namespaces: []*cpv1.ReportReplicationStatusRequest_Namespace{{Namespace: "shop/orders",
-			Backlog: []*cpv1.ReplicationBacklog{{Cluster: to, Messages: n}}}}}))
+			Backlog: []*cpv1.ReplicationBacklog{{Cluster: to, Messages: backlog, ReplicatedMessages: replicated}}}}}))
 }
 
 func (h *harness) namespace(t *testing.T, name string) *cpv1.Namespace {
@@ -159,21 +166,23 @@ func TestReplicationGroupRunbooks(t *testing.T) {
 		t.Fatalf("failed check fenced the primary: %v", ns)
 	}
 
-	// Planned failover: fence, drain, open, switch.
-	h.reportBacklog(t, east, west, 40)
+	// Planned failover: fence, drain, open, switch; east replicates its
+	// last 40 entries (40 messages) during the drain.
+	h.reportReplication(t, east, west, 40, 1000)
 	fo = must[*cpv1.Operation](t)(groups.FailoverReplicationGroup(ctx, &cpv1.FailoverReplicationGroupRequest{Name: gname, TargetCluster: west, Planned: true}))
 	var done *cpv1.Operation
 	eventually(t, "the planned failover", func() bool {
 		h.applyPending(t)
 		o := must[*cpv1.Operation](t)(h.ops.GetOperation(ctx, &cpv1.GetOperationRequest{Name: fo.Name}))
 		if st := o.Runbook.Steps[2]; st.Id == "drain" && st.State == cpv1.RunbookStep_RUNNING {
-			h.reportBacklog(t, east, west, 0) // the old primary has drained
+			h.reportReplication(t, east, west, 0, 1040) // the old primary has drained
 		}
 		h.reportBacklog(t, west, east, 0) // the target's agent reports too
 		done = o
 		return o.Done
 	})
-	if done.State != cpv1.Operation_SUCCEEDED || done.Runbook.Report.RpoMessages != 0 || done.Runbook.Report.Rto == nil {
+	if done.State != cpv1.Operation_SUCCEEDED || done.Runbook.Report.RpoMessages != 0 || done.Runbook.Report.Rto == nil ||
+		done.Runbook.Report.MessagesReplicated != 40 {
 		t.Fatalf("planned failover: %v", done)
 	}
 	if ft := must[*cpv1.FailoverTarget](t)(groups.GetFailoverTarget(ctx, &cpv1.GetFailoverTargetRequest{Name: gname})); ft.ServiceUrl != brokers["west"].url() {

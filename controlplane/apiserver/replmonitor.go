@@ -81,6 +81,16 @@ func (r *replState) record(cluster string, nss []*cpv1.ReportReplicationStatusRe
 // backlog sums from's backlog toward to ("" for every remote) over the
 // namespaces, as last reported; ok is false without a report.
 func (r *replState) backlog(from, to string, namespaces []string) (n int64, at time.Time, ok bool) {
+	return r.sum(from, to, namespaces, (*cpv1.ReplicationBacklog).GetMessages)
+}
+
+// replicated sums the messages from's brokers have replicated to to
+// ("" for every remote) over the namespaces, as last reported.
+func (r *replState) replicated(from, to string, namespaces []string) (n int64, at time.Time, ok bool) {
+	return r.sum(from, to, namespaces, (*cpv1.ReplicationBacklog).GetReplicatedMessages)
+}
+
+func (r *replState) sum(from, to string, namespaces []string, field func(*cpv1.ReplicationBacklog) int64) (n int64, at time.Time, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rep, ok := r.reports[from]
@@ -90,7 +100,7 @@ func (r *replState) backlog(from, to string, namespaces []string) (n int64, at t
 	for _, ns := range namespaces {
 		for _, b := range rep.ns[ns] {
 			if to == "" || b.GetCluster() == to {
-				n += b.GetMessages()
+				n += field(b)
 			}
 		}
 	}

@@ -493,6 +493,7 @@ func (s *Server) stepFailover(ctx context.Context, op *cpv1.Operation) (bool, er
 			}
 		} else {
 			res = stepResult{state: cpv1.RunbookStep_DONE, detail: fmt.Sprintf("target %s healthy", to)}
+			rb.ReplicatedAtStart, _, _ = s.repl.replicated(from, to, rg.Namespaces)
 			if rb.Planned {
 				n, _, _ := s.repl.backlog(from, to, rg.Namespaces)
 				res.detail += fmt.Sprintf("; %s has %d entries to replicate to it (at most %d)", from, n, p.maxBacklog)
@@ -714,6 +715,16 @@ func (s *Server) switchStep(ctx context.Context, op *cpv1.Operation) (stepResult
 	})
 	if err != nil {
 		return stepResult{}, err
+	}
+	if rg, _, err := s.loadGroup(ctx, s.store, op.Target); err == nil {
+		if n, _, ok := s.repl.replicated(rb.FromCluster, rb.ToCluster, rg.Namespaces); ok {
+			// A counter below its start value restarted with a broker: what
+			// it counted before is lost, what it counts since is not.
+			if n >= rb.ReplicatedAtStart {
+				n -= rb.ReplicatedAtStart
+			}
+			rb.Report.MessagesReplicated = n
+		}
 	}
 	now := time.Now()
 	rb.Report.SwitchTime = timestamppb.New(now)

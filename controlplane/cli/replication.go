@@ -441,8 +441,9 @@ func writeRunbook(w io.Writer, op *cpv1.Operation) {
 		if r.GetRpoAsOf() != nil {
 			asOf = fmt.Sprintf(" as of %s's last report (%s)", shortName(rb.GetFromCluster()), fmtTime(r.GetRpoAsOf().AsTime()))
 		}
-		fmt.Fprintf(w, "report: RTO %s (writes stopped %s, endpoint switched %s), RPO %d entries%s, drained %d entries after the fence\n",
-			rto, fmtTime(r.GetWritesStoppedTime().AsTime()), fmtTime(r.GetSwitchTime().AsTime()), r.GetRpoMessages(), asOf, r.GetDrainedMessages())
+		fmt.Fprintf(w, "report: RTO %s (writes stopped %s, endpoint switched %s), RPO %d entries%s, drained %d entries after the fence, %d messages replicated to %s during the runbook\n",
+			rto, fmtTime(r.GetWritesStoppedTime().AsTime()), fmtTime(r.GetSwitchTime().AsTime()), r.GetRpoMessages(), asOf, r.GetDrainedMessages(),
+			r.GetMessagesReplicated(), shortName(rb.GetToCluster()))
 	}
 	if op.GetError() != nil {
 		fmt.Fprintf(w, "failed: %s\n", op.GetError().GetMessage())

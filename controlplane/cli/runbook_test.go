@@ -19,7 +19,7 @@ func TestWriteRunbookReport(t *testing.T) {
 		return &cpv1.Operation{Type: "FailoverReplicationGroup", Target: "organizations/acme/replicationGroups/g",
 			Runbook: &cpv1.Runbook{FromCluster: "organizations/acme/clusters/east", ToCluster: "organizations/acme/clusters/west",
 				Report: &cpv1.RunbookReport{WritesStoppedTime: timestamppb.New(at), SwitchTime: timestamppb.New(at.Add(time.Second)),
-					Rto: durationpb.New(time.Second), RpoMessages: 12, RpoAsOf: asOf}}}
+					Rto: durationpb.New(time.Second), RpoMessages: 12, RpoAsOf: asOf, MessagesReplicated: 345}}}
 	}
 	var b strings.Builder
 	writeRunbook(&b, op(timestamppb.New(at.Add(-300*time.Millisecond))))
@@ -28,7 +28,7 @@ func TestWriteRunbookReport(t *testing.T) {
 	}
 	b.Reset()
 	writeRunbook(&b, op(nil))
-	if want := "RPO 12 entries, drained"; !strings.Contains(b.String(), want) {
+	if want := "RPO 12 entries, drained 0 entries after the fence, 345 messages replicated to acme/west during the runbook"; !strings.Contains(b.String(), want) {
 		t.Errorf("report without rpo_as_of:\n%s\nwant %q", b.String(), want)
 	}
 }

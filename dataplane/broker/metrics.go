@@ -33,6 +33,7 @@ type metrics struct {
 	compactionRemoved prometheus.Counter
 	compactionSeconds prometheus.Histogram
 	usage             *usageMeter // per-namespace billing counters (usage.go)
+	replSent          replSent    // messages replicated, by namespace and remote cluster (replication.go)
 }
 
 func newMetrics(s *Service) *metrics {

@@ -30,6 +30,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -192,7 +193,10 @@ func (t *Topic) startReplicator(ctx context.Context, remote string) error {
 		Prepare: func(ctx context.Context, c *replication.Conn) error {
 			return s.prepareRemoteTopic(ctx, remote, t.name)
 		},
-		Confirmed: func(msgs, bytes int64) { s.CountReplicatedOut(t.name, msgs, bytes) },
+		Confirmed: func(msgs, bytes int64) {
+			s.CountReplicatedOut(t.name, msgs, bytes)
+			s.metrics.replSent.add(t.name.NamespaceName(), remote, msgs)
+		},
 		Schema: func(ctx context.Context, version []byte) (*pb.Schema, error) {
 			e, _, err := s.schemas.getSchema(ctx, t.name.Base(), version)
 			if errors.Is(err, ErrNotFound) {
@@ -585,9 +589,42 @@ func (t *Topic) oldestUnreplicated(r *replication.Replicator) time.Time {
 // namespace and remote cluster (Pulsar's namespace-level aggregation; one
 // series per topic would not scale to many topics).
 type replCollector struct {
-	s                                  *Service
-	backlog, rateOut, tputOut, delay   *prometheus.Desc
-	rateIn, tputIn, connected, msgsOut *prometheus.Desc
+	s                                *Service
+	backlog, rateOut, tputOut, delay *prometheus.Desc
+	rateIn, tputIn, connected, sent  *prometheus.Desc
+}
+
+// replSent counts the messages the remote clusters confirmed, by namespace
+// and remote cluster, since the process started (the runbooks' "messages
+// replicated").
+type replSent struct {
+	mu sync.Mutex
+	m  map[replSentKey]*atomic.Int64
+}
+
+type replSentKey struct{ ns, remote string }
+
+func (r *replSent) add(ns, remote string, n int64) {
+	k := replSentKey{ns, remote}
+	r.mu.Lock()
+	c := r.m[k]
+	if c == nil {
+		if r.m == nil {
+			r.m = map[replSentKey]*atomic.Int64{}
+		}
+		c = new(atomic.Int64)
+		r.m[k] = c
+	}
+	r.mu.Unlock()
+	c.Add(n)
+}
+
+func (r *replSent) each(f func(k replSentKey, n int64)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, c := range r.m {
+		f(k, c.Load())
+	}
 }
 
 func newReplCollector(s *Service) *replCollector {
@@ -601,11 +638,12 @@ func newReplCollector(s *Service) *replCollector {
 		rateIn:    d("pulsar_replication_rate_in", "Messages per second received from the remote cluster's replicators (average since connected)."),
 		tputIn:    d("pulsar_replication_throughput_in", "Bytes per second received from the remote cluster's replicators (average since connected)."),
 		connected: d("pulsar_replication_connected_count", "Replicators connected to the remote cluster."),
+		sent:      d("magnetar_replication_sent_messages_total", "Messages the remote cluster confirmed, since the process started."),
 	}
 }
 
 func (c *replCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.backlog, c.rateOut, c.tputOut, c.delay, c.rateIn, c.tputIn, c.connected} {
+	for _, d := range []*prometheus.Desc{c.backlog, c.rateOut, c.tputOut, c.delay, c.rateIn, c.tputIn, c.connected, c.sent} {
 		ch <- d
 	}
 }
@@ -661,6 +699,9 @@ func (c *replCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.tputIn, prometheus.GaugeValue, a.tputIn, lv...)
 		ch <- prometheus.MustNewConstMetric(c.connected, prometheus.GaugeValue, a.connected, lv...)
 	}
+	c.s.metrics.replSent.each(func(k replSentKey, n int64) {
+		ch <- prometheus.MustNewConstMetric(c.sent, prometheus.CounterValue, float64(n), cluster, k.ns, k.remote)
+	})
 }
 
 // deleteUnreplicated deletes, as Pulsar does, a topic of a namespace whose

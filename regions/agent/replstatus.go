@@ -139,6 +139,8 @@ func (a *Agent) replicationReports(ctx context.Context, hc *http.Client) []*cpv1
 					b.Messages += int64(s.value)
 				case "pulsar_replication_delay_in_seconds":
 					b.DelaySeconds = max(b.DelaySeconds, s.value)
+				case "magnetar_replication_sent_messages_total":
+					b.ReplicatedMessages += int64(s.value)
 				}
 			}
 		}
@@ -167,8 +169,9 @@ type replSample struct {
 	value              float64
 }
 
-// scrapeReplication reads the pulsar_replication_backlog and
-// pulsar_replication_delay_in_seconds series of one broker's /metrics
+// scrapeReplication reads the pulsar_replication_backlog,
+// pulsar_replication_delay_in_seconds and
+// magnetar_replication_sent_messages_total series of one broker's /metrics
 // (Prometheus text format).
 func scrapeReplication(ctx context.Context, hc *http.Client, adminURL string) ([]replSample, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, adminURL+"/metrics", nil)
@@ -189,7 +192,8 @@ func scrapeReplication(ctx context.Context, hc *http.Client, adminURL string) ([
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, "pulsar_replication_backlog{") && !strings.HasPrefix(line, "pulsar_replication_delay_in_seconds{") {
+		if !strings.HasPrefix(line, "pulsar_replication_backlog{") && !strings.HasPrefix(line, "pulsar_replication_delay_in_seconds{") &&
+			!strings.HasPrefix(line, "magnetar_replication_sent_messages_total{") {
 			continue
 		}
 		if s, ok := parseSample(line); ok {

@@ -576,9 +576,12 @@ type ReplicationBacklog struct {
 	Cluster  string `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
 	Messages int64  `protobuf:"varint,2,opt,name=messages,proto3" json:"messages,omitempty"`
 	// Age of the oldest entry sent and not yet confirmed.
-	DelaySeconds  float64 `protobuf:"fixed64,3,opt,name=delay_seconds,json=delaySeconds,proto3" json:"delay_seconds,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	DelaySeconds float64 `protobuf:"fixed64,3,opt,name=delay_seconds,json=delaySeconds,proto3" json:"delay_seconds,omitempty"`
+	// Messages the member confirmed, counted by this cluster's brokers since
+	// they started (a counter: it goes back to 0 when a broker restarts).
+	ReplicatedMessages int64 `protobuf:"varint,4,opt,name=replicated_messages,json=replicatedMessages,proto3" json:"replicated_messages,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *ReplicationBacklog) Reset() {
@@ -628,6 +631,13 @@ func (x *ReplicationBacklog) GetMessages() int64 {
 func (x *ReplicationBacklog) GetDelaySeconds() float64 {
 	if x != nil {
 		return x.DelaySeconds
+	}
+	return 0
+}
+
+func (x *ReplicationBacklog) GetReplicatedMessages() int64 {
+	if x != nil {
+		return x.ReplicatedMessages
 	}
 	return 0
 }
@@ -1535,11 +1545,12 @@ const file_api_controlplane_v1_replication_proto_rawDesc = "" +
 	"\abacklog\x18\x03 \x03(\v2,.magnetar.controlplane.v1.ReplicationBacklogR\abacklog\x12\x1b\n" +
 	"\tfenced_to\x18\x04 \x01(\tR\bfencedTo\x12;\n" +
 	"\vreport_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"reportTime\"o\n" +
+	"reportTime\"\xa0\x01\n" +
 	"\x12ReplicationBacklog\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x1a\n" +
 	"\bmessages\x18\x02 \x01(\x03R\bmessages\x12#\n" +
-	"\rdelay_seconds\x18\x03 \x01(\x01R\fdelaySeconds\"\xad\x02\n" +
+	"\rdelay_seconds\x18\x03 \x01(\x01R\fdelaySeconds\x12/\n" +
+	"\x13replicated_messages\x18\x04 \x01(\x03R\x12replicatedMessages\"\xad\x02\n" +
 	"\x0eFailoverTarget\x12\x1f\n" +
 	"\vservice_url\x18\x01 \x01(\tR\n" +
 	"serviceUrl\x12=\n" +

@@ -1591,10 +1591,13 @@ type Runbook struct {
 	Report  *RunbookReport `protobuf:"bytes,7,opt,name=report,proto3" json:"report,omitempty"`
 	// The request's drain check: at most this many entries left before the
 	// fence, and how long to wait for the rest.
-	MaxBacklog    int64                `protobuf:"varint,8,opt,name=max_backlog,json=maxBacklog,proto3" json:"max_backlog,omitempty"`
-	DrainTimeout  *durationpb.Duration `protobuf:"bytes,9,opt,name=drain_timeout,json=drainTimeout,proto3" json:"drain_timeout,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	MaxBacklog   int64                `protobuf:"varint,8,opt,name=max_backlog,json=maxBacklog,proto3" json:"max_backlog,omitempty"`
+	DrainTimeout *durationpb.Duration `protobuf:"bytes,9,opt,name=drain_timeout,json=drainTimeout,proto3" json:"drain_timeout,omitempty"`
+	// The old cluster's count of messages replicated to the new one when the
+	// runbook started (the base of report.messages_replicated). Output only.
+	ReplicatedAtStart int64 `protobuf:"varint,10,opt,name=replicated_at_start,json=replicatedAtStart,proto3" json:"replicated_at_start,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Runbook) Reset() {
@@ -1688,6 +1691,13 @@ func (x *Runbook) GetDrainTimeout() *durationpb.Duration {
 		return x.DrainTimeout
 	}
 	return nil
+}
+
+func (x *Runbook) GetReplicatedAtStart() int64 {
+	if x != nil {
+		return x.ReplicatedAtStart
+	}
+	return 0
 }
 
 type RunbookStep struct {
@@ -1798,9 +1808,14 @@ type RunbookReport struct {
 	// Unplanned failover: the time of the old cluster's last replication
 	// report, which rpo_messages is taken from. Unset when no report was
 	// received, and for a planned failover.
-	RpoAsOf       *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=rpo_as_of,json=rpoAsOf,proto3" json:"rpo_as_of,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RpoAsOf *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=rpo_as_of,json=rpoAsOf,proto3" json:"rpo_as_of,omitempty"`
+	// Messages the old cluster replicated to the new one between the start
+	// of the runbook and the switch, as its reports counted them (for an
+	// unplanned failover, up to its last report). A broker of the old
+	// cluster that restarted in between makes this an undercount.
+	MessagesReplicated int64 `protobuf:"varint,7,opt,name=messages_replicated,json=messagesReplicated,proto3" json:"messages_replicated,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *RunbookReport) Reset() {
@@ -1873,6 +1888,13 @@ func (x *RunbookReport) GetRpoAsOf() *timestamppb.Timestamp {
 		return x.RpoAsOf
 	}
 	return nil
+}
+
+func (x *RunbookReport) GetMessagesReplicated() int64 {
+	if x != nil {
+		return x.MessagesReplicated
+	}
+	return 0
 }
 
 // Why an operation did not succeed.
@@ -2808,7 +2830,7 @@ const file_api_controlplane_v1_resources_proto_rawDesc = "" +
 	"\tSUCCEEDED\x10\x03\x12\n" +
 	"\n" +
 	"\x06FAILED\x10\x04\x12\r\n" +
-	"\tCANCELLED\x10\x05\"\xf4\x02\n" +
+	"\tCANCELLED\x10\x05\"\xa4\x03\n" +
 	"\aRunbook\x12\x16\n" +
 	"\x06groups\x18\x01 \x03(\tR\x06groups\x12!\n" +
 	"\ffrom_cluster\x18\x02 \x01(\tR\vfromCluster\x12\x1d\n" +
@@ -2820,7 +2842,9 @@ const file_api_controlplane_v1_resources_proto_rawDesc = "" +
 	"\x06report\x18\a \x01(\v2'.magnetar.controlplane.v1.RunbookReportR\x06report\x12\x1f\n" +
 	"\vmax_backlog\x18\b \x01(\x03R\n" +
 	"maxBacklog\x12>\n" +
-	"\rdrain_timeout\x18\t \x01(\v2\x19.google.protobuf.DurationR\fdrainTimeout\"\xe9\x02\n" +
+	"\rdrain_timeout\x18\t \x01(\v2\x19.google.protobuf.DurationR\fdrainTimeout\x12.\n" +
+	"\x13replicated_at_start\x18\n" +
+	" \x01(\x03R\x11replicatedAtStart\"\xe9\x02\n" +
 	"\vRunbookStep\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12A\n" +
@@ -2836,7 +2860,7 @@ const file_api_controlplane_v1_resources_proto_rawDesc = "" +
 	"\x04DONE\x10\x03\x12\v\n" +
 	"\aSKIPPED\x10\x04\x12\n" +
 	"\n" +
-	"\x06FAILED\x10\x05\"\xcb\x02\n" +
+	"\x06FAILED\x10\x05\"\xfc\x02\n" +
 	"\rRunbookReport\x12J\n" +
 	"\x13writes_stopped_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x11writesStoppedTime\x12;\n" +
 	"\vswitch_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
@@ -2844,7 +2868,8 @@ const file_api_controlplane_v1_resources_proto_rawDesc = "" +
 	"\x03rto\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03rto\x12!\n" +
 	"\frpo_messages\x18\x04 \x01(\x03R\vrpoMessages\x12)\n" +
 	"\x10drained_messages\x18\x05 \x01(\x03R\x0fdrainedMessages\x126\n" +
-	"\trpo_as_of\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\arpoAsOf\">\n" +
+	"\trpo_as_of\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\arpoAsOf\x12/\n" +
+	"\x13messages_replicated\x18\a \x01(\x03R\x12messagesReplicated\">\n" +
 	"\x0eOperationError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"\x94\x02\n" +
