@@ -69,7 +69,7 @@ func newBookieCommand() *cobra.Command {
 	f.StringVar(&cfg.Region, "region", "", "region label for placement")
 	f.StringVar(&metadataURL, "metadata", "", "comma-separated etcd endpoints, https:// for TLS (default: an embedded etcd under <data-dir>/metadata)")
 	metadataTLS.register(f, "metadata", "the metadata store", "https:// endpoints make the links TLS")
-	serverTLS.register(f, "", "the bookie listener (it then serves TLS only, to ledger clients with --bookie-tls-* flags)")
+	serverTLS.register(f, "", "the bookie listener", "; with it the listener serves TLS only, to ledger clients with --bookie-tls-* flags")
 	f.DurationVar(&cfg.SessionTTL, "session-ttl", bookie.DefaultSessionTTL, "metadata session TTL: how long after a crash the bookie's registration vanishes")
 	f.BoolVar(&journalSync, "journal-sync", true, "fsync the journal before acknowledging adds")
 	f.BoolVar(&copyToLogs, "copy-to-entry-logs", false, "copy every entry from the journal to the sorted entry logs at each flush (BookKeeper's layout; worth it only with --journal-dir on a device of its own: on one disk it writes every byte twice). Default: entries are read where the journal wrote them")

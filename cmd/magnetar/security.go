@@ -29,7 +29,7 @@ func (s *securityFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&s.tlsAddr, "tls-addr", "", "serve the Pulsar protocol over TLS here too (Pulsar's 6651), e.g. 127.0.0.1:6651")
 	f.StringVar(&s.httpsAddr, "https-addr", "", "serve the admin REST API over TLS here too (Pulsar's 8443)")
 	f.StringVar(&s.advertisedTLS, "advertised-tls-address", "", "host:port of pulsar+ssl:// URLs in lookups (default: the advertised host with the TLS port)")
-	s.tls.register(f, "", "the TLS listeners")
+	s.tls.register(f, "", "the TLS listeners", "")
 	f.StringVar(&s.tokenSecret, "auth-token-secret-key", "", "enable token authentication with this HS256 secret key file")
 	f.StringVar(&s.tokenPublic, "auth-token-public-key", "", "enable token authentication with this RSA or EC public key file (DER or PEM)")
 	f.StringVar(&s.tokenClaim, "auth-token-claim", "sub", "token claim holding the role")

@@ -19,9 +19,10 @@ type tlsServerFlags struct {
 	requireClientCert            bool
 }
 
-// register adds the flags; what names the listener in their help.
-func (t *tlsServerFlags) register(f *pflag.FlagSet, prefix, what string) {
-	f.StringVar(&t.certFile, prefix+"tls-cert-file", "", "PEM certificate chain of "+what+" (re-read when it changes)")
+// register adds the flags; what names the listener in their help, note
+// (if any) is added to the certificate's.
+func (t *tlsServerFlags) register(f *pflag.FlagSet, prefix, what, note string) {
+	f.StringVar(&t.certFile, prefix+"tls-cert-file", "", "PEM certificate chain of "+what+" (re-read when it changes)"+note)
 	f.StringVar(&t.keyFile, prefix+"tls-key-file", "", "PEM private key of "+what+" (re-read when it changes)")
 	f.StringVar(&t.trustFile, prefix+"tls-trust-certs-file", "", "PEM CA certificates client certificates of "+what+" are verified against (enables client certificates)")
 	f.BoolVar(&t.requireClientCert, prefix+"tls-require-client-cert", false, "refuse clients of "+what+" without a trusted certificate")
@@ -59,7 +60,7 @@ type tlsClientFlags struct {
 // says when the links use TLS.
 func (t *tlsClientFlags) register(f *pflag.FlagSet, prefix, what, when string) {
 	f.StringVar(&t.trustFile, prefix+"-tls-trust-certs-file", "", "PEM CA certificates the certificates of "+what+" are verified against (default: the system's roots); "+when)
-	f.StringVar(&t.certFile, prefix+"-tls-cert-file", "", "PEM client certificate presented to "+what+" that require one (re-read when it changes)")
+	f.StringVar(&t.certFile, prefix+"-tls-cert-file", "", "PEM client certificate presented to "+what+" when asked for one (re-read when it changes)")
 	f.StringVar(&t.keyFile, prefix+"-tls-key-file", "", "PEM private key of --"+prefix+"-tls-cert-file")
 }
 
