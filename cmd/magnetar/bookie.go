@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -38,6 +39,8 @@ func newBookieCommand() *cobra.Command {
 		copyToLogs  bool
 		buffered    bool
 		httpAddr    string
+		serverTLS   tlsServerFlags
+		metadataTLS tlsClientFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "bookie",
@@ -46,7 +49,15 @@ func newBookieCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signalContext()
 			defer stop()
-			return runBookie(ctx, cfg, metadataURL, httpAddr, storage.Config{JournalNoSync: !journalSync, JournalDir: journalDir, CopyToEntryLogs: copyToLogs, JournalBufferedWrites: buffered})
+			var err error
+			if cfg.TLS, err = serverTLS.serverConfig(); err != nil {
+				return err
+			}
+			mdTLS, err := metadataTLS.clientConfig()
+			if err != nil {
+				return fmt.Errorf("metadata TLS: %w", err)
+			}
+			return runBookie(ctx, cfg, metadataURL, mdTLS, httpAddr, storage.Config{JournalNoSync: !journalSync, JournalDir: journalDir, CopyToEntryLogs: copyToLogs, JournalBufferedWrites: buffered})
 		},
 	}
 	f := cmd.Flags()
@@ -56,7 +67,9 @@ func newBookieCommand() *cobra.Command {
 	f.StringVar(&cfg.ID, "id", "", "bookie id (default: the advertised address)")
 	f.StringVar(&cfg.Rack, "rack", "", "rack label for placement")
 	f.StringVar(&cfg.Region, "region", "", "region label for placement")
-	f.StringVar(&metadataURL, "metadata", "", "comma-separated etcd endpoints (default: an embedded etcd under <data-dir>/metadata)")
+	f.StringVar(&metadataURL, "metadata", "", "comma-separated etcd endpoints, https:// for TLS (default: an embedded etcd under <data-dir>/metadata)")
+	metadataTLS.register(f, "metadata", "the metadata store", "https:// endpoints make the links TLS")
+	serverTLS.register(f, "", "the bookie listener", "; with it the listener serves TLS only, to ledger clients with --bookie-tls-* flags")
 	f.DurationVar(&cfg.SessionTTL, "session-ttl", bookie.DefaultSessionTTL, "metadata session TTL: how long after a crash the bookie's registration vanishes")
 	f.BoolVar(&journalSync, "journal-sync", true, "fsync the journal before acknowledging adds")
 	f.BoolVar(&copyToLogs, "copy-to-entry-logs", false, "copy every entry from the journal to the sorted entry logs at each flush (BookKeeper's layout; worth it only with --journal-dir on a device of its own: on one disk it writes every byte twice). Default: entries are read where the journal wrote them")
@@ -70,6 +83,7 @@ func newBookieCommand() *cobra.Command {
 func newBookieDecommissionCommand() *cobra.Command {
 	var metadataURL, id, addr string
 	var timeout time.Duration
+	var metadataTLS, bookieTLS tlsClientFlags
 	cmd := &cobra.Command{
 		Use:   "decommission",
 		Short: "Drain a stopped bookie: copy its ledger fragments to other bookies, then remove its cookie",
@@ -82,12 +96,20 @@ func newBookieDecommissionCommand() *cobra.Command {
 			if addr == "" {
 				addr = id
 			}
-			md, err := etcdstore.New(ctx, etcdstore.Config{Endpoints: strings.Split(metadataURL, ",")})
+			mdTLS, err := metadataTLS.clientConfig()
+			if err != nil {
+				return fmt.Errorf("metadata TLS: %w", err)
+			}
+			bkTLS, err := bookieTLS.clientConfig()
+			if err != nil {
+				return fmt.Errorf("bookie TLS: %w", err)
+			}
+			md, err := etcdstore.New(ctx, etcdstore.Config{Endpoints: strings.Split(metadataURL, ","), TLS: mdTLS})
 			if err != nil {
 				return fmt.Errorf("connect to metadata store: %w", err)
 			}
 			defer md.Close()
-			pool := wire.NewPool(wire.ClientConfig{})
+			pool := wire.NewPool(wire.ClientConfig{TLS: bkTLS})
 			defer pool.Close()
 			cl, err := client.New(client.Config{Metadata: md, Dialer: client.PoolDialer{Pool: pool}})
 			if err != nil {
@@ -104,7 +126,9 @@ func newBookieDecommissionCommand() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&metadataURL, "metadata", "", "comma-separated etcd endpoints (required)")
+	f.StringVar(&metadataURL, "metadata", "", "comma-separated etcd endpoints, https:// for TLS (required)")
+	metadataTLS.register(f, "metadata", "the metadata store", "https:// endpoints make the links TLS")
+	bookieTLS.register(f, "bookie", "the bookies", "any --bookie-tls-* flag makes every bookie link TLS")
 	f.StringVar(&id, "id", "", "id of the bookie to drain (required; it must be stopped)")
 	f.StringVar(&addr, "addr", "", "address ledger metadata names the bookie by (default: the id)")
 	f.DurationVar(&timeout, "timeout", 30*time.Minute, "give up after this long")
@@ -115,7 +139,7 @@ func newBookieDecommissionCommand() *cobra.Command {
 
 // runBookie runs a bookie until ctx ends. sc carries the storage options
 // the flags set; its Dir is derived from cfg.DataDir.
-func runBookie(ctx context.Context, cfg bookie.Config, metadataURL, httpAddr string, sc storage.Config) (err error) {
+func runBookie(ctx context.Context, cfg bookie.Config, metadataURL string, mdTLS *tls.Config, httpAddr string, sc storage.Config) (err error) {
 	var md metadata.Store
 	if metadataURL == "" {
 		emb, err := etcdstore.StartEmbedded(ctx, etcdstore.EmbeddedConfig{Dir: filepath.Join(cfg.DataDir, "metadata")})
@@ -124,7 +148,7 @@ func runBookie(ctx context.Context, cfg bookie.Config, metadataURL, httpAddr str
 		}
 		md = emb
 	} else {
-		st, err := etcdstore.New(ctx, etcdstore.Config{Endpoints: strings.Split(metadataURL, ",")})
+		st, err := etcdstore.New(ctx, etcdstore.Config{Endpoints: strings.Split(metadataURL, ","), TLS: mdTLS})
 		if err != nil {
 			return fmt.Errorf("connect to metadata store: %w", err)
 		}

@@ -21,6 +21,7 @@ func newBrokerCommand() *cobra.Command {
 	var endpoints string
 	var shutdownTimeout time.Duration
 	var sec securityFlags
+	var bookieTLS, metadataTLS tlsClientFlags
 	var off offloadFlags
 	cmd := &cobra.Command{
 		Use:   "broker",
@@ -35,6 +36,13 @@ func newBrokerCommand() *cobra.Command {
 				return err
 			}
 			cfg.HTTPSAddr = sec.httpsAddr
+			var err error
+			if cfg.BookieTLS, err = bookieTLS.clientConfig(); err != nil {
+				return fmt.Errorf("bookie TLS: %w", err)
+			}
+			if cfg.MetadataTLS, err = metadataTLS.clientConfig(); err != nil {
+				return fmt.Errorf("metadata TLS: %w", err)
+			}
 			cfg.Offload, cfg.OffloadPolicy = off.apply()
 			cfg.Broker.TopicLevelMetrics = topicMetrics
 			start := time.Now()
@@ -52,8 +60,10 @@ func newBrokerCommand() *cobra.Command {
 	f := cmd.Flags()
 	idleReleaseFlag(f, &idleRelease)
 	f.DurationVar(&shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "on SIGTERM, how long to close topics and ledgers before giving up and exiting (unclosed ledgers are recovered by their next owner: nothing acknowledged is lost)")
-	f.StringVar(&endpoints, "metadata", "", "comma-separated etcd client URLs of the metadata store (required)")
+	f.StringVar(&endpoints, "metadata", "", "comma-separated etcd client URLs of the metadata store (required; https:// for TLS)")
 	_ = cmd.MarkFlagRequired("metadata")
+	metadataTLS.register(f, "metadata", "the metadata store", "https:// endpoints make the links TLS")
+	bookieTLS.register(f, "bookie", "the bookies", "any --bookie-tls-* flag makes every bookie link TLS")
 	sec.register(f)
 	off.register(f)
 	f.StringVar(&cfg.Broker.BinaryAddr, "broker-addr", "127.0.0.1:6650", "Pulsar binary protocol address")

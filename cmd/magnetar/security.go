@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -18,8 +17,7 @@ import (
 // broker.conf settings.
 type securityFlags struct {
 	tlsAddr, httpsAddr, advertisedTLS string
-	certFile, keyFile, trustFile      string
-	requireClientCert                 bool
+	tls                               tlsServerFlags
 	tokenSecret, tokenPublic          string
 	tokenClaim, tokenAudience         string
 	htpasswd                          string
@@ -31,10 +29,7 @@ func (s *securityFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&s.tlsAddr, "tls-addr", "", "serve the Pulsar protocol over TLS here too (Pulsar's 6651), e.g. 127.0.0.1:6651")
 	f.StringVar(&s.httpsAddr, "https-addr", "", "serve the admin REST API over TLS here too (Pulsar's 8443)")
 	f.StringVar(&s.advertisedTLS, "advertised-tls-address", "", "host:port of pulsar+ssl:// URLs in lookups (default: the advertised host with the TLS port)")
-	f.StringVar(&s.certFile, "tls-cert-file", "", "PEM certificate chain of the TLS listeners (re-read when it changes)")
-	f.StringVar(&s.keyFile, "tls-key-file", "", "PEM private key of the TLS listeners (re-read when it changes)")
-	f.StringVar(&s.trustFile, "tls-trust-certs-file", "", "PEM CA certificates client certificates are verified against (enables client certificates)")
-	f.BoolVar(&s.requireClientCert, "tls-require-client-cert", false, "refuse TLS clients without a trusted certificate")
+	s.tls.register(f, "", "the TLS listeners", "")
 	f.StringVar(&s.tokenSecret, "auth-token-secret-key", "", "enable token authentication with this HS256 secret key file")
 	f.StringVar(&s.tokenPublic, "auth-token-public-key", "", "enable token authentication with this RSA or EC public key file (DER or PEM)")
 	f.StringVar(&s.tokenClaim, "auth-token-claim", "sub", "token claim holding the role")
@@ -48,13 +43,9 @@ func (s *securityFlags) register(f *pflag.FlagSet) {
 
 // apply sets bc's TLS and auth fields.
 func (s *securityFlags) apply(bc *broker.Config) error {
-	if s.certFile != "" || s.keyFile != "" {
-		r, err := auth.NewCertReloader(auth.TLSFiles{CertFile: s.certFile, KeyFile: s.keyFile, TrustFile: s.trustFile,
-			RequireClientCert: s.requireClientCert, Log: slog.Default()})
-		if err != nil {
-			return err
-		}
-		bc.TLSConfig = r.ServerConfig()
+	var err error
+	if bc.TLSConfig, err = s.tls.serverConfig(); err != nil {
+		return err
 	}
 	if (s.tlsAddr != "" || s.httpsAddr != "") && bc.TLSConfig == nil {
 		return errors.New("--tls-addr and --https-addr need --tls-cert-file and --tls-key-file")
@@ -86,7 +77,7 @@ func (s *securityFlags) apply(bc *broker.Config) error {
 		providers = append(providers, p)
 	}
 	if s.tlsAuth {
-		if s.trustFile == "" {
+		if s.tls.trustFile == "" {
 			return errors.New("--auth-tls needs --tls-trust-certs-file")
 		}
 		providers = append(providers, auth.TLSProvider{})

@@ -37,7 +37,10 @@
 //
 // CertReloader serves a certificate and key pair (and a trust bundle for
 // client certificates) read from files, re-reading them when they change
-// on disk, so certificates rotate without a restart.
+// on disk, so certificates rotate without a restart. A client's
+// CertReloader (NewClientCertReloader) holds a trust bundle and, for
+// mutual TLS, a client certificate: the ledger client and the metadata
+// store client use one for the links to bookies and etcd.
 //
 // # Concurrency
 //

@@ -14,11 +14,14 @@ import (
 // reloadCheckInterval bounds how often CertReloader stats its files.
 const reloadCheckInterval = time.Second
 
-// TLSFiles names a server's certificate, key and (optional) trust bundle.
+// TLSFiles names a server's certificate, key and (optional) trust bundle,
+// or a client's trust bundle and (optional) certificate and key.
 type TLSFiles struct {
 	CertFile, KeyFile string
 	// TrustFile holds the CA certificates client certificates are verified
-	// against. Empty: client certificates are not requested.
+	// against. Empty: client certificates are not requested. For a client
+	// (NewClientCertReloader): the CA certificates server certificates are
+	// verified against; empty: the system's roots.
 	TrustFile string
 	// RequireClientCert refuses handshakes without a verified client
 	// certificate; otherwise one is verified when given (Pulsar's
@@ -31,6 +34,7 @@ type TLSFiles struct {
 // CertReloader serves TLSFiles and re-reads them when their size or
 // modification time changes, checked at most once a second on handshakes.
 // A file that fails to parse leaves the last good certificate in use.
+// A server uses ServerConfig, a client ClientConfig.
 type CertReloader struct {
 	files TLSFiles
 	now   func() time.Time
@@ -56,6 +60,21 @@ func NewCertReloader(files TLSFiles) (*CertReloader, error) {
 	if files.RequireClientCert && files.TrustFile == "" {
 		return nil, errors.New("auth: requiring client certificates needs a trust file")
 	}
+	return newCertReloader(files)
+}
+
+// NewClientCertReloader loads a client's files once; the first load must
+// succeed. CertFile and KeyFile (a client certificate, for servers that
+// verify one) are optional but go together; TrustFile empty means the
+// system's roots.
+func NewClientCertReloader(files TLSFiles) (*CertReloader, error) {
+	if (files.CertFile == "") != (files.KeyFile == "") {
+		return nil, errors.New("auth: a TLS client certificate needs both a certificate file and a key file")
+	}
+	return newCertReloader(files)
+}
+
+func newCertReloader(files TLSFiles) (*CertReloader, error) {
 	r := &CertReloader{files: files, now: time.Now}
 	if err := r.load(r.stamps()); err != nil {
 		return nil, err
@@ -82,9 +101,13 @@ func (r *CertReloader) stamps() [3]fileStamp {
 }
 
 func (r *CertReloader) load(st [3]fileStamp) error {
-	cert, err := tls.LoadX509KeyPair(r.files.CertFile, r.files.KeyFile)
-	if err != nil {
-		return fmt.Errorf("auth: TLS certificate: %w", err)
+	var cert *tls.Certificate
+	if r.files.CertFile != "" {
+		c, err := tls.LoadX509KeyPair(r.files.CertFile, r.files.KeyFile)
+		if err != nil {
+			return fmt.Errorf("auth: TLS certificate: %w", err)
+		}
+		cert = &c
 	}
 	var pool *x509.CertPool
 	if r.files.TrustFile != "" {
@@ -97,7 +120,7 @@ func (r *CertReloader) load(st [3]fileStamp) error {
 			return fmt.Errorf("auth: TLS trust file %s holds no PEM certificate", r.files.TrustFile)
 		}
 	}
-	r.cert, r.pool, r.stamp = &cert, pool, st
+	r.cert, r.pool, r.stamp = cert, pool, st
 	return nil
 }
 
@@ -132,7 +155,8 @@ func (r *CertReloader) LastReloadError() error {
 	return r.lastErr
 }
 
-// Leaf returns the certificate currently served.
+// Leaf returns the certificate currently served (nil for a client
+// without one).
 func (r *CertReloader) Leaf() *tls.Certificate {
 	c, _ := r.current()
 	return c
@@ -144,6 +168,9 @@ func (r *CertReloader) ServerConfig() *tls.Config {
 	base := &tls.Config{MinVersion: tls.VersionTLS12}
 	base.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
 		cert, pool := r.current()
+		if cert == nil {
+			return nil, errors.New("auth: TLS server has no certificate")
+		}
 		c := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{*cert}}
 		if pool != nil {
 			c.ClientCAs = pool
@@ -155,4 +182,24 @@ func (r *CertReloader) ServerConfig() *tls.Config {
 		return c, nil
 	}
 	return base
+}
+
+// ClientConfig returns a tls.Config that presents the current client
+// certificate (if any) to servers that ask for one, re-read when its files
+// change, and verifies servers against the trust bundle as loaded now: a
+// changed trust file takes effect in configs made after the change. The
+// dialer sets ServerName (crypto/tls does in tls.Dial, gRPC from the
+// target).
+func (r *CertReloader) ClientConfig() *tls.Config {
+	_, pool := r.current()
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		RootCAs:    pool,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			if cert, _ := r.current(); cert != nil {
+				return cert, nil
+			}
+			return &tls.Certificate{}, nil // none: the server decides
+		},
+	}
 }

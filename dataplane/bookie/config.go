@@ -1,6 +1,7 @@
 package bookie
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -48,9 +49,19 @@ type Config struct {
 	// ReadOnlyPollPeriod is how often the storage's read-only state is
 	// checked to update the registration. Default 1s.
 	ReadOnlyPollPeriod time.Duration
+	// TLS, when set, makes the listener serve TLS only: every connection
+	// starts with a TLS handshake (bounded by TLSHandshakeTimeout), and a
+	// client that speaks the plain protocol is disconnected. Its
+	// certificate and ClientAuth decide what clients must present
+	// (auth.CertReloader's ServerConfig re-reads the files when they
+	// change). Nil: plain TCP.
+	TLS *tls.Config
 	// Logger receives the server's logs. Default slog.Default().
 	Logger *slog.Logger
 }
+
+// TLSHandshakeTimeout bounds the TLS handshake of a new connection.
+const TLSHandshakeTimeout = 10 * time.Second
 
 // WithDefaults returns cfg with zero fields set to their defaults (ID and
 // AdvertisedAddr stay empty when they depend on the listener).

@@ -1,6 +1,8 @@
 package bookie
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -197,6 +199,16 @@ func (c *serverConn) readLoop() {
 // drains, or the client sends something invalid; then it returns the
 // error response to send before closing (nil for none).
 func (c *serverConn) serve() *wire.Response {
+	if tc, ok := c.nc.(*tls.Conn); ok {
+		ctx, cancel := context.WithTimeout(c.s.stopCtx, TLSHandshakeTimeout)
+		err := tc.HandshakeContext(ctx)
+		cancel()
+		if err != nil {
+			// Debug: health probes connect and hang up without a handshake.
+			c.log.Debug("bookie TLS handshake failed", slog.Any("err", err))
+			return nil
+		}
+	}
 	handshaken := false
 	for {
 		f, err := c.fr.ReadFrame()

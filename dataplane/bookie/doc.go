@@ -24,6 +24,12 @@
 // requests are answered, and the connection is closed; other connections
 // are unaffected.
 //
+// With Config.TLS the listener serves TLS only: the reader goroutine first
+// runs the TLS handshake (at most TLSHandshakeTimeout) and closes the
+// connection when it fails. TLS is all or nothing per cluster: the
+// registration carries no TLS flag, because ledger metadata names bookies
+// by their one address (see package wire).
+//
 // # Stored entry format
 //
 // The data the server hands to the storage for one entry is, big-endian:

@@ -2,6 +2,7 @@ package bookie
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -201,6 +202,9 @@ func (s *Server) acceptLoop() {
 			continue
 		}
 		backoff = 0
+		if s.cfg.TLS != nil {
+			nc = tls.Server(nc, s.cfg.TLS) // handshaken by the connection's reader
+		}
 		s.mu.Lock()
 		if s.stopped {
 			s.mu.Unlock()

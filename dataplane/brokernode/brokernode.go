@@ -37,6 +37,12 @@ type Config struct {
 	// MetadataEndpoints are the etcd client URLs. Required unless Metadata
 	// is set.
 	MetadataEndpoints []string
+	// MetadataTLS is the TLS configuration of the link to https://
+	// MetadataEndpoints (etcdstore.Config.TLS).
+	MetadataTLS *tls.Config
+	// BookieTLS, when set, makes the ledger client dial bookies over TLS
+	// (wire.ClientConfig.TLS): every bookie of the cluster must serve it.
+	BookieTLS *tls.Config
 	// Metadata, when set, is used instead of connecting to
 	// MetadataEndpoints; the node does not close it (the standalone passes
 	// its embedded store).
@@ -121,12 +127,12 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 	}()
 	if n.md = cfg.Metadata; n.md == nil {
-		if n.md, err = etcdstore.New(ctx, etcdstore.Config{Endpoints: cfg.MetadataEndpoints}); err != nil {
+		if n.md, err = etcdstore.New(ctx, etcdstore.Config{Endpoints: cfg.MetadataEndpoints, TLS: cfg.MetadataTLS}); err != nil {
 			return nil, fmt.Errorf("brokernode: metadata store: %w", err)
 		}
 		n.ownMD = true
 	}
-	n.pool = wire.NewPool(wire.ClientConfig{})
+	n.pool = wire.NewPool(wire.ClientConfig{TLS: cfg.BookieTLS})
 	if n.client, err = client.New(client.Config{Metadata: n.md, Dialer: client.PoolDialer{Pool: n.pool}, Logger: cfg.Logger}); err != nil {
 		return nil, err
 	}

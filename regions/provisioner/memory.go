@@ -6,12 +6,17 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
+
+	"github.com/magnetar-dev/magnetar/internal/pki"
 )
 
 // Memory is an in-memory Provisioner for tests of the agent: Apply makes a
-// cluster READY at once with made-up URLs, unless a failure was injected
+// cluster READY at once with made-up URLs (plain and TLS, with the
+// certificate of a CA made by NewMemory), unless a failure was injected
 // with FailApply. It counts Apply and Delete calls per cluster.
 type Memory struct {
+	caPEM    string
 	mu       sync.Mutex
 	clusters map[string]ClusterStatus
 	fail     map[string]string // cluster -> message of an injected failure
@@ -24,7 +29,12 @@ var _ Provisioner = (*Memory)(nil)
 
 // NewMemory returns an empty Memory.
 func NewMemory() *Memory {
+	ca, err := pki.Create("memory provisioner CA", 24*time.Hour)
+	if err != nil {
+		panic(err) // the system's random source failed
+	}
 	return &Memory{
+		caPEM:    string(ca.CertPEM),
 		clusters: map[string]ClusterStatus{}, fail: map[string]string{},
 		applies: map[string]int{}, changes: map[string]int{}, deletes: map[string]int{},
 	}
@@ -46,13 +56,18 @@ func (m *Memory) Apply(ctx context.Context, spec ClusterSpec) (ClusterStatus, er
 		m.changes[spec.Name]++
 	}
 	hosts := make([]string, spec.Size.Brokers)
+	tlsHosts := make([]string, spec.Size.Brokers)
 	for i := range hosts {
 		hosts[i] = fmt.Sprintf("broker-%d.memory.invalid:6650", i)
+		tlsHosts[i] = fmt.Sprintf("broker-%d.memory.invalid:6651", i)
 	}
 	st := ClusterStatus{Name: spec.Name, State: StateReady, Size: spec.Size, Revision: spec.Revision,
-		ServiceURL: "pulsar://" + strings.Join(hosts, ","), AdminURL: "http://broker-0.memory.invalid:8080"}
+		ServiceURL: "pulsar://" + strings.Join(hosts, ","), AdminURL: "http://broker-0.memory.invalid:8080",
+		TLSServiceURL: "pulsar+ssl://" + strings.Join(tlsHosts, ","), TLSAdminURL: "https://broker-0.memory.invalid:8443",
+		CACertPEM: m.caPEM}
 	if msg, ok := m.fail[spec.Name]; ok {
 		st.State, st.Message, st.ServiceURL, st.AdminURL = StateFailed, msg, "", ""
+		st.TLSServiceURL, st.TLSAdminURL = "", ""
 	}
 	for i := range spec.Size.Brokers {
 		st.Processes = append(st.Processes, ProcessHealth{Role: "broker", Index: i, Alive: true, Healthy: true})

@@ -81,7 +81,14 @@ type ClusterStatus struct {
 	ServiceURL string
 	// AdminURL is the first broker's admin REST API, "http://host:port".
 	AdminURL string
-	Message  string
+	// TLSServiceURL and TLSAdminURL are the same brokers over TLS,
+	// "pulsar+ssl://host:port,host:port" and "https://host:port"; empty
+	// when the cluster serves no TLS.
+	TLSServiceURL, TLSAdminURL string
+	// CACertPEM is the PEM certificate of the CA that issued the brokers'
+	// certificates: what clients of the TLS URLs trust. Empty without TLS.
+	CACertPEM string
+	Message   string
 	// Size is the size the cluster is being converged to.
 	Size     Size
 	Revision int64

@@ -41,6 +41,9 @@ func (e *Env) agentArgs(region, rdir string) []string {
 	if d := e.cfg.MeteringInterval; d > 0 {
 		args = append(args, "--metering-interval", d.String())
 	}
+	if e.cfg.InsecureDataPlanes {
+		args = append(args, "--insecure-data-planes")
+	}
 	return args
 }
 

@@ -57,6 +57,11 @@ type Config struct {
 	// loses the region until the agent is started again. Default false:
 	// the agents run in this process.
 	AgentProcesses bool
+	// InsecureDataPlanes provisions clusters without TLS inside them and
+	// without TLS listeners on their brokers
+	// (process.Config.InsecureDataPlanes). Default false: TLS with
+	// certificates of each region's CA.
+	InsecureDataPlanes bool
 	// AgentRestartDelay is how long an agent process that exited waits
 	// before it is started again, as a supervisor such as systemd would;
 	// default DefaultAgentRestartDelay.
@@ -178,7 +183,8 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 			continue
 		}
 		os.Remove(filepath.Join(rdir, agent.FailoverAddrFileName)) // a stale address would be taken for the new one
-		prov, err := process.New(process.Config{DataDir: rdir, Binary: cfg.Binary, Logger: cfg.Logger.With("region", r)})
+		prov, err := process.New(process.Config{DataDir: rdir, Binary: cfg.Binary, Logger: cfg.Logger.With("region", r),
+			InsecureDataPlanes: cfg.InsecureDataPlanes})
 		if err != nil {
 			return nil, err
 		}

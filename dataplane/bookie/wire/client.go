@@ -2,6 +2,7 @@ package wire
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -19,11 +20,17 @@ const (
 // ClientConfig configures a client connection. Zero fields take the
 // defaults: DialTimeout 5s (bounds connect plus handshake), RequestTimeout
 // 10s (a request without a reply by then fails with ErrTimeout),
-// MaxFrameSize DefaultMaxFrameSize (6 MiB; must match the bookies').
+// MaxFrameSize DefaultMaxFrameSize (6 MiB; must match the bookies'), TLS
+// nil (plain TCP).
 type ClientConfig struct {
 	DialTimeout    time.Duration
 	RequestTimeout time.Duration
 	MaxFrameSize   int
+	// TLS, when set, makes every connection TLS over TCP: bookies then
+	// must serve TLS (bookie.Config.TLS). Its ServerName, when empty, is
+	// the dialed address's host. Set GetClientCertificate or Certificates
+	// for bookies that require a client certificate.
+	TLS *tls.Config
 }
 
 func (c ClientConfig) withDefaults() (ClientConfig, error) {
@@ -119,6 +126,11 @@ func Dial(ctx context.Context, addr string, cfg ClientConfig) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: dial %s: %w", ErrConnClosed, addr, err)
 	}
+	if cfg.TLS != nil {
+		if nc, err = clientTLS(dctx, nc, addr, cfg.TLS); err != nil {
+			return nil, err
+		}
+	}
 	c := &Conn{
 		cfg:     cfg,
 		addr:    addr,
@@ -139,6 +151,25 @@ func Dial(ctx context.Context, addr string, cfg ClientConfig) (*Conn, error) {
 	go c.writeLoop()
 	go c.sweepLoop()
 	return c, nil
+}
+
+// clientTLS runs the TLS handshake on nc, closing it on failure.
+func clientTLS(ctx context.Context, nc net.Conn, addr string, base *tls.Config) (net.Conn, error) {
+	conf := base
+	if conf.ServerName == "" {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			host = addr
+		}
+		conf = base.Clone()
+		conf.ServerName = host
+	}
+	tc := tls.Client(nc, conf)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("%w: TLS handshake with %s: %w", ErrConnClosed, addr, err)
+	}
+	return tc, nil
 }
 
 // handshake runs before the connection's goroutines exist.

@@ -64,6 +64,16 @@
 // entry is durable). A malformed frame makes the server reply with an error
 // frame and close that connection only.
 //
+// # TLS
+//
+// With TLS (ClientConfig.TLS on the client, bookie.Config.TLS on the
+// server) the same frames run inside a TLS session on the same port: the
+// connection starts with the TLS handshake, then the HANDSHAKE frame. A
+// bookie serves either plain TCP or TLS, never both: a plain client's
+// first frame gets a TLS alert and a closed connection, a TLS client's
+// ClientHello gets an error frame (its length field is over any frame
+// size) and a closed connection.
+//
 // # Buffers and concurrency
 //
 // FrameReader reuses one buffer: a decoded frame's Body, and a decoded

@@ -1,8 +1,10 @@
 package etcdstore
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -47,6 +49,12 @@ type Config struct {
 	CloseTimeout time.Duration
 	// Username and Password authenticate the client when set.
 	Username, Password string
+	// TLS is the client's TLS configuration for https:// endpoints (trust
+	// bundle; a client certificate for members that require one). Nil
+	// with https:// endpoints: the system's roots and no client
+	// certificate. Endpoints are all http:// or all https://; TLS with
+	// http:// endpoints is a configuration error.
+	TLS *tls.Config
 	// Logger receives the etcd client's logs. Default: errors only, to stderr.
 	Logger *zap.Logger
 }
@@ -60,6 +68,18 @@ func (c Config) Validate() error {
 		if err := metadata.ValidateKey(c.Prefix); err != nil {
 			return fmt.Errorf("%w: prefix: %w", ErrBadConfig, err)
 		}
+	}
+	https := 0
+	for _, e := range c.Endpoints {
+		if strings.HasPrefix(e, "https://") {
+			https++
+		}
+	}
+	if https != 0 && https != len(c.Endpoints) {
+		return fmt.Errorf("%w: endpoints %v mix http:// and https://", ErrBadConfig, c.Endpoints)
+	}
+	if https == 0 && c.TLS != nil {
+		return fmt.Errorf("%w: TLS is configured but endpoints %v are not https://", ErrBadConfig, c.Endpoints)
 	}
 	if c.DialTimeout < 0 || c.CloseTimeout < 0 || c.PageSize < 0 {
 		return fmt.Errorf("%w: negative DialTimeout, CloseTimeout or PageSize", ErrBadConfig)
@@ -79,6 +99,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = errorLogger()
+	}
+	if c.TLS == nil && len(c.Endpoints) > 0 && strings.HasPrefix(c.Endpoints[0], "https://") {
+		c.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
 	return c
 }

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3rpc"
@@ -100,6 +101,12 @@ type EmbeddedConfig struct {
 	// election timeouts. Give them explicitly for a lone member that others
 	// will join at run time.
 	HeartbeatInterval, ElectionTimeout time.Duration
+	// ClientTLS, when its CertFile is set, serves clients over TLS: the
+	// ClientURL must then be https:// (the default one is). PeerTLS does
+	// the same for the other members and the PeerURL. etcd reads the
+	// certificate and key at every handshake (they rotate without a
+	// restart) and the trust file once, at start.
+	ClientTLS, PeerTLS ServerTLS
 	// UnsafeNoFsync skips fsync: only for tests, a crash can lose data.
 	UnsafeNoFsync bool
 	// Prefix is the key prefix of the Store of StartEmbedded (see Config).
@@ -110,6 +117,48 @@ type EmbeddedConfig struct {
 	// maxTxnOps, when set, replaces etcd's limit of operations per
 	// transaction level (tests of write batching).
 	maxTxnOps uint
+}
+
+// ServerTLS names the certificate files of an etcd member's listener.
+type ServerTLS struct {
+	// CertFile and KeyFile are the member's certificate and key (PEM).
+	// Empty CertFile: no TLS. For peers the same pair is the member's
+	// client certificate when it connects to the others.
+	CertFile, KeyFile string
+	// TrustFile holds the CA certificates client (or peer) certificates
+	// are verified against.
+	TrustFile string
+	// ClientCertAuth refuses connections without a certificate signed by
+	// a CA of TrustFile.
+	ClientCertAuth bool
+}
+
+func (t ServerTLS) enabled() bool { return t.CertFile != "" }
+
+func (t ServerTLS) validate(what, u string) error {
+	if !t.enabled() {
+		if t.KeyFile != "" || t.TrustFile != "" || t.ClientCertAuth {
+			return fmt.Errorf("%w: %s TLS without a certificate file", ErrBadConfig, what)
+		}
+		if strings.HasPrefix(u, "https://") {
+			return fmt.Errorf("%w: %s URL %s needs a TLS certificate", ErrBadConfig, what, u)
+		}
+		return nil
+	}
+	if t.KeyFile == "" {
+		return fmt.Errorf("%w: %s TLS certificate without a key file", ErrBadConfig, what)
+	}
+	if t.ClientCertAuth && t.TrustFile == "" {
+		return fmt.Errorf("%w: %s client certificate authentication needs a trust file", ErrBadConfig, what)
+	}
+	if u != "" && !strings.HasPrefix(u, "https://") {
+		return fmt.Errorf("%w: %s URL %s must be https:// to serve TLS", ErrBadConfig, what, u)
+	}
+	return nil
+}
+
+func (t ServerTLS) info() transport.TLSInfo {
+	return transport.TLSInfo{CertFile: t.CertFile, KeyFile: t.KeyFile, TrustedCAFile: t.TrustFile, ClientCertAuth: t.ClientCertAuth}
 }
 
 // Validate reports whether the config is usable.
@@ -124,6 +173,12 @@ func (c EmbeddedConfig) Validate() error {
 		if _, err := url.Parse(u); err != nil {
 			return fmt.Errorf("%w: url %q: %w", ErrBadConfig, u, err)
 		}
+	}
+	if err := c.ClientTLS.validate("client", c.ClientURL); err != nil {
+		return err
+	}
+	if err := c.PeerTLS.validate("peer", c.PeerURL); err != nil {
+		return err
 	}
 	switch c.ClusterState {
 	case "", ClusterStateNew, ClusterStateExisting:
@@ -169,15 +224,22 @@ func (c EmbeddedConfig) withDefaults() (EmbeddedConfig, error) {
 	if c.Name == "" {
 		c.Name = DefaultName
 	}
-	for _, u := range []*string{&c.ClientURL, &c.PeerURL} {
-		if *u != "" {
+	for _, u := range []struct {
+		url *string
+		tls bool
+	}{{&c.ClientURL, c.ClientTLS.enabled()}, {&c.PeerURL, c.PeerTLS.enabled()}} {
+		if *u.url != "" {
 			continue
 		}
 		p, err := pickPort()
 		if err != nil {
 			return c, err
 		}
-		*u = "http://127.0.0.1:" + strconv.Itoa(p)
+		scheme := "http://"
+		if u.tls {
+			scheme = "https://"
+		}
+		*u.url = scheme + "127.0.0.1:" + strconv.Itoa(p)
 	}
 	if c.InitialCluster == "" {
 		c.InitialCluster = c.Name + "=" + c.PeerURL
@@ -231,6 +293,12 @@ func (c EmbeddedConfig) etcdConfig() (*embed.Config, error) {
 	}
 	ec.ListenClientUrls, ec.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
 	ec.ListenPeerUrls, ec.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
+	if c.ClientTLS.enabled() {
+		ec.ClientTLSInfo = c.ClientTLS.info()
+	}
+	if c.PeerTLS.enabled() {
+		ec.PeerTLSInfo = c.PeerTLS.info()
+	}
 	ec.InitialCluster = c.InitialCluster
 	ec.ClusterState = c.ClusterState
 	ec.InitialClusterToken = c.ClusterToken

@@ -1,6 +1,7 @@
 package etcdstore_test
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"slices"
@@ -26,6 +27,10 @@ func TestConfigValidate(t *testing.T) {
 		{"prefix without slash", etcdstore.Config{Endpoints: []string{"x"}, Prefix: "a"}, false},
 		{"prefix with trailing slash", etcdstore.Config{Endpoints: []string{"x"}, Prefix: "/a/"}, false},
 		{"negative page", etcdstore.Config{Endpoints: []string{"x"}, PageSize: -1}, false},
+		{"https", etcdstore.Config{Endpoints: []string{"https://a:1", "https://b:1"}, TLS: &tls.Config{}}, true},
+		{"https, system roots", etcdstore.Config{Endpoints: []string{"https://a:1"}}, true},
+		{"mixed schemes", etcdstore.Config{Endpoints: []string{"https://a:1", "http://b:1"}}, false},
+		{"TLS with http", etcdstore.Config{Endpoints: []string{"http://a:1"}, TLS: &tls.Config{}}, false},
 	} {
 		if err := tc.cfg.Validate(); (err == nil) != tc.ok || (err != nil && !errors.Is(err, etcdstore.ErrBadConfig)) {
 			t.Errorf("%s: Validate = %v", tc.name, err)
@@ -43,6 +48,11 @@ func TestConfigValidate(t *testing.T) {
 		{"not a member", etcdstore.EmbeddedConfig{Dir: "d", Name: "n3", InitialCluster: "n1=http://a:1"}, false},
 		{"bad member", etcdstore.EmbeddedConfig{Dir: "d", InitialCluster: "magnetar"}, false},
 		{"fast election", etcdstore.EmbeddedConfig{Dir: "d", HeartbeatInterval: time.Second, ElectionTimeout: time.Second}, false},
+		{"client TLS", etcdstore.EmbeddedConfig{Dir: "d", ClientTLS: etcdstore.ServerTLS{CertFile: "c", KeyFile: "k", TrustFile: "t", ClientCertAuth: true}}, true},
+		{"client TLS on http", etcdstore.EmbeddedConfig{Dir: "d", ClientURL: "http://a:1", ClientTLS: etcdstore.ServerTLS{CertFile: "c", KeyFile: "k"}}, false},
+		{"https without TLS", etcdstore.EmbeddedConfig{Dir: "d", PeerURL: "https://a:1"}, false},
+		{"TLS without key", etcdstore.EmbeddedConfig{Dir: "d", PeerTLS: etcdstore.ServerTLS{CertFile: "c"}}, false},
+		{"client auth without trust", etcdstore.EmbeddedConfig{Dir: "d", ClientTLS: etcdstore.ServerTLS{CertFile: "c", KeyFile: "k", ClientCertAuth: true}}, false},
 	} {
 		if err := tc.cfg.Validate(); (err == nil) != tc.ok || (err != nil && !errors.Is(err, etcdstore.ErrBadConfig)) {
 			t.Errorf("%s: Validate = %v", tc.name, err)

@@ -65,6 +65,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		DialKeepAliveTimeout: 5 * time.Second,
 		Username:             cfg.Username,
 		Password:             cfg.Password,
+		TLS:                  cfg.TLS,
 		Logger:               cfg.Logger,
 	})
 	if err != nil {

@@ -10,6 +10,9 @@
 //	metadata/       `magnetar metadata` data (a single-member etcd)
 //	bookie-<i>/     `magnetar bookie` i's data
 //	<role>-<i>.log  stdout and stderr of each process (appended)
+//	tls/            ca.pem (the region CA's certificate: the trust file)
+//	                and <role>-<i>.pem, <role>-<i>-key.pem (0600) of each
+//	                process, unless Config.InsecureDataPlanes
 //
 // state.json holds the full resource name, the size and revision being
 // applied, and for each process its role, index, loopback addresses
@@ -43,9 +46,28 @@
 // the brokers' environment. Namespaces still choose when to offload
 // (offload policies).
 //
+// TLS (unless Config.InsecureDataPlanes). On first use the provisioner
+// creates a CA under <DataDir>/ca (package pki: ca.pem, ca-key.pem 0600;
+// ECDSA P-256, 10 years) and loads it afterwards. Before a process starts,
+// and at every supervisor pass, it makes sure the process has a
+// certificate of that CA (server and client usage; SANs 127.0.0.1, ::1,
+// localhost and the hosts of its addresses; 90 days) with more than 30
+// days left, issuing a new one in place otherwise: the processes re-read
+// their files, so renewal needs no restart, and certificates of another
+// CA (after the CA was replaced) are re-issued. The metadata member serves
+// clients and peers over https:// and requires client certificates of
+// the CA; bookies serve TLS only and require them too; brokers and
+// bookies present theirs on those links. Brokers also serve
+// pulsar+ssl:// (TLSAddr) and https:// (HTTPSAddr) beside the plain
+// listeners, without asking clients for a certificate; Status reports
+// those URLs and the CA's certificate. Switching InsecureDataPlanes
+// changes every process's arguments, which restarts them (data and
+// addresses are kept).
+//
 // Callers: the region agent (through provisioner.Provisioner) and
 // `magnetar up`. Concurrency: all methods are safe for concurrent use.
-// Lock order: cluster.mu, then Provisioner.mu (Delete); Provisioner.mu is
+// Lock order: cluster.mu, then Provisioner.mu (Delete), and caMu last
+// (taken alone or under a cluster.mu); Provisioner.mu is
 // never held while taking a cluster.mu, nor while processes are started,
 // stopped or probed. One cluster's work (which may wait up to StopGrace)
 // never blocks another's.

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/magnetar-dev/magnetar/internal/freeport"
+	"github.com/magnetar-dev/magnetar/internal/pki"
 	"github.com/magnetar-dev/magnetar/regions/provisioner"
 )
 
@@ -58,6 +59,12 @@ type Config struct {
 	// Offload, when its Bucket is set, gives every cluster's brokers tiered
 	// storage in that bucket (see doc.go).
 	Offload OffloadConfig
+	// InsecureDataPlanes runs clusters without TLS: plain links between
+	// brokers, bookies and the metadata store, and no TLS listeners on the
+	// brokers. For development only. Default false: every internal link is
+	// mutual TLS with certificates of the region CA, and brokers serve
+	// pulsar+ssl:// and https:// beside their plain listeners (see doc.go).
+	InsecureDataPlanes bool
 }
 
 // OffloadConfig is the tiered storage the provisioner gives its clusters:
@@ -112,6 +119,9 @@ type Provisioner struct {
 	mu       sync.Mutex
 	clusters map[string]*cluster // by resource name
 
+	caMu sync.Mutex // guards ca; taken last (after cluster.mu)
+	ca   *pki.CA    // loaded or created on first use (regionCA)
+
 	stopping  chan struct{}
 	closeOnce sync.Once
 	wg        sync.WaitGroup
@@ -138,20 +148,23 @@ type state struct {
 
 // member is one process of a cluster.
 type member struct {
-	Role     string   `json:"role"`
-	Index    int      `json:"index"`
-	Addr     string   `json:"addr"`                // metadata client, bookie or broker address
-	PeerAddr string   `json:"peer_addr,omitempty"` // metadata
-	HTTPAddr string   `json:"http_addr,omitempty"` // broker
-	Args     []string `json:"args"`                // arguments (after the binary) PID was started with
-	PID      int      `json:"pid"`
+	Role      string   `json:"role"`
+	Index     int      `json:"index"`
+	Addr      string   `json:"addr"`                 // metadata client, bookie or broker address
+	PeerAddr  string   `json:"peer_addr,omitempty"`  // metadata
+	HTTPAddr  string   `json:"http_addr,omitempty"`  // broker
+	TLSAddr   string   `json:"tls_addr,omitempty"`   // broker's pulsar+ssl:// listener
+	HTTPSAddr string   `json:"https_addr,omitempty"` // broker's https:// listener
+	Args      []string `json:"args"`                 // arguments (after the binary) PID was started with
+	PID       int      `json:"pid"`
 
 	// Supervision, in memory only.
-	started   bool // started or adopted by this provisioner at least once
-	restarts  int  // restarts in a row without becoming stable
-	nextStart time.Time
-	startedAt time.Time
-	lastErr   string
+	started     bool // started or adopted by this provisioner at least once
+	restarts    int  // restarts in a row without becoming stable
+	nextStart   time.Time
+	startedAt   time.Time
+	lastErr     string
+	certExpires time.Time // of its certificate, once ensureCert checked it
 }
 
 func (m *member) id() string { return m.Role + "-" + strconv.Itoa(m.Index) }
@@ -346,6 +359,19 @@ func (p *Provisioner) resize(ctx context.Context, c *cluster, spec provisioner.C
 		}
 		st.Brokers = append(st.Brokers, &member{Role: "broker", Index: len(st.Brokers), Addr: ports[0], HTTPAddr: ports[1]})
 	}
+	if !p.cfg.InsecureDataPlanes {
+		// Also for brokers recorded before TLS was on.
+		for _, b := range st.Brokers {
+			if b.TLSAddr != "" {
+				continue
+			}
+			ports, err := freeport.Addrs(2)
+			if err != nil {
+				return err
+			}
+			b.TLSAddr, b.HTTPSAddr = ports[0], ports[1]
+		}
+	}
 	var errs []error
 	if n := spec.Size.Brokers; len(st.Brokers) > n {
 		errs = append(errs, p.stopMembers(ctx, c, st.Brokers[n:]))
@@ -373,21 +399,33 @@ func (c *cluster) members() []*member {
 	return append(out, c.st.Brokers...)
 }
 
+// secure reports whether the provisioner's clusters run with TLS.
+func (p *Provisioner) secure() bool { return !p.cfg.InsecureDataPlanes }
+
 func (p *Provisioner) args(c *cluster, m *member) []string {
-	md := "http://" + c.st.Metadata.Addr
+	scheme := "http://"
+	if p.secure() {
+		scheme = "https://"
+	}
+	md := scheme + c.st.Metadata.Addr
+	var args []string
 	switch m.Role {
 	case "metadata":
-		return []string{"metadata", "--name", "m0", "--data-dir", filepath.Join(c.dir, "metadata"),
-			"--listen-client-url", md, "--listen-peer-url", "http://" + m.PeerAddr}
+		args = []string{"metadata", "--name", "m0", "--data-dir", filepath.Join(c.dir, "metadata"),
+			"--listen-client-url", md, "--listen-peer-url", scheme + m.PeerAddr}
 	case "bookie":
-		return []string{"bookie", "--data-dir", filepath.Join(c.dir, m.id()), "--listen", m.Addr, "--metadata", md}
+		args = []string{"bookie", "--data-dir", filepath.Join(c.dir, m.id()), "--listen", m.Addr, "--metadata", md}
 	default:
 		e := min(3, c.st.Size.Bookies)
-		args := []string{"broker", "--metadata", md, "--broker-addr", m.Addr, "--http-addr", m.HTTPAddr,
+		args = []string{"broker", "--metadata", md, "--broker-addr", m.Addr, "--http-addr", m.HTTPAddr,
 			"--cluster", filepath.Base(c.dir),
 			"--ensemble", strconv.Itoa(e), "--write-quorum", strconv.Itoa(e), "--ack-quorum", strconv.Itoa(min(2, e))}
-		return append(args, p.offloadArgs(c)...)
+		args = append(args, p.offloadArgs(c)...)
 	}
+	if p.secure() {
+		args = append(args, c.tlsArgs(m)...)
+	}
+	return args
 }
 
 func (p *Provisioner) save(c *cluster) error {
@@ -417,6 +455,15 @@ func (p *Provisioner) repair(c *cluster) {
 			break
 		}
 		want := p.args(c, m)
+		if p.secure() {
+			// Issues a missing certificate, renews one near its expiry
+			// (a running process re-reads it).
+			if err := p.ensureCert(c, m); err != nil {
+				m.lastErr = err.Error()
+				p.log.Error("process: certificate", "cluster", c.st.Name, "process", m.id(), "err", err)
+				continue
+			}
+		}
 		live := m.PID != 0 && alive(m.PID, m.Args)
 		if live && !slices.Equal(m.Args, want) {
 			// Running with outdated flags (a broker's quorum after a bookie
@@ -581,6 +628,16 @@ func (p *Provisioner) status(c *cluster) provisioner.ClusterStatus {
 		}
 		st.ServiceURL = "pulsar://" + strings.Join(addrs, ",")
 		st.AdminURL = "http://" + c.st.Brokers[0].HTTPAddr
+		if p.secure() {
+			for i, b := range c.st.Brokers {
+				addrs[i] = b.TLSAddr
+			}
+			st.TLSServiceURL = "pulsar+ssl://" + strings.Join(addrs, ",")
+			st.TLSAdminURL = "https://" + c.st.Brokers[0].HTTPSAddr
+			if ca, err := p.regionCA(); err == nil {
+				st.CACertPEM = string(ca.CertPEM)
+			}
+		}
 	}
 	return st
 }

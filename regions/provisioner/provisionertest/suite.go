@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/magnetar-dev/magnetar/internal/pki"
 	"github.com/magnetar-dev/magnetar/regions/provisioner"
 )
 
@@ -42,6 +43,7 @@ func lifecycle(t *testing.T, p provisioner.Provisioner) {
 	if got := brokersIn(st.ServiceURL); got != 1 {
 		t.Fatalf("service URL %q lists %d brokers, want 1", st.ServiceURL, got)
 	}
+	checkTLS(t, st)
 	if st.Name != name || st.Revision != 7 || st.Size != spec.Size {
 		t.Fatalf("status %+v does not echo the spec %+v", st, spec)
 	}
@@ -72,6 +74,7 @@ func lifecycle(t *testing.T, p provisioner.Provisioner) {
 	if n := count(up, "broker"); n != 2 {
 		t.Fatalf("after scaling to 2 brokers: %d broker processes", n)
 	}
+	checkTLS(t, up)
 	spec.Size.Brokers, spec.Revision = 1, 9
 	down := WaitReady(t, p, spec)
 	if down.ServiceURL != st.ServiceURL {
@@ -119,7 +122,30 @@ func WaitReady(t testing.TB, p provisioner.Provisioner, spec provisioner.Cluster
 }
 
 func brokersIn(serviceURL string) int {
-	return len(strings.Split(strings.TrimPrefix(serviceURL, "pulsar://"), ","))
+	_, hosts, _ := strings.Cut(serviceURL, "://")
+	return len(strings.Split(hosts, ","))
+}
+
+// checkTLS checks the TLS fields of a READY status: all empty, or URLs
+// listing the same number of brokers as ServiceURL and a CA certificate.
+func checkTLS(t testing.TB, st provisioner.ClusterStatus) {
+	t.Helper()
+	if st.TLSServiceURL == "" {
+		if st.TLSAdminURL != "" || st.CACertPEM != "" {
+			t.Fatalf("status without a TLS service URL has TLS admin URL %q and CA %q", st.TLSAdminURL, st.CACertPEM)
+		}
+		return
+	}
+	if !strings.HasPrefix(st.TLSServiceURL, "pulsar+ssl://") || !strings.HasPrefix(st.TLSAdminURL, "https://") {
+		t.Fatalf("READY status with TLS URLs %q %q", st.TLSServiceURL, st.TLSAdminURL)
+	}
+	if got, want := brokersIn(st.TLSServiceURL), brokersIn(st.ServiceURL); got != want {
+		t.Fatalf("TLS service URL %q lists %d brokers, the service URL %q %d", st.TLSServiceURL, got, st.ServiceURL, want)
+	}
+	ca, err := pki.ParseCert([]byte(st.CACertPEM))
+	if err != nil || !ca.IsCA {
+		t.Fatalf("CA certificate of the status: %v (%q)", err, st.CACertPEM)
+	}
 }
 
 func count(st provisioner.ClusterStatus, role string) int {
