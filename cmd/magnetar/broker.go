@@ -34,6 +34,7 @@ func newBrokerCommand() *cobra.Command {
 			if err := sec.apply(&cfg.Broker); err != nil {
 				return err
 			}
+			defer sec.close()
 			cfg.HTTPSAddr = sec.httpsAddr
 			cfg.Offload, cfg.OffloadPolicy = off.apply()
 			cfg.Broker.TopicLevelMetrics = topicMetrics
