@@ -23,6 +23,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -45,7 +46,9 @@ func (s *Server) registerOAuth(mux *http.ServeMux) {
 func writeJSONDoc(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v)
 }
 
 func (s *Server) oauthDiscovery(w http.ResponseWriter, _ *http.Request) {
@@ -91,8 +94,17 @@ func (s *Server) oauthToken(w http.ResponseWriter, r *http.Request) {
 	writeJSONDoc(w, http.StatusOK, map[string]any{
 		"access_token": tok,
 		"token_type":   "Bearer",
-		"expires_in":   int(s.issuer.TokenTTL().Seconds()),
+		"expires_in":   expiresIn(s.issuer.TokenTTL()),
 	})
+}
+
+// expiresIn is the lifetime a token response announces: the token's, less
+// a tenth (at least 1 s). Brokers challenge a connection when its token's
+// exp passes; a client that counts the lifetime from when it received the
+// token (the Java plugin does) would otherwise still think its token fresh
+// at that moment and answer the challenge with it.
+func expiresIn(ttl time.Duration) int {
+	return max(1, int((ttl - max(time.Second, ttl/10)).Seconds()))
 }
 
 func (s *Server) issueToken(r *http.Request) (token, aud string, _ *oauthError) {
