@@ -35,6 +35,7 @@ func newBrokerCommand() *cobra.Command {
 			if err := sec.apply(&cfg.Broker); err != nil {
 				return err
 			}
+			defer sec.close()
 			cfg.HTTPSAddr = sec.httpsAddr
 			var err error
 			if cfg.BookieTLS, err = bookieTLS.clientConfig(); err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/magnetar-dev/magnetar/controlplane/apiserver"
+	"github.com/magnetar-dev/magnetar/controlplane/issuer"
 	"github.com/magnetar-dev/magnetar/controlplane/store/sqlstore"
 	"github.com/magnetar-dev/magnetar/policy"
 )
@@ -53,7 +54,7 @@ func newControlPlaneCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(os.Stderr, "magnetar controlplane ready: http://%s (gRPC and REST)\n", s.Addr())
+			fmt.Fprintf(os.Stderr, "magnetar controlplane ready: http://%s (gRPC and REST), token issuer %s\n", s.Addr(), s.IssuerURL())
 			releaseStartupPages()
 			errc := make(chan error, 1)
 			go func() { errc <- s.Serve(ctx) }()
@@ -75,5 +76,11 @@ func newControlPlaneCommand() *cobra.Command {
 	f.StringVar(&dataDir, "data-dir", "./data/controlplane", "directory of the default SQLite store and bootstrap key")
 	f.StringVar(&dsn, "store", "", "store DSN: sqlite:///path.db or postgres://... (default sqlite:///<data-dir>/controlplane.db)")
 	f.StringVar(&cfg.BootstrapKeyFile, "bootstrap-key-file", "", "where the first start writes the operator API key (default <data-dir>/bootstrap.key)")
+	f.StringVar(&cfg.IssuerURL, "issuer-url", "", "OAuth2/OIDC issuer URL of the access tokens this control plane issues: the URL clients and brokers reach it at (default http://<listen address>)")
+	f.DurationVar(&cfg.AccessTokenTTL, "access-token-ttl", issuer.DefaultTokenTTL, "lifetime of access tokens; a revoked API key's broker connections end within it")
+	f.StringVar(&cfg.SigningAlg, "token-signing-alg", issuer.DefaultAlg, "algorithm of new token signing keys: ES256 or RS256")
+	f.DurationVar(&cfg.SigningKeyRotation, "signing-key-rotation", issuer.DefaultRotation, "age at which the token signing key is replaced by a new one")
+	f.DurationVar(&cfg.SigningKeyGrace, "signing-key-grace", issuer.DefaultGrace, "how long a replaced signing key stays in the JWKS")
+	f.StringArrayVar(&cfg.TokenAudiences, "token-audience", nil, "an audience, besides this control plane and its clusters, the token endpoint issues tokens for (repeatable)")
 	return cmd
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -23,6 +24,13 @@ type securityFlags struct {
 	htpasswd                          string
 	tlsAuth, authorization            bool
 	anonymousRole, superusers         string
+
+	oidcIssuers, oidcAudiences []string
+	oidcRoleClaim, oidcJWKSURL string
+	oidcTrustFile              string
+	oidcRefresh                time.Duration
+	// oidc is the provider apply built; close stops its key refresh.
+	oidc *auth.OIDCProvider
 }
 
 func (s *securityFlags) register(f *pflag.FlagSet) {
@@ -34,6 +42,12 @@ func (s *securityFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&s.tokenPublic, "auth-token-public-key", "", "enable token authentication with this RSA or EC public key file (DER or PEM)")
 	f.StringVar(&s.tokenClaim, "auth-token-claim", "sub", "token claim holding the role")
 	f.StringVar(&s.tokenAudience, "auth-token-audience", "", "refuse tokens whose aud does not include this")
+	f.StringArrayVar(&s.oidcIssuers, "auth-oidc-issuer", nil, "enable OAuth2/OIDC token authentication with this issuer's keys (its /.well-known/openid-configuration jwks_uri); repeat for several issuers")
+	f.StringArrayVar(&s.oidcAudiences, "auth-oidc-audience", nil, "aud an OIDC token must carry (required with --auth-oidc-issuer; repeat to accept several)")
+	f.StringVar(&s.oidcRoleClaim, "auth-oidc-role-claim", "sub", "OIDC token claim holding the role")
+	f.StringVar(&s.oidcJWKSURL, "auth-oidc-jwks-url", "", "fetch the keys here instead of discovering them (only with a single --auth-oidc-issuer)")
+	f.DurationVar(&s.oidcRefresh, "auth-oidc-jwks-refresh", auth.DefaultJWKSRefresh, "how often the issuers' keys are fetched again (an unknown key id fetches them at once, at most every 5s)")
+	f.StringVar(&s.oidcTrustFile, "auth-oidc-trust-certs-file", "", "PEM CA certificates trusted for https issuers, besides the system roots")
 	f.StringVar(&s.htpasswd, "auth-basic-htpasswd", "", "enable basic authentication against this htpasswd file")
 	f.BoolVar(&s.tlsAuth, "auth-tls", false, "enable TLS client-certificate authentication (the certificate's CN is the role)")
 	f.StringVar(&s.anonymousRole, "anonymous-role", "", "role of clients that present no credentials (default: they are refused)")
@@ -41,9 +55,14 @@ func (s *securityFlags) register(f *pflag.FlagSet) {
 	f.BoolVar(&s.authorization, "authorization", false, "authorize every lookup, producer, subscription and admin call (needs an authentication provider)")
 }
 
-// apply sets bc's TLS and auth fields.
-func (s *securityFlags) apply(bc *broker.Config) error {
-	var err error
+// apply sets bc's TLS and auth fields. The caller calls close when the
+// broker has shut down.
+func (s *securityFlags) apply(bc *broker.Config) (err error) {
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
 	if bc.TLSConfig, err = s.tls.serverConfig(); err != nil {
 		return err
 	}
@@ -52,6 +71,7 @@ func (s *securityFlags) apply(bc *broker.Config) error {
 	}
 	bc.TLSAddr, bc.AdvertisedTLSAddr = s.tlsAddr, s.advertisedTLS
 	var providers []auth.Provider
+	var static auth.Provider
 	if s.tokenSecret != "" || s.tokenPublic != "" {
 		tc := auth.TokenConfig{RoleClaim: s.tokenClaim, Audience: s.tokenAudience}
 		var err error
@@ -67,7 +87,28 @@ func (s *securityFlags) apply(bc *broker.Config) error {
 		if err != nil {
 			return err
 		}
+		static = p
+	}
+	if len(s.oidcIssuers) > 0 {
+		oc := auth.OIDCConfig{Audiences: s.oidcAudiences, RoleClaim: s.oidcRoleClaim, Refresh: s.oidcRefresh,
+			TrustFile: s.oidcTrustFile, Fallback: static}
+		for _, u := range s.oidcIssuers {
+			oc.Issuers = append(oc.Issuers, auth.OIDCIssuer{URL: u})
+		}
+		if s.oidcJWKSURL != "" {
+			if len(oc.Issuers) != 1 {
+				return errors.New("--auth-oidc-jwks-url needs exactly one --auth-oidc-issuer")
+			}
+			oc.Issuers[0].JWKSURL = s.oidcJWKSURL
+		}
+		p, err := auth.NewOIDCProvider(oc)
+		if err != nil {
+			return err
+		}
+		s.oidc = p
 		providers = append(providers, p)
+	} else if static != nil {
+		providers = append(providers, static)
 	}
 	if s.htpasswd != "" {
 		p, err := auth.ReadHtpasswd(s.htpasswd)
@@ -84,7 +125,7 @@ func (s *securityFlags) apply(bc *broker.Config) error {
 	}
 	if len(providers) == 0 {
 		if s.authorization {
-			return errors.New("--authorization needs an authentication provider (--auth-token-secret-key, --auth-token-public-key, --auth-basic-htpasswd or --auth-tls)")
+			return errors.New("--authorization needs an authentication provider (--auth-token-secret-key, --auth-token-public-key, --auth-oidc-issuer, --auth-basic-htpasswd or --auth-tls)")
 		}
 		return nil
 	}
@@ -107,4 +148,11 @@ func (s *securityFlags) apply(bc *broker.Config) error {
 		bc.Authorizer = auth.NewAuthorizer(eng, su)
 	}
 	return nil
+}
+
+// close stops what apply started (the OIDC key refresh).
+func (s *securityFlags) close() {
+	if s.oidc != nil {
+		s.oidc.Close()
+	}
 }

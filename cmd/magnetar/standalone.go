@@ -33,6 +33,7 @@ func newStandaloneCommand() *cobra.Command {
 			if err := sec.apply(&cfg.Broker); err != nil {
 				return err
 			}
+			defer sec.close()
 			cfg.HTTPSAddr = sec.httpsAddr
 			cfg.Offload, cfg.OffloadPolicy = off.apply()
 			start := time.Now()

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	cpv1 "github.com/magnetar-dev/magnetar/api/controlplane/v1"
+	"github.com/magnetar-dev/magnetar/controlplane/issuer"
 	"github.com/magnetar-dev/magnetar/controlplane/store"
 	"github.com/magnetar-dev/magnetar/policy"
 )
@@ -95,27 +96,80 @@ func (s *Server) authenticate(ctx context.Context) (caller, error) {
 	}
 	scheme, token, ok := strings.Cut(vals[0], " ")
 	if !ok || !strings.EqualFold(scheme, "bearer") {
-		return caller{}, unauthenticated("authorization: expected \"Bearer <api key>\"")
+		return caller{}, unauthenticated("authorization: expected \"Bearer <api key or access token>\"")
 	}
 	token = strings.TrimSpace(token)
-	rest, ok := strings.CutPrefix(token, keyPrefix)
+	if !strings.HasPrefix(token, keyPrefix) && strings.Count(token, ".") == 2 {
+		return s.checkAccessToken(ctx, token)
+	}
+	c, _, err := s.checkAPIKey(ctx, token)
+	return c, err
+}
+
+// checkAPIKey authenticates an API key secret, returning its principal and
+// the key's store object. Its errors are gRPC statuses: UNAUTHENTICATED for
+// a bad, revoked or expired key.
+func (s *Server) checkAPIKey(ctx context.Context, secret string) (caller, store.Object, error) {
+	rest, ok := strings.CutPrefix(secret, keyPrefix)
 	uid, _, ok2 := strings.Cut(rest, "_")
 	if !ok || !ok2 || uid == "" {
-		return caller{}, unauthenticated("invalid api key")
+		return caller{}, store.Object{}, unauthenticated("invalid api key")
 	}
+	obj, err := s.keyByUID(ctx, uid)
+	if err != nil {
+		return caller{}, obj, err
+	}
+	_, rec, err := decode(kindApiKey, obj)
+	if err != nil {
+		return caller{}, obj, s.toStatus(err, "")
+	}
+	if subtle.ConstantTimeCompare([]byte(hashSecret(secret)), []byte(rec.SecretSHA256)) != 1 {
+		return caller{}, obj, unauthenticated("invalid api key")
+	}
+	c, err := s.keyCaller(obj)
+	return c, obj, err
+}
+
+// checkAccessToken authenticates an access token of this control plane's
+// issuer: valid signature, iss and exp, and the API key it was issued for
+// still active (a revoked key's tokens stop working here at once).
+func (s *Server) checkAccessToken(ctx context.Context, token string) (caller, error) {
+	claims, err := s.issuer.Verify(ctx, token)
+	if errors.Is(err, issuer.ErrInvalidToken) {
+		return caller{}, unauthenticated("invalid access token")
+	}
+	if err != nil {
+		return caller{}, s.toStatus(err, "")
+	}
+	obj, err := s.keyByUID(ctx, claims.ClientID)
+	if err != nil {
+		return caller{}, err
+	}
+	c, err := s.keyCaller(obj)
+	if err == nil && c.name != issuer.Principal(claims.Subject) {
+		return caller{}, unauthenticated("invalid access token")
+	}
+	return c, err
+}
+
+// keyByUID finds an API key by uid (UNAUTHENTICATED when there is none).
+func (s *Server) keyByUID(ctx context.Context, uid string) (store.Object, error) {
 	obj, err := s.store.GetByUID(ctx, uid)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && obj.Kind != kindApiKey.collection) {
-		return caller{}, unauthenticated("invalid api key")
+		return store.Object{}, unauthenticated("invalid api key")
 	}
 	if err != nil {
-		return caller{}, s.toStatus(err, "")
+		return store.Object{}, s.toStatus(err, "")
 	}
-	m, rec, err := decode(kindApiKey, obj)
+	return obj, nil
+}
+
+// keyCaller is the principal of an API key that is neither revoked nor
+// expired.
+func (s *Server) keyCaller(obj store.Object) (caller, error) {
+	m, _, err := decode(kindApiKey, obj)
 	if err != nil {
 		return caller{}, s.toStatus(err, "")
-	}
-	if subtle.ConstantTimeCompare([]byte(hashSecret(token)), []byte(rec.SecretSHA256)) != 1 {
-		return caller{}, unauthenticated("invalid api key")
 	}
 	key := m.(*cpv1.ApiKey)
 	switch keyState(key, time.Now()) {

@@ -45,6 +45,27 @@ type Config struct {
 	// Now is the clock of billing (periods, finalization); default
 	// time.Now.
 	Now func() time.Time
+
+	// IssuerURL is the OAuth2 / OpenID Connect issuer identifier of the
+	// access tokens this server issues (their "iss"; clients and brokers
+	// find {IssuerURL}/.well-known/openid-configuration). Default
+	// "http://" + the bound listen address (127.0.0.1 for an unspecified
+	// host). Set it to the URL clients reach this server at.
+	IssuerURL string
+	// AccessTokenTTL is the lifetime of access tokens; default
+	// issuer.DefaultTokenTTL (60 s: a revoked key's broker connections end
+	// within it).
+	AccessTokenTTL time.Duration
+	// SigningAlg of new token signing keys: "ES256" (default) or "RS256".
+	SigningAlg string
+	// SigningKeyRotation is the signing key's age when a new one replaces
+	// it (default issuer.DefaultRotation); SigningKeyGrace is how long a
+	// replaced key stays in the JWKS (default issuer.DefaultGrace).
+	SigningKeyRotation, SigningKeyGrace time.Duration
+	// TokenAudiences are audiences, besides this control plane and the
+	// clusters' (issuer.ClusterAudience), that the token endpoint issues
+	// tokens for: brokers the control plane does not manage.
+	TokenAudiences []string
 }
 
 // DefaultBillingGrace is the default Config.BillingGrace.

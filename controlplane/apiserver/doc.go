@@ -16,7 +16,8 @@
 // standard library's unencrypted HTTP/2): requests whose content type is
 // application/grpc go to the gRPC server, everything else to an HTTP mux
 // with /openapi.json (Swagger 2.0), /v3/openapi.json (OpenAPI 3, generated
-// by api/openapi3gen), /healthz, /metrics and the grpc-gateway mux. The mux
+// by api/openapi3gen), /healthz, /metrics, the OAuth2 endpoints and the
+// grpc-gateway mux. The mux
 // is wrapped by the access log and the HTTP request metrics (accesslog.go):
 // one slog line per request with the authenticated principal, which the
 // gRPC interceptor hands back through a per-request token the gateway sends
@@ -32,6 +33,16 @@
 // the key (store.GetByUID); SHA-256 of the secret is compared in constant
 // time with the stored hash (secrets are 256 random bits, so a slow hash
 // adds nothing). Revoked and expired keys are refused with UNAUTHENTICATED.
+// A bearer JWT is an access token of this server's issuer (package issuer):
+// its signature, iss and exp are checked and the key its client_id names
+// must still be active, so revoking a key stops its tokens here at once.
+//
+// OAuth2 (oauth.go; docs/security.md): the server is an OpenID Connect
+// issuer at Config.IssuerURL. The mux serves discovery, the JWKS and the
+// token endpoint (client_credentials; the client is an API key) outside the
+// gateway; tokens carry the key's principal as data-plane role and an
+// audience the server knows (itself, Config.TokenAudiences, or a cluster of
+// the caller's organization).
 //
 // Request checks before the handler (auth.go's interceptor): free-text
 // fields within controlplanev1.TextLimits (limits.go); a request with a

@@ -26,6 +26,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	cpv1 "github.com/magnetar-dev/magnetar/api/controlplane/v1"
+	"github.com/magnetar-dev/magnetar/controlplane/issuer"
 	"github.com/magnetar-dev/magnetar/controlplane/store"
 )
 
@@ -37,6 +38,7 @@ type Server struct {
 	authz   Authorizer
 	metrics *metrics
 	changed *notifier
+	issuer  *issuer.Issuer
 	// repl is the replication monitor's memory (replmonitor.go).
 	repl *replState
 	// inflight maps the token of each HTTP request being served to its
@@ -157,6 +159,7 @@ func New(cfg Config) (*Server, error) {
 		w.Write(cpv1.OpenAPI3)
 	})
 	mux.HandleFunc("GET /healthz", s.healthz)
+	s.registerOAuth(mux)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.promReg, promhttp.HandlerOpts{}))
 	mux.Handle("/", limitBody(gw))
 	rest := s.observeHTTP(mux)
@@ -181,8 +184,33 @@ func New(cfg Config) (*Server, error) {
 		s.gwConn.Close()
 		return nil, fmt.Errorf("apiserver: listen: %w", err)
 	}
+	s.issuer, err = issuer.New(issuer.Config{Store: cfg.Store, URL: issuerURL(cfg.IssuerURL, s.lis.Addr()),
+		Alg: cfg.SigningAlg, TokenTTL: cfg.AccessTokenTTL, Rotation: cfg.SigningKeyRotation, Grace: cfg.SigningKeyGrace})
+	if err == nil {
+		_, err = s.issuer.JWKS(ctx) // the first start makes the signing key
+	}
+	if err != nil {
+		s.lis.Close()
+		s.gwConn.Close()
+		return nil, fmt.Errorf("apiserver: %w", err)
+	}
 	return s, nil
 }
+
+// issuerURL is the configured issuer URL, else http:// and the bound
+// address (loopback for an unspecified host).
+func issuerURL(configured string, addr net.Addr) string {
+	if configured != "" {
+		return configured
+	}
+	if ta, ok := addr.(*net.TCPAddr); ok && ta.IP.IsUnspecified() {
+		return "http://" + net.JoinHostPort("127.0.0.1", fmt.Sprint(ta.Port))
+	}
+	return "http://" + addr.String()
+}
+
+// IssuerURL is the OAuth2 / OIDC issuer identifier of this server's tokens.
+func (s *Server) IssuerURL() string { return s.issuer.URL() }
 
 // Addr is the bound listen address.
 func (s *Server) Addr() net.Addr { return s.lis.Addr() }

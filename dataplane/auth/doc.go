@@ -12,6 +12,14 @@
 //     claim (configurable); "aud" is checked when an audience is set; "exp"
 //     and "nbf" are honoured; "alg: none" and tokens over MaxTokenSize are
 //     refused. OAuth2 clients present their access token the same way.
+//   - "token" (OIDCProvider): a JWT signed by an OAuth2 / OpenID Connect
+//     issuer (RS*, PS*, ES*), verified with the key its "kid" names in the
+//     issuer's JWKS (found through {issuer}/.well-known/openid-configuration
+//     or configured). Several issuers may be trusted; "iss" picks one, "aud"
+//     must name one of the configured audiences, "exp" is required. Tokens of
+//     other issuers go to a fallback provider (a static-key TokenProvider)
+//     when one is set. The Pulsar clients' "oauth2" plugin sends its access
+//     token this way.
 //   - "tls" (TLSProvider): the verified client certificate's common name.
 //   - "basic" (BasicProvider): "user:password" checked against an htpasswd
 //     file (apr1-MD5, bcrypt or {SHA} entries).
@@ -42,8 +50,18 @@
 // mutual TLS, a client certificate: the ledger client and the metadata
 // store client use one for the links to bookies and etcd.
 //
+// # Issuer keys
+//
+// OIDCProvider keeps each issuer's key set in memory. One goroutine per
+// issuer fetches it at start and every Refresh (sooner, with backoff, after
+// a failure); a token naming an unknown kid fetches it at once, at most
+// every MinRefresh per issuer, with concurrent callers sharing one fetch. A
+// failed fetch never drops keys: the last set fetched keeps working while
+// the issuer is down. Close stops the goroutines and waits for them.
+//
 // # Concurrency
 //
 // Providers, Authenticator, Authorizer and CertReloader are safe for
-// concurrent use; none starts a goroutine.
+// concurrent use. Only OIDCProvider starts goroutines (see Issuer keys); its
+// creator owns them and calls Close.
 package auth

@@ -97,15 +97,12 @@ func (p *TokenProvider) Method() string { return MethodToken }
 
 // Authenticate verifies the token in c.Data.
 func (p *TokenProvider) Authenticate(_ context.Context, c Credentials) (Identity, error) {
-	tok := strings.TrimSpace(string(c.Data))
-	if tok == "" {
-		return Identity{}, failf("empty token")
-	}
-	if len(tok) > p.cfg.MaxTokenSize {
-		return Identity{}, failf("token of %d bytes is over the %d-byte limit", len(tok), p.cfg.MaxTokenSize)
+	tok, err := tokenText(c, p.cfg.MaxTokenSize)
+	if err != nil {
+		return Identity{}, err
 	}
 	claims := jwt.MapClaims{}
-	_, err := p.parser.ParseWithClaims(tok, claims, func(t *jwt.Token) (any, error) { return p.key, nil })
+	_, err = p.parser.ParseWithClaims(tok, claims, func(t *jwt.Token) (any, error) { return p.key, nil })
 	if err != nil {
 		return Identity{}, failf("%s", tokenReason(err))
 	}
@@ -121,6 +118,18 @@ func (p *TokenProvider) Authenticate(_ context.Context, c Credentials) (Identity
 		id.Expires = exp.Time
 	}
 	return id, nil
+}
+
+// tokenText is the token c carries, refused when empty or over max bytes.
+func tokenText(c Credentials, max int) (string, error) {
+	tok := strings.TrimSpace(string(c.Data))
+	if tok == "" {
+		return "", failf("empty token")
+	}
+	if len(tok) > max {
+		return "", failf("token of %d bytes is over the %d-byte limit", len(tok), max)
+	}
+	return tok, nil
 }
 
 func hasAudience(v any, want string) bool {
@@ -161,7 +170,10 @@ type MintOptions struct {
 	Expiry    time.Duration // 0: the token never expires
 	Now       time.Time     // default time.Now()
 	RoleClaim string        // default "sub"
-	Headers   map[string]any
+	Issuer    string        // optional "iss"
+	// Claims are further claims; they do not override the ones above.
+	Claims  map[string]any
+	Headers map[string]any
 }
 
 // Mint signs a token with key: a []byte secret (HS256), *rsa.PrivateKey
@@ -176,7 +188,14 @@ func Mint(key any, o MintOptions) (string, error) {
 	if o.RoleClaim == "" {
 		o.RoleClaim = "sub"
 	}
-	claims := jwt.MapClaims{o.RoleClaim: o.Subject}
+	claims := jwt.MapClaims{}
+	for k, v := range o.Claims {
+		claims[k] = v
+	}
+	claims[o.RoleClaim] = o.Subject
+	if o.Issuer != "" {
+		claims["iss"] = o.Issuer
+	}
 	if o.Expiry > 0 {
 		claims["exp"] = o.Now.Add(o.Expiry).Unix()
 	}

@@ -36,6 +36,12 @@ import (
 // authRefreshGrace is how long a client has to answer AUTH_CHALLENGE.
 const authRefreshGrace = 10 * time.Second
 
+// refreshChallenge is the challenge data asking a client for fresh
+// credentials: the Java client fetches new ones from its authentication
+// plugin only for exactly these bytes (Pulsar's AuthData.REFRESH_AUTH_DATA)
+// and otherwise answers with the credentials it connected with.
+var refreshChallenge = []byte("PulsarAuthRefresh")
+
 // AuthPolicies is a namespace's auth_policies record (Pulsar's
 // AuthPolicies): grants per role on the namespace and per topic, and the
 // roles allowed on named subscriptions.
@@ -318,7 +324,7 @@ func (c *conn) authRefresher() {
 		c.send(&pb.BaseCommand{Type: pb.BaseCommand_AUTH_CHALLENGE.Enum(), AuthChallenge: &pb.CommandAuthChallenge{
 			ServerVersion:   proto.String(serverVersion),
 			ProtocolVersion: proto.Int32(maxProtocolVersion),
-			Challenge:       &pb.AuthData{AuthMethodName: proto.String(c.identity().Method), AuthData: []byte("refresh")},
+			Challenge:       &pb.AuthData{AuthMethodName: proto.String(c.identity().Method), AuthData: refreshChallenge},
 		}})
 	}
 }

@@ -1,0 +1,464 @@
+package auth
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// OIDC defaults.
+const (
+	// DefaultJWKSRefresh is how often an issuer's keys are fetched again.
+	DefaultJWKSRefresh = 5 * time.Minute
+	// DefaultJWKSMinRefresh is the shortest time between two fetches of one
+	// issuer's keys made because a token named a key id not in the set.
+	DefaultJWKSMinRefresh = 5 * time.Second
+	// maxMetadataBytes bounds a discovery document or key set.
+	maxMetadataBytes = 1 << 20
+	// fetchTimeout bounds one discovery + key set fetch.
+	fetchTimeout = 10 * time.Second
+)
+
+// OIDCIssuer is one trusted issuer.
+type OIDCIssuer struct {
+	// URL is the issuer identifier: tokens carry it as "iss" (a trailing
+	// "/" is ignored when comparing), and its keys are found through
+	// {URL}/.well-known/openid-configuration's jwks_uri.
+	URL string
+	// JWKSURL, when set, is the issuer's key set, fetched without discovery.
+	JWKSURL string
+}
+
+// OIDCConfig configures an OIDCProvider.
+type OIDCConfig struct {
+	// Issuers are the trusted issuers; at least one.
+	Issuers []OIDCIssuer
+	// Audiences: a token's "aud" must include one of them. Required, so a
+	// token an issuer minted for another service is never accepted here.
+	Audiences []string
+	// RoleClaim is the claim holding the role; default "sub".
+	RoleClaim string
+	// Refresh is how often each issuer's keys are fetched in the
+	// background; default DefaultJWKSRefresh. A failed fetch is retried
+	// sooner (1 s, doubling up to Refresh); until one succeeds the last
+	// keys fetched keep working.
+	Refresh time.Duration
+	// MinRefresh rate-limits the fetches made because a token names an
+	// unknown key id; default DefaultJWKSMinRefresh.
+	MinRefresh time.Duration
+	// HTTPClient fetches discovery documents and key sets; default a
+	// client with a 10 s timeout trusting the system roots (plus TrustFile).
+	HTTPClient *http.Client
+	// TrustFile, when set and HTTPClient is nil, adds these PEM CA
+	// certificates to the roots trusted for https issuers.
+	TrustFile string
+	// Fallback authenticates tokens whose "iss" is none of Issuers (a
+	// TokenProvider with a static key); nil: such tokens are refused.
+	Fallback Provider
+	// MaxTokenSize is the longest token accepted; default DefaultMaxTokenSize.
+	MaxTokenSize int
+	// Leeway tolerates clock skew on exp and nbf; default 0.
+	Leeway time.Duration
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+// OIDCProvider authenticates JWTs ("token") signed by OpenID Connect
+// issuers, with keys fetched from each issuer's JWKS and kept fresh by a
+// goroutine that Close stops.
+type OIDCProvider struct {
+	cfg     OIDCConfig
+	parser  *jwt.Parser
+	issuers map[string]*issuerKeys // by normalized issuer URL
+	ctx     context.Context        // of the background refresh; Close cancels it
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+var _ Provider = (*OIDCProvider)(nil)
+
+// issuerKeys is one issuer's key set. mu guards every field but url and
+// jwksURL, which never change.
+type issuerKeys struct {
+	url     string // as configured (the discovery base)
+	jwksURL string // configured; "" means discover
+
+	mu          sync.Mutex
+	keys        map[string]jose.JSONWebKey // by kid
+	fetched     time.Time                  // last successful fetch; zero: never
+	lastAttempt time.Time                  // last fetch started
+	inflight    chan struct{}              // closed when the running fetch ends; nil: none
+	lastErr     error
+}
+
+// NewOIDCProvider checks cfg, starts the background refresh (which fetches
+// every issuer's keys at once) and returns the provider. An issuer that is
+// unreachable at start does not fail it: its tokens are refused until its
+// keys arrive.
+func NewOIDCProvider(cfg OIDCConfig) (*OIDCProvider, error) {
+	if len(cfg.Issuers) == 0 {
+		return nil, errors.New("auth: OIDC needs at least one issuer")
+	}
+	if len(cfg.Audiences) == 0 {
+		return nil, errors.New("auth: OIDC needs an audience (the aud this broker accepts)")
+	}
+	if cfg.RoleClaim == "" {
+		cfg.RoleClaim = "sub"
+	}
+	if cfg.Refresh <= 0 {
+		cfg.Refresh = DefaultJWKSRefresh
+	}
+	if cfg.MinRefresh <= 0 {
+		cfg.MinRefresh = DefaultJWKSMinRefresh
+	}
+	if cfg.MaxTokenSize <= 0 {
+		cfg.MaxTokenSize = DefaultMaxTokenSize
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.HTTPClient == nil {
+		c, err := newOIDCHTTPClient(cfg.TrustFile)
+		if err != nil {
+			return nil, err
+		}
+		cfg.HTTPClient = c
+	}
+	p := &OIDCProvider{cfg: cfg, issuers: map[string]*issuerKeys{}}
+	for _, is := range cfg.Issuers {
+		if !strings.HasPrefix(is.URL, "https://") && !strings.HasPrefix(is.URL, "http://") {
+			return nil, fmt.Errorf("auth: OIDC issuer %q is not an http(s) URL", is.URL)
+		}
+		n := normIssuer(is.URL)
+		if _, dup := p.issuers[n]; dup {
+			return nil, fmt.Errorf("auth: OIDC issuer %q given twice", is.URL)
+		}
+		p.issuers[n] = &issuerKeys{url: n, jwksURL: is.JWKSURL}
+	}
+	p.parser = jwt.NewParser(
+		jwt.WithValidMethods([]string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512"}),
+		jwt.WithTimeFunc(cfg.Now),
+		jwt.WithLeeway(cfg.Leeway),
+		jwt.WithExpirationRequired(),
+		jwt.WithPaddingAllowed(),
+	)
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	for _, ik := range p.issuers {
+		p.wg.Add(1)
+		go p.refreshLoop(ik)
+	}
+	return p, nil
+}
+
+func newOIDCHTTPClient(trustFile string) (*http.Client, error) {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	if trustFile != "" {
+		pem, err := os.ReadFile(trustFile)
+		if err != nil {
+			return nil, fmt.Errorf("auth: OIDC trust file: %w", err)
+		}
+		pool, err := x509.SystemCertPool()
+		if err != nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("auth: OIDC trust file %s holds no PEM certificate", trustFile)
+		}
+		t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	return &http.Client{Transport: t, Timeout: fetchTimeout}, nil
+}
+
+func normIssuer(u string) string { return strings.TrimRight(u, "/") }
+
+// Close stops the background refresh and waits for it.
+func (p *OIDCProvider) Close() error {
+	p.cancel()
+	p.wg.Wait()
+	return nil
+}
+
+// Method returns "token": OAuth2 clients send their access token as a token.
+func (p *OIDCProvider) Method() string { return MethodToken }
+
+// refreshLoop fetches ik's keys now and every Refresh, sooner after a
+// failure, until Close.
+func (p *OIDCProvider) refreshLoop(ik *issuerKeys) {
+	defer p.wg.Done()
+	backoff := time.Second
+	for {
+		err := p.refresh(p.ctx, ik, false)
+		wait := p.cfg.Refresh
+		if err != nil {
+			wait = min(backoff, p.cfg.Refresh)
+			backoff *= 2
+		} else {
+			backoff = time.Second
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-p.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// errRateLimited: an on-demand fetch was skipped because one ran less than
+// MinRefresh ago.
+var errRateLimited = errors.New("auth: key set fetched moments ago")
+
+// refresh fetches ik's keys, or waits for the fetch already running. An
+// on-demand refresh (onDemand) is skipped when the last one started less
+// than MinRefresh ago.
+func (p *OIDCProvider) refresh(ctx context.Context, ik *issuerKeys, onDemand bool) error {
+	ik.mu.Lock()
+	if ch := ik.inflight; ch != nil {
+		ik.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		ik.mu.Lock()
+		defer ik.mu.Unlock()
+		return ik.lastErr
+	}
+	if onDemand && !ik.lastAttempt.IsZero() && p.cfg.Now().Sub(ik.lastAttempt) < p.cfg.MinRefresh {
+		ik.mu.Unlock()
+		return errRateLimited
+	}
+	ch := make(chan struct{})
+	ik.inflight, ik.lastAttempt = ch, p.cfg.Now()
+	ik.mu.Unlock()
+
+	keys, err := p.fetch(ctx, ik)
+
+	ik.mu.Lock()
+	defer ik.mu.Unlock()
+	ik.inflight, ik.lastErr = nil, err
+	close(ch)
+	if err != nil {
+		if ik.fetched.IsZero() {
+			p.cfg.Logger.Warn("auth: OIDC issuer keys unavailable", "issuer", ik.url, "err", err)
+		} else {
+			p.cfg.Logger.Warn("auth: OIDC issuer keys not refreshed, keeping the last ones", "issuer", ik.url, "keys", len(ik.keys), "err", err)
+		}
+		return err
+	}
+	ik.keys, ik.fetched = keys, p.cfg.Now()
+	return nil
+}
+
+// fetch reads the issuer's discovery document (unless the JWKS URL is
+// configured) and its key set, keeping the signature keys it can use.
+func (p *OIDCProvider) fetch(ctx context.Context, ik *issuerKeys) (map[string]jose.JSONWebKey, error) {
+	ctx, cancel := context.WithTimeout(ctx, fetchTimeout)
+	defer cancel()
+	jwksURL := ik.jwksURL
+	if jwksURL == "" {
+		var meta struct {
+			Issuer  string `json:"issuer"`
+			JWKSURI string `json:"jwks_uri"`
+		}
+		if err := p.getJSON(ctx, ik.url+"/.well-known/openid-configuration", &meta); err != nil {
+			return nil, err
+		}
+		if normIssuer(meta.Issuer) != ik.url {
+			return nil, fmt.Errorf("discovery document names issuer %q, not %q", meta.Issuer, ik.url)
+		}
+		if meta.JWKSURI == "" {
+			return nil, errors.New("discovery document has no jwks_uri")
+		}
+		jwksURL = meta.JWKSURI
+	}
+	var set struct {
+		Keys []json.RawMessage `json:"keys"`
+	}
+	if err := p.getJSON(ctx, jwksURL, &set); err != nil {
+		return nil, err
+	}
+	keys := map[string]jose.JSONWebKey{}
+	for _, raw := range set.Keys {
+		var k jose.JSONWebKey
+		if err := k.UnmarshalJSON(raw); err != nil {
+			p.cfg.Logger.Warn("auth: OIDC issuer key skipped", "issuer", ik.url, "err", err)
+			continue
+		}
+		if k.Use != "" && k.Use != "sig" {
+			continue
+		}
+		switch k.Key.(type) {
+		case *rsa.PublicKey, *ecdsa.PublicKey:
+			keys[k.KeyID] = k
+		default:
+			p.cfg.Logger.Warn("auth: OIDC issuer key skipped: not an RSA or EC public key", "issuer", ik.url, "kid", k.KeyID)
+		}
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("key set %s has no RSA or EC signature key", jwksURL)
+	}
+	return keys, nil
+}
+
+func (p *OIDCProvider) getJSON(ctx context.Context, url string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := p.cfg.HTTPClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxMetadataBytes+1))
+	if err != nil {
+		return fmt.Errorf("GET %s: %w", url, err)
+	}
+	if len(b) > maxMetadataBytes {
+		return fmt.Errorf("GET %s: document over %d bytes", url, maxMetadataBytes)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("GET %s: %w", url, err)
+	}
+	return nil
+}
+
+// key finds the key for a token header: by kid, or the only key of the set
+// when the token names none. It refreshes the set (rate-limited) when the
+// kid is unknown or no keys were fetched yet.
+func (p *OIDCProvider) key(ctx context.Context, ik *issuerKeys, kid string) (jose.JSONWebKey, error) {
+	lookup := func() (jose.JSONWebKey, bool, bool) {
+		ik.mu.Lock()
+		defer ik.mu.Unlock()
+		if kid == "" && len(ik.keys) == 1 {
+			for _, k := range ik.keys {
+				return k, true, true
+			}
+		}
+		k, ok := ik.keys[kid]
+		return k, ok, !ik.fetched.IsZero()
+	}
+	if k, ok, _ := lookup(); ok {
+		return k, nil
+	}
+	err := p.refresh(ctx, ik, true)
+	k, ok, have := lookup()
+	switch {
+	case ok:
+		return k, nil
+	case !have:
+		return k, fmt.Errorf("the keys of issuer %s are not available (%v)", ik.url, err)
+	case kid == "":
+		return k, errors.New("token names no key id (kid) and its issuer has several keys")
+	}
+	return k, fmt.Errorf("token key id %q is not one of issuer %s's keys", kid, ik.url)
+}
+
+// Authenticate verifies the token in c.Data against its issuer's keys.
+func (p *OIDCProvider) Authenticate(ctx context.Context, c Credentials) (Identity, error) {
+	tok, err := tokenText(c, p.cfg.MaxTokenSize)
+	if err != nil {
+		return Identity{}, err
+	}
+	unverified := jwt.MapClaims{}
+	if _, _, err := p.parser.ParseUnverified(tok, unverified); err != nil {
+		return Identity{}, failf("malformed token")
+	}
+	iss, _ := unverified["iss"].(string)
+	ik := p.issuers[normIssuer(iss)]
+	if ik == nil || iss == "" {
+		if p.cfg.Fallback != nil {
+			return p.cfg.Fallback.Authenticate(ctx, c)
+		}
+		return Identity{}, failf("token issuer %q is not trusted", iss)
+	}
+	var keyErr error
+	claims := jwt.MapClaims{}
+	_, err = p.parser.ParseWithClaims(tok, claims, func(t *jwt.Token) (any, error) {
+		kid, _ := t.Header["kid"].(string)
+		k, err := p.key(ctx, ik, kid)
+		if err != nil {
+			keyErr = err
+			return nil, err
+		}
+		alg := t.Method.Alg()
+		if k.Algorithm != "" && k.Algorithm != alg {
+			keyErr = fmt.Errorf("token algorithm %s does not match its key's %s", alg, k.Algorithm)
+			return nil, keyErr
+		}
+		if !algFitsKey(alg, k.Key) {
+			keyErr = fmt.Errorf("token algorithm %s does not fit its key", alg)
+			return nil, keyErr
+		}
+		return k.Key, nil
+	})
+	if keyErr != nil {
+		return Identity{}, failf("%s", keyErr)
+	}
+	if err != nil {
+		return Identity{}, failf("%s", tokenReason(err))
+	}
+	if got, _ := claims["iss"].(string); normIssuer(got) != ik.url {
+		return Identity{}, failf("token issuer %q is not trusted", got)
+	}
+	if !anyAudience(claims["aud"], p.cfg.Audiences) {
+		return Identity{}, failf("token is not for this service (audience %s)", strings.Join(p.cfg.Audiences, " or "))
+	}
+	role, _ := claims[p.cfg.RoleClaim].(string)
+	if role == "" {
+		return Identity{}, failf("token has no %q claim", p.cfg.RoleClaim)
+	}
+	id := Identity{Role: role, Method: MethodToken}
+	if exp, err := claims.GetExpirationTime(); err == nil && exp != nil {
+		id.Expires = exp.Time
+	}
+	return id, nil
+}
+
+func anyAudience(v any, want []string) bool {
+	for _, w := range want {
+		if hasAudience(v, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// algFitsKey says whether a JWS algorithm verifies with key: RS*/PS* with
+// RSA, ESn with the matching curve.
+func algFitsKey(alg string, key any) bool {
+	switch k := key.(type) {
+	case *rsa.PublicKey:
+		return strings.HasPrefix(alg, "RS") || strings.HasPrefix(alg, "PS")
+	case *ecdsa.PublicKey:
+		bits := k.Curve.Params().BitSize
+		return (alg == "ES256" && bits == 256) || (alg == "ES384" && bits == 384) || (alg == "ES512" && bits == 521)
+	}
+	return false
+}
