@@ -23,10 +23,11 @@ import (
 
 // Defaults of Config.
 const (
-	// DefaultTokenTTL is an access token's lifetime: a revoked key's
-	// connections to a broker end within it (the broker challenges at exp
-	// and the client cannot get a new token).
-	DefaultTokenTTL = 60 * time.Second
+	// DefaultTokenTTL is an access token's lifetime. A revoked key's
+	// connections to a broker end at most 10 s after it (the broker
+	// challenges at exp, the client cannot get a new token, and the broker
+	// waits 10 s for an answer): within a minute.
+	DefaultTokenTTL = 50 * time.Second
 	// DefaultRotation is a signing key's age when a new one replaces it.
 	DefaultRotation = 30 * 24 * time.Hour
 	// DefaultGrace is how long a replaced key stays published.
