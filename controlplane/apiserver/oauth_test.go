@@ -85,7 +85,7 @@ func TestOAuthIssuer(t *testing.T) {
 	// Client credentials in the form (client_id: the key's uid) and with
 	// HTTP Basic (client_id: the key's name).
 	code, resp := h.postToken(ccForm(key.Uid, key.Secret, issuer.ClusterAudience(prod)), nil, "")
-	if code != 200 || resp["token_type"] != "Bearer" || resp["expires_in"] != float64(54) {
+	if code != 200 || resp["token_type"] != "Bearer" || resp["expires_in"] != float64(45) {
 		t.Fatalf("token (form): %d %v", code, resp)
 	}
 	tok := resp["access_token"].(string)

@@ -179,6 +179,7 @@ func (c clusters) CreateCluster(ctx context.Context, req *cpv1.CreateClusterRequ
 	}
 	cl.State, cl.Operation = cpv1.Cluster_CREATING, opName
 	cl.ServiceUrl, cl.AdminUrl, cl.StatusMessage = "", "", ""
+	cl.TlsServiceUrl, cl.TlsAdminUrl, cl.CaCertificate = "", "", ""
 	_, err := c.s.create(ctx, createReq{
 		k: kindCluster, parent: req.GetParent(), id: req.GetClusterId(), msg: cl, requestID: req.GetRequestId(),
 		attrs: map[string]any{"region": cl.GetRegion()},
@@ -704,6 +705,7 @@ func (a regionAgent) ReportClusterStatus(ctx context.Context, req *cpv1.ReportCl
 			if cl.State != cpv1.Cluster_DELETING {
 				cl.State, cl.Operation = cpv1.Cluster_READY, ""
 				cl.ServiceUrl, cl.AdminUrl = req.GetServiceUrl(), req.GetAdminUrl()
+				cl.TlsServiceUrl, cl.TlsAdminUrl, cl.CaCertificate = req.GetTlsServiceUrl(), req.GetTlsAdminUrl(), req.GetCaCertificate()
 				finish = func(updated *cpv1.Cluster) error {
 					return finishOperation(ctx, w, opName, cpv1.Operation_SUCCEEDED, codes.OK, "", updated)
 				}

@@ -460,7 +460,10 @@ func (a *Agent) reconcile(ctx context.Context, name string) (done, ready bool) {
 	switch st.State {
 	case provisioner.StateReady:
 		req.State, req.ServiceUrl, req.AdminUrl = cpv1.ReportClusterStatusRequest_READY, st.ServiceURL, st.AdminURL
-		if cl.GetState() == cpv1.Cluster_READY && cl.GetServiceUrl() == st.ServiceURL && cl.GetAdminUrl() == st.AdminURL && cl.GetStatusMessage() == "" {
+		req.TlsServiceUrl, req.TlsAdminUrl, req.CaCertificate = st.TLSServiceURL, st.TLSAdminURL, st.CACertPEM
+		if cl.GetState() == cpv1.Cluster_READY && cl.GetServiceUrl() == st.ServiceURL && cl.GetAdminUrl() == st.AdminURL &&
+			cl.GetTlsServiceUrl() == st.TLSServiceURL && cl.GetTlsAdminUrl() == st.TLSAdminURL && cl.GetCaCertificate() == st.CACertPEM &&
+			cl.GetStatusMessage() == "" {
 			return true, true // the record already says so
 		}
 	case provisioner.StateFailed:

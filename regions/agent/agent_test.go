@@ -215,6 +215,10 @@ func TestCreateUpdateDelete(t *testing.T) {
 	if cl.State != cpv1.Cluster_READY || cl.ServiceUrl != st.ServiceURL || cl.AdminUrl != st.AdminURL || cl.ServiceUrl == "" {
 		t.Fatalf("cluster %v; provisioner status %+v", cl, st)
 	}
+	if cl.TlsServiceUrl != st.TLSServiceURL || cl.TlsAdminUrl != st.TLSAdminURL || cl.CaCertificate != st.CACertPEM ||
+		!strings.HasPrefix(cl.TlsServiceUrl, "pulsar+ssl://") || !strings.Contains(cl.CaCertificate, "BEGIN CERTIFICATE") {
+		t.Fatalf("cluster's TLS URLs and CA %q %q %q; provisioner status %+v", cl.TlsServiceUrl, cl.TlsAdminUrl, cl.CaCertificate, st)
+	}
 
 	cl.Size.Brokers = 3
 	op = cp.wait(must[*cpv1.Operation](t)(cp.clusters.UpdateCluster(cp.ctx(), &cpv1.UpdateClusterRequest{Cluster: cl,

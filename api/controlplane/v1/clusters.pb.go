@@ -1328,8 +1328,13 @@ type ReportClusterStatusRequest struct {
 	Message    string                           `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
 	// The desired-state revision the agent acted on.
 	ObservedRevision int64 `protobuf:"varint,6,opt,name=observed_revision,json=observedRevision,proto3" json:"observed_revision,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The same brokers over TLS, and the PEM certificate of the CA clients of
+	// those URLs trust; empty when the data plane serves no TLS.
+	TlsServiceUrl string `protobuf:"bytes,7,opt,name=tls_service_url,json=tlsServiceUrl,proto3" json:"tls_service_url,omitempty"`
+	TlsAdminUrl   string `protobuf:"bytes,8,opt,name=tls_admin_url,json=tlsAdminUrl,proto3" json:"tls_admin_url,omitempty"`
+	CaCertificate string `protobuf:"bytes,9,opt,name=ca_certificate,json=caCertificate,proto3" json:"ca_certificate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReportClusterStatusRequest) Reset() {
@@ -1402,6 +1407,27 @@ func (x *ReportClusterStatusRequest) GetObservedRevision() int64 {
 		return x.ObservedRevision
 	}
 	return 0
+}
+
+func (x *ReportClusterStatusRequest) GetTlsServiceUrl() string {
+	if x != nil {
+		return x.TlsServiceUrl
+	}
+	return ""
+}
+
+func (x *ReportClusterStatusRequest) GetTlsAdminUrl() string {
+	if x != nil {
+		return x.TlsAdminUrl
+	}
+	return ""
+}
+
+func (x *ReportClusterStatusRequest) GetCaCertificate() string {
+	if x != nil {
+		return x.CaCertificate
+	}
+	return ""
 }
 
 type ReportResourceStatusRequest struct {
@@ -1628,7 +1654,7 @@ const file_api_controlplane_v1_clusters_proto_rawDesc = "" +
 	"\achanges\x18\x01 \x03(\v2'.magnetar.controlplane.v1.ClusterChangeR\achanges\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\x03R\brevision\x12U\n" +
 	"\x0epulsar_changes\x18\x03 \x03(\v2..magnetar.controlplane.v1.PulsarResourceChangeR\rpulsarChanges\x12J\n" +
-	"\fpeer_changes\x18\x04 \x03(\v2'.magnetar.controlplane.v1.ClusterChangeR\vpeerChanges\"\xdc\x02\n" +
+	"\fpeer_changes\x18\x04 \x03(\v2'.magnetar.controlplane.v1.ClusterChangeR\vpeerChanges\"\xcf\x03\n" +
 	"\x1aReportClusterStatusRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12P\n" +
 	"\x05state\x18\x02 \x01(\x0e2:.magnetar.controlplane.v1.ReportClusterStatusRequest.StateR\x05state\x12\x1f\n" +
@@ -1636,7 +1662,10 @@ const file_api_controlplane_v1_clusters_proto_rawDesc = "" +
 	"serviceUrl\x12\x1b\n" +
 	"\tadmin_url\x18\x04 \x01(\tR\badminUrl\x12\x18\n" +
 	"\amessage\x18\x05 \x01(\tR\amessage\x12+\n" +
-	"\x11observed_revision\x18\x06 \x01(\x03R\x10observedRevision\"S\n" +
+	"\x11observed_revision\x18\x06 \x01(\x03R\x10observedRevision\x12&\n" +
+	"\x0ftls_service_url\x18\a \x01(\tR\rtlsServiceUrl\x12\"\n" +
+	"\rtls_admin_url\x18\b \x01(\tR\vtlsAdminUrl\x12%\n" +
+	"\x0eca_certificate\x18\t \x01(\tR\rcaCertificate\"S\n" +
 	"\x05State\x12\x15\n" +
 	"\x11STATE_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vPROGRESSING\x10\x01\x12\t\n" +

@@ -1297,10 +1297,19 @@ type Cluster struct {
 	// Last status message from the region agent. Output only.
 	StatusMessage string `protobuf:"bytes,10,opt,name=status_message,json=statusMessage,proto3" json:"status_message,omitempty"`
 	// The operation that is changing the cluster, if any. Output only.
-	Operation     string                 `protobuf:"bytes,11,opt,name=operation,proto3" json:"operation,omitempty"`
-	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
-	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
-	Etag          string                 `protobuf:"bytes,14,opt,name=etag,proto3" json:"etag,omitempty"`
+	Operation  string                 `protobuf:"bytes,11,opt,name=operation,proto3" json:"operation,omitempty"`
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	Etag       string                 `protobuf:"bytes,14,opt,name=etag,proto3" json:"etag,omitempty"`
+	// Pulsar binary protocol over TLS ("pulsar+ssl://"), set when READY and
+	// the data plane serves TLS. Output only.
+	TlsServiceUrl string `protobuf:"bytes,15,opt,name=tls_service_url,json=tlsServiceUrl,proto3" json:"tls_service_url,omitempty"`
+	// Pulsar admin REST URL over TLS ("https://"), likewise. Output only.
+	TlsAdminUrl string `protobuf:"bytes,16,opt,name=tls_admin_url,json=tlsAdminUrl,proto3" json:"tls_admin_url,omitempty"`
+	// PEM certificate of the CA that issued the brokers' certificates: what
+	// clients of the TLS URLs trust (the Pulsar clients' trust certs file).
+	// Output only.
+	CaCertificate string `protobuf:"bytes,17,opt,name=ca_certificate,json=caCertificate,proto3" json:"ca_certificate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1429,6 +1438,27 @@ func (x *Cluster) GetUpdateTime() *timestamppb.Timestamp {
 func (x *Cluster) GetEtag() string {
 	if x != nil {
 		return x.Etag
+	}
+	return ""
+}
+
+func (x *Cluster) GetTlsServiceUrl() string {
+	if x != nil {
+		return x.TlsServiceUrl
+	}
+	return ""
+}
+
+func (x *Cluster) GetTlsAdminUrl() string {
+	if x != nil {
+		return x.TlsAdminUrl
+	}
+	return ""
+}
+
+func (x *Cluster) GetCaCertificate() string {
+	if x != nil {
+		return x.CaCertificate
 	}
 	return ""
 }
@@ -2779,7 +2809,7 @@ const file_api_controlplane_v1_resources_proto_rawDesc = "" +
 	"\vUNAVAILABLE\x10\x03\"A\n" +
 	"\vClusterSize\x12\x18\n" +
 	"\abrokers\x18\x01 \x01(\x05R\abrokers\x12\x18\n" +
-	"\abookies\x18\x02 \x01(\x05R\abookies\"\x87\x05\n" +
+	"\abookies\x18\x02 \x01(\x05R\abookies\"\xfa\x05\n" +
 	"\aCluster\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\tR\x03uid\x12!\n" +
@@ -2798,7 +2828,10 @@ const file_api_controlplane_v1_resources_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12\x12\n" +
-	"\x04etag\x18\x0e \x01(\tR\x04etag\"_\n" +
+	"\x04etag\x18\x0e \x01(\tR\x04etag\x12&\n" +
+	"\x0ftls_service_url\x18\x0f \x01(\tR\rtlsServiceUrl\x12\"\n" +
+	"\rtls_admin_url\x18\x10 \x01(\tR\vtlsAdminUrl\x12%\n" +
+	"\x0eca_certificate\x18\x11 \x01(\tR\rcaCertificate\"_\n" +
 	"\x05State\x12\x15\n" +
 	"\x11STATE_UNSPECIFIED\x10\x00\x12\f\n" +
 	"\bCREATING\x10\x01\x12\t\n" +
