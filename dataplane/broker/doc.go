@@ -56,8 +56,9 @@
 //
 // Schemas: schema.go (the schema registry in the metadata store and the
 // schema a producer or consumer brings), schemaadmin.go (the admin API's
-// schema calls), schemacompat.go (the compatibility strategies, a pure
-// check of Avro and JSON record schemas).
+// schema calls), schemacompat.go (maps the decision of package
+// dataplane/schemacompat, the compatibility strategies, to Pulsar's
+// IncompatibleSchema error).
 //
 // Policies and quotas:
 //   - resources.go: Resources, the metadata-store records of clusters,
@@ -122,11 +123,11 @@
 // # Separate ideas
 //
 // Most files share the Topic, Subscription and Service internals and
-// belong together. Three parts do not, and could become sub-packages: the
-// metadata records and their paths (resources.go, adminpolicies.go,
-// topicname.go), which package admin and the broker both read and which
-// never touch a loaded topic; the schema compatibility check
-// (schemacompat.go), a pure function of schema definitions; and the load
+// belong together. The schema compatibility check is a pure function of
+// schema definitions and lives in its own package (dataplane/schemacompat).
+// Two more parts could follow: the metadata records and their paths
+// (resources.go, adminpolicies.go, topicname.go), which package admin and
+// the broker both read and which never touch a loaded topic; and the load
 // manager's decisions (shedDecisions in loadmanager.go), a pure function
 // of load reports. Compaction, replication, deduplication, usage metering
 // and the rate limits reach into Topic and Subscription state under their
