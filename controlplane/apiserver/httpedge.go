@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	cpv1 "github.com/magnetar-dev/magnetar/api/controlplane/v1"
 )
@@ -38,6 +40,32 @@ func limitBody(next http.Handler) http.Handler {
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// authBeforeBody authenticates a request that carries a body before any of
+// the body is read: without valid credentials it is answered 401 at once,
+// so an anonymous client cannot make the server read (and the gateway
+// parse) what it sends. Requests without a body are authenticated by the
+// gRPC interceptor as usual, which also authenticates these again.
+func (s *Server) authBeforeBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+			md := metadata.Pairs("authorization", r.Header.Get("Authorization"))
+			if r.Header.Get("Authorization") == "" {
+				md = metadata.MD{}
+			}
+			if _, err := s.authenticate(metadata.NewIncomingContext(r.Context(), md)); err != nil {
+				st := status.Convert(err)
+				code := runtime.HTTPStatusFromCode(st.Code())
+				// The client may still be sending: close the connection
+				// rather than read the rest to keep it.
+				w.Header().Set("Connection", "close")
+				httpError(w, code, int(st.Code()), st.Message())
+				return
+			}
+		}
 		next.ServeHTTP(w, r)
 	})
 }

@@ -1,11 +1,13 @@
 package apiserver
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	cpv1 "github.com/magnetar-dev/magnetar/api/controlplane/v1"
 )
@@ -81,5 +83,36 @@ func TestIssue31ClusterNamesMissingAgent(t *testing.T) {
 	}
 	if code, body = h.rest(a.key, "GET", "/v1/"+a.org+"/clusters/c1", nil); code != http.StatusOK || body["statusMessage"] != nil && body["statusMessage"] != "" {
 		t.Fatalf("cluster after a heartbeat: %d %v", code, body)
+	}
+}
+
+// Issue 31: a request with a body and no valid credentials is answered 401
+// before its body is read: here the body never ends, and the answer still
+// comes.
+func TestIssue31UnauthenticatedBeforeBody(t *testing.T) {
+	h := newHarness(t, "sqlite::memory:")
+	h.setup("beta")
+	for _, auth := range []string{"", "Bearer mgk_nope_nope"} {
+		pr, pw := io.Pipe()
+		go pw.Write([]byte(`{"displayName":"`)) // and never more, never closed
+		req, _ := http.NewRequest("POST", h.base+"/v1/organizations?organizationId=x", pr)
+		req.ContentLength = 1 << 20 // under the 4 MiB limit: only authentication can answer early
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		go func() { <-ctx.Done(); pw.CloseWithError(ctx.Err()) }() // a server that waits for the body fails the test, not hangs it
+		resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+		if err != nil {
+			cancel()
+			t.Fatalf("authorization %q: %v", auth, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		cancel()
+		pw.Close()
+		if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(body), "authorization") && !strings.Contains(string(body), "api key") {
+			t.Fatalf("authorization %q: %d %s", auth, resp.StatusCode, body)
+		}
 	}
 }

@@ -161,7 +161,7 @@ func New(cfg Config) (*Server, error) {
 	mux.HandleFunc("GET /healthz", s.healthz)
 	s.registerOAuth(mux)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.promReg, promhttp.HandlerOpts{}))
-	mux.Handle("/", limitBody(gw))
+	mux.Handle("/", s.authBeforeBody(limitBody(gw)))
 	rest := s.observeHTTP(mux)
 
 	protocols := new(http.Protocols)
