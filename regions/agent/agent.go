@@ -84,6 +84,11 @@ type Config struct {
 	// FailoverCacheFile keeps the endpoint's last answers across restarts;
 	// "" keeps them in memory only.
 	FailoverCacheFile string
+	// DataPlaneAuth provisions clusters whose brokers authenticate every
+	// client with the control plane's tokens (their own audience) and
+	// authorize it, the agent being their superuser, and turns the role
+	// bindings into Pulsar permissions (dataplaneauth.go). Default off.
+	DataPlaneAuth bool
 	// FailoverAddrFile, when set, receives the endpoint's bound address
 	// (host:port and a newline) once it listens, so a supervisor that
 	// asked for port 0 can find it. Removed when Run returns.
@@ -161,6 +166,9 @@ type Agent struct {
 	// adminTransport carries every admin client's requests; Run closes
 	// its idle connections when it returns.
 	adminTransport *http.Transport
+	// tokens are the agent's data-plane tokens (nil without
+	// Config.DataPlaneAuth).
+	tokens *tokens
 }
 
 type desiredEntry struct {
@@ -197,12 +205,16 @@ func New(cfg Config) (*Agent, error) {
 		conn.Close()
 		return nil, fmt.Errorf("agent: %w", err)
 	}
-	return &Agent{
+	a := &Agent{
 		cfg: cfg, log: cfg.Logger.With("region", cfg.Region), conn: conn, userConn: userConn, rpc: cpv1.NewRegionAgentClient(conn), billing: cpv1.NewBillingClient(conn),
 		prov: cfg.Provisioner, kick: make(chan struct{}, 1), desired: map[string]*desiredEntry{},
 		resources: map[string]*resourceEntry{}, peers: map[string]*cpv1.Cluster{}, admins: map[string]*pulsaradmin.Client{},
 		adminTransport: http.DefaultTransport.(*http.Transport).Clone(),
-	}, nil
+	}
+	if cfg.DataPlaneAuth {
+		a.tokens = newTokens(cfg.ControlPlaneURL, cfg.APIKey)
+	}
+	return a, nil
 }
 
 // apiKey sends the key as a bearer token on every call.
@@ -261,6 +273,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	if m != nil {
 		wg.Add(1)
 		go func() { defer wg.Done(); a.meteringLoop(ctx, m) }()
+	}
+	if a.tokens != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); a.grantLoop(ctx) }()
 	}
 	if fo != nil {
 		wg.Add(2)
@@ -444,6 +460,16 @@ func (a *Agent) reconcile(ctx context.Context, name string) (done, ready bool) {
 
 	spec := provisioner.ClusterSpec{Name: name, Revision: rev,
 		Size: provisioner.Size{Brokers: int(cl.GetSize().GetBrokers()), Bookies: int(cl.GetSize().GetBookies())}}
+	if a.tokens != nil {
+		auth, err := a.clusterAuth(ctx, name)
+		if err != nil {
+			// Without the issuer the brokers' flags cannot be written:
+			// leave the cluster as it runs and try again.
+			log.Warn("agent: data-plane authentication not known yet; cluster left as it is", "err", err)
+			return false, false
+		}
+		spec.Auth = auth
+	}
 	st, err := a.prov.Apply(ctx, spec)
 	if err != nil {
 		st = provisioner.ClusterStatus{State: provisioner.StateFailed, Message: err.Error()}

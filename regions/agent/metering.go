@@ -141,11 +141,12 @@ func (a *Agent) brokerAdminURLs(ctx context.Context, cluster, fallback string) [
 	return urls
 }
 
-func (m *meter) client(adminURL string) (*pulsaradmin.Client, error) {
+func (m *meter) client(adminURL, cluster string) (*pulsaradmin.Client, error) {
 	if c := m.clients[adminURL]; c != nil {
 		return c, nil
 	}
-	c, err := pulsaradmin.New(adminURL, append([]pulsaradmin.Option{pulsaradmin.WithHTTPClient(m.hc)}, m.a.cfg.AdminOptions...)...)
+	opts := append([]pulsaradmin.Option{pulsaradmin.WithHTTPClient(m.hc)}, m.a.cfg.AdminOptions...)
+	c, err := pulsaradmin.New(adminURL, append(opts, m.a.adminAuth(cluster)...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +167,7 @@ func (m *meter) scrape(ctx context.Context) error {
 		}
 		var samples []billing.Sample
 		for _, u := range t.brokers {
-			c, err := m.client(u)
+			c, err := m.client(u, t.name)
 			if err != nil {
 				return err
 			}

@@ -327,15 +327,16 @@ func (a *Agent) admin(adminURL string) (*pulsaradmin.Client, error) {
 	}
 	opts := append([]pulsaradmin.Option{pulsaradmin.WithHTTPClient(&http.Client{Timeout: pulsaradmin.DefaultTimeout, Transport: a.adminTransport})},
 		a.cfg.AdminOptions...)
-	if fn := a.cfg.PulsarClusterName; fn != nil {
-		var local string
-		a.mu.Lock()
-		for n, e := range a.desired {
-			if e.adminURL == adminURL {
-				local = n
-			}
+	var local string
+	a.mu.Lock()
+	for n, e := range a.desired {
+		if e.adminURL == adminURL {
+			local = n
 		}
-		a.mu.Unlock()
+	}
+	a.mu.Unlock()
+	opts = append(opts, a.adminAuth(local)...)
+	if fn := a.cfg.PulsarClusterName; fn != nil {
 		if local != "" {
 			opts = append(opts, pulsaradmin.WithClusterName(fn(local)))
 		}

@@ -44,12 +44,30 @@ type ClusterSpec struct {
 	// Revision is the desired-state revision the spec comes from; recorded
 	// and reported back, never compared.
 	Revision int64
+	// Auth, when set, makes the brokers authenticate and authorize every
+	// client; nil: they do neither.
+	Auth *Auth
+}
+
+// Auth is how a cluster's brokers authenticate and authorize clients.
+type Auth struct {
+	// Issuer is the URL of the OAuth2/OIDC issuer whose tokens the brokers
+	// accept (its keys come from its discovery document's jwks_uri).
+	Issuer string
+	// Audience is the aud those tokens must carry: one per cluster, so a
+	// token for another cluster is refused.
+	Audience string
+	// SuperuserRoles may do everything (the region agent's own role).
+	SuperuserRoles []string
 }
 
 // Validate checks the spec.
 func (s ClusterSpec) Validate() error {
 	if s.Name == "" {
 		return fmt.Errorf("%w: name is empty", ErrInvalidSpec)
+	}
+	if a := s.Auth; a != nil && (a.Issuer == "" || a.Audience == "") {
+		return fmt.Errorf("%w: %s: auth needs an issuer and an audience", ErrInvalidSpec, s.Name)
 	}
 	if s.Size.Brokers < 1 || s.Size.Bookies < 1 {
 		return fmt.Errorf("%w: %s: size must have at least one broker and one bookie (got %d brokers, %d bookies)",

@@ -51,6 +51,7 @@ type Client struct {
 	base        string // scheme://host[:port], no trailing slash
 	hc          *http.Client
 	token       string
+	tokenSource func(context.Context) (string, error)
 	cluster     string
 	replCluster func(string) (string, error)
 }
@@ -79,6 +80,13 @@ func WithTimeout(d time.Duration) Option {
 // authentication). Default: no authentication.
 func WithToken(token string) Option { return func(c *Client) { c.token = token } }
 
+// WithTokenSource calls fn for the token of every request, instead of a
+// fixed one (short-lived tokens the caller renews); an error of fn fails
+// the request.
+func WithTokenSource(fn func(context.Context) (string, error)) Option {
+	return func(c *Client) { c.tokenSource = fn }
+}
+
 // WithClusterName names the data plane's Pulsar cluster, which Apply gives
 // tenants as their allowed cluster. Default: the one cluster that
 // GET /admin/v2/clusters lists.
@@ -89,6 +97,22 @@ func WithClusterName(name string) Option { return func(c *Client) { c.cluster = 
 // cluster names for Apply. Default: the name's last segment.
 func WithReplicationClusterMapper(fn func(string) (string, error)) Option {
 	return func(c *Client) { c.replCluster = fn }
+}
+
+// authorize sets req's Authorization header from the token or the token
+// source.
+func (c *Client) authorize(ctx context.Context, req *http.Request) error {
+	tok := c.token
+	if c.tokenSource != nil {
+		var err error
+		if tok, err = c.tokenSource(ctx); err != nil {
+			return fmt.Errorf("token: %w", err)
+		}
+	}
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	return nil
 }
 
 // New returns a client of the admin API at adminURL ("http://host:8080").
@@ -155,8 +179,8 @@ func (c *Client) send(ctx context.Context, method, p string, body any) (http.Hea
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
+	if err := c.authorize(ctx, req); err != nil {
+		return nil, nil, fmt.Errorf("pulsaradmin: %s %s: %w", method, p, err)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {

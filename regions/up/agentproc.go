@@ -44,6 +44,9 @@ func (e *Env) agentArgs(region, rdir string) []string {
 	if e.cfg.InsecureDataPlanes {
 		args = append(args, "--insecure-data-planes")
 	}
+	if e.cfg.DataPlaneAuth {
+		args = append(args, "--data-plane-auth")
+	}
 	return args
 }
 

@@ -62,6 +62,9 @@ type Config struct {
 	// (process.Config.InsecureDataPlanes). Default false: TLS with
 	// certificates of each region's CA.
 	InsecureDataPlanes bool
+	// DataPlaneAuth turns on the agents' agent.Config.DataPlaneAuth:
+	// brokers that require the control plane's tokens. Default false.
+	DataPlaneAuth bool
 	// AgentRestartDelay is how long an agent process that exited waits
 	// before it is started again, as a supervisor such as systemd would;
 	// default DefaultAgentRestartDelay.
@@ -194,7 +197,7 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 			ReconcileInterval: cfg.ReconcileInterval,
 			MeteringDir:       filepath.Join(rdir, "metering"), MeteringInterval: cfg.MeteringInterval,
 			FailoverListen: "127.0.0.1:0", FailoverCacheFile: filepath.Join(rdir, "failover-cache.json"),
-			FailoverAddrFile: filepath.Join(rdir, agent.FailoverAddrFileName)})
+			FailoverAddrFile: filepath.Join(rdir, agent.FailoverAddrFileName), DataPlaneAuth: cfg.DataPlaneAuth})
 		if err != nil {
 			return nil, err
 		}

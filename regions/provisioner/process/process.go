@@ -138,12 +138,13 @@ type cluster struct {
 
 // state is the persisted record of a cluster (state.json).
 type state struct {
-	Name     string           `json:"name"`
-	Size     provisioner.Size `json:"size"`
-	Revision int64            `json:"revision"`
-	Metadata *member          `json:"metadata"`
-	Bookies  []*member        `json:"bookies"`
-	Brokers  []*member        `json:"brokers"`
+	Name     string            `json:"name"`
+	Size     provisioner.Size  `json:"size"`
+	Revision int64             `json:"revision"`
+	Auth     *provisioner.Auth `json:"auth,omitempty"`
+	Metadata *member           `json:"metadata"`
+	Bookies  []*member         `json:"bookies"`
+	Brokers  []*member         `json:"brokers"`
 }
 
 // member is one process of a cluster.
@@ -337,7 +338,7 @@ func (p *Provisioner) Apply(ctx context.Context, spec provisioner.ClusterSpec) (
 // removing the highest-numbered ones.
 func (p *Provisioner) resize(ctx context.Context, c *cluster, spec provisioner.ClusterSpec) error {
 	st := &c.st
-	st.Size, st.Revision = spec.Size, spec.Revision
+	st.Size, st.Revision, st.Auth = spec.Size, spec.Revision, spec.Auth
 	if st.Metadata == nil {
 		ports, err := freeport.Addrs(2)
 		if err != nil {
@@ -421,6 +422,12 @@ func (p *Provisioner) args(c *cluster, m *member) []string {
 			"--cluster", filepath.Base(c.dir),
 			"--ensemble", strconv.Itoa(e), "--write-quorum", strconv.Itoa(e), "--ack-quorum", strconv.Itoa(min(2, e))}
 		args = append(args, p.offloadArgs(c)...)
+		if a := c.st.Auth; a != nil {
+			args = append(args, "--auth-oidc-issuer", a.Issuer, "--auth-oidc-audience", a.Audience, "--authorization")
+			if len(a.SuperuserRoles) > 0 {
+				args = append(args, "--superuser-roles", strings.Join(a.SuperuserRoles, ","))
+			}
+		}
 	}
 	if p.secure() {
 		args = append(args, c.tlsArgs(m)...)

@@ -1,0 +1,448 @@
+package agent
+
+// Data-plane authentication (Config.DataPlaneAuth). The agent provisions
+// every cluster with its brokers trusting the control plane as OAuth2/OIDC
+// issuer, with the cluster's own audience (issuer.ClusterAudience), and the
+// agent's role as their superuser. The agent gets its tokens from the
+// control plane's token endpoint with its API key (client-credentials
+// grant), one per cluster audience, renewed before they expire, and sends
+// them on every admin call.
+//
+// Role bindings become Pulsar permissions: every grantInterval the agent
+// reads the role bindings of the organizations whose clusters it runs and
+// makes each namespace's permissions and each tenant's admin roles match
+// them (grants below), as Pulsar roles issuer.Role(member):
+//
+//   - roles/pulsar.producer on a namespace or above it (its tenant, its
+//     cluster, the organization): "produce" on the namespace;
+//   - roles/pulsar.consumer likewise: "consume";
+//   - roles/org.admin on the organization, roles/cluster.admin on the
+//     organization, the cluster or the tenant: an admin role of the tenant.
+//
+// Only roles of control-plane principals ("organizations:...") are managed:
+// grants made to other roles through the admin API stay. A binding deleted
+// in the control plane is revoked in the data plane at the next pass.
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	cpv1 "github.com/magnetar-dev/magnetar/api/controlplane/v1"
+	"github.com/magnetar-dev/magnetar/controlplane/issuer"
+	"github.com/magnetar-dev/magnetar/regions/provisioner"
+	"github.com/magnetar-dev/magnetar/regions/pulsaradmin"
+)
+
+// grantInterval is the period of the role bindings' sync.
+const grantInterval = 5 * time.Second
+
+// tokens gets and caches the agent's access tokens, one per audience.
+type tokens struct {
+	controlPlane string // http(s)://host:port
+	apiKey       string
+	hc           *http.Client
+
+	mu       sync.Mutex
+	issuer   string // from the discovery document
+	endpoint string // token endpoint
+	role     string // sub of the agent's tokens
+	byAud    map[string]cachedToken
+}
+
+type cachedToken struct {
+	token   string
+	renewAt time.Time
+}
+
+func newTokens(controlPlane, apiKey string) *tokens {
+	return &tokens{controlPlane: strings.TrimRight(controlPlane, "/"), apiKey: apiKey,
+		hc: &http.Client{Timeout: 10 * time.Second}, byAud: map[string]cachedToken{}}
+}
+
+// discover reads the issuer and its token endpoint from the control
+// plane's discovery document, once.
+func (t *tokens) discover(ctx context.Context) (issuerURL, endpoint string, err error) {
+	t.mu.Lock()
+	issuerURL, endpoint = t.issuer, t.endpoint
+	t.mu.Unlock()
+	if issuerURL != "" {
+		return issuerURL, endpoint, nil
+	}
+	var doc struct {
+		Issuer        string `json:"issuer"`
+		TokenEndpoint string `json:"token_endpoint"`
+	}
+	if err := t.getJSON(ctx, t.controlPlane+issuer.DiscoveryPath, &doc); err != nil {
+		return "", "", fmt.Errorf("agent: issuer discovery: %w", err)
+	}
+	if doc.Issuer == "" || doc.TokenEndpoint == "" {
+		return "", "", errors.New("agent: issuer discovery: no issuer or token endpoint")
+	}
+	t.mu.Lock()
+	t.issuer, t.endpoint = doc.Issuer, doc.TokenEndpoint
+	t.mu.Unlock()
+	return doc.Issuer, doc.TokenEndpoint, nil
+}
+
+func (t *tokens) getJSON(ctx context.Context, u string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := t.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s: %s", u, resp.Status, body)
+	}
+	return json.Unmarshal(body, out)
+}
+
+// token returns a valid access token for aud, asking the token endpoint
+// when the cached one is due for renewal (at three quarters of its life).
+func (t *tokens) token(ctx context.Context, aud string) (string, error) {
+	t.mu.Lock()
+	c, ok := t.byAud[aud]
+	t.mu.Unlock()
+	if ok && time.Now().Before(c.renewAt) {
+		return c.token, nil
+	}
+	_, endpoint, err := t.discover(ctx)
+	if err != nil {
+		return "", err
+	}
+	uid, ok := apiKeyUID(t.apiKey)
+	if !ok {
+		return "", errors.New("agent: the API key is not of the form mgk_<uid>_<secret>")
+	}
+	form := url.Values{"grant_type": {"client_credentials"}, "client_id": {uid}, "client_secret": {t.apiKey}, "audience": {aud}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(form.Encode()))
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := t.hc.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("agent: token for %s: %w", aud, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	var tr struct {
+		AccessToken string `json:"access_token"`
+		ExpiresIn   int64  `json:"expires_in"`
+		Error       string `json:"error"`
+		Description string `json:"error_description"`
+	}
+	if err := json.Unmarshal(body, &tr); err != nil || resp.StatusCode != http.StatusOK || tr.AccessToken == "" {
+		return "", fmt.Errorf("agent: token for %s: %s: %s %s", aud, resp.Status, tr.Error, tr.Description)
+	}
+	life := time.Duration(tr.ExpiresIn) * time.Second
+	t.mu.Lock()
+	t.byAud[aud] = cachedToken{token: tr.AccessToken, renewAt: time.Now().Add(life * 3 / 4)}
+	if t.role == "" {
+		t.role = subject(tr.AccessToken)
+	}
+	t.mu.Unlock()
+	return tr.AccessToken, nil
+}
+
+// agentRole is the role the brokers see for the agent's tokens (the sub
+// of its tokens), fetching a first token if needed.
+func (t *tokens) agentRole(ctx context.Context, aud string) (string, error) {
+	t.mu.Lock()
+	role := t.role
+	t.mu.Unlock()
+	if role != "" {
+		return role, nil
+	}
+	if _, err := t.token(ctx, aud); err != nil {
+		return "", err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.role == "" {
+		return "", errors.New("agent: the control plane's token has no sub")
+	}
+	return t.role, nil
+}
+
+// apiKeyUID is the uid of an API key "mgk_<uid>_<secret>", its OAuth2
+// client id.
+func apiKeyUID(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, "mgk_")
+	uid, _, ok2 := strings.Cut(rest, "_")
+	return uid, ok && ok2 && uid != ""
+}
+
+// subject reads the sub claim of a JWT without verifying it (the agent's
+// own token, just received from the issuer over the connection it trusts).
+func subject(jwt string) string {
+	parts := strings.Split(jwt, ".")
+	if len(parts) != 3 {
+		return ""
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return ""
+	}
+	var claims struct {
+		Sub string `json:"sub"`
+	}
+	if json.Unmarshal(raw, &claims) != nil {
+		return ""
+	}
+	return claims.Sub
+}
+
+// clusterAuth is the Auth of cluster's spec when DataPlaneAuth is on.
+func (a *Agent) clusterAuth(ctx context.Context, cluster string) (*provisioner.Auth, error) {
+	if a.tokens == nil {
+		return nil, nil
+	}
+	iss, _, err := a.tokens.discover(ctx)
+	if err != nil {
+		return nil, err
+	}
+	aud := issuer.ClusterAudience(cluster)
+	role, err := a.tokens.agentRole(ctx, aud)
+	if err != nil {
+		return nil, err
+	}
+	return &provisioner.Auth{Issuer: iss, Audience: aud, SuperuserRoles: []string{role}}, nil
+}
+
+// adminAuth is the option that authenticates the agent's admin calls to
+// cluster's data plane (none without DataPlaneAuth).
+func (a *Agent) adminAuth(cluster string) []pulsaradmin.Option {
+	if a.tokens == nil || cluster == "" {
+		return nil
+	}
+	aud := issuer.ClusterAudience(cluster)
+	return []pulsaradmin.Option{pulsaradmin.WithTokenSource(func(ctx context.Context) (string, error) {
+		return a.tokens.token(ctx, aud)
+	})}
+}
+
+// grants says what role bindings give in the data plane.
+type grants struct {
+	bindings []*cpv1.RoleBinding // of one organization
+}
+
+// covers reports whether a binding on resource applies to target (the
+// resource itself or one under it).
+func covers(resource, target string) bool {
+	return target == resource || strings.HasPrefix(target, resource+"/")
+}
+
+// namespace returns role -> actions on the namespace resource ns
+// ("organizations/{o}/clusters/{c}/tenants/{t}/namespaces/{n}").
+func (g grants) namespace(ns string) map[string][]string {
+	out := map[string][]string{}
+	for _, b := range g.bindings {
+		var action string
+		switch b.GetRole() {
+		case "roles/pulsar.producer":
+			action = "produce"
+		case "roles/pulsar.consumer":
+			action = "consume"
+		default:
+			continue
+		}
+		if !covers(b.GetResource(), ns) {
+			continue
+		}
+		role := issuer.Role(b.GetMember())
+		if !slices.Contains(out[role], action) {
+			out[role] = append(out[role], action)
+			slices.Sort(out[role])
+		}
+	}
+	return out
+}
+
+// tenantAdmins returns the roles that administer the tenant resource
+// ("organizations/{o}/clusters/{c}/tenants/{t}").
+func (g grants) tenantAdmins(tenant string) []string {
+	var out []string
+	for _, b := range g.bindings {
+		switch b.GetRole() {
+		case "roles/org.admin", "roles/cluster.admin":
+		default:
+			continue
+		}
+		if covers(b.GetResource(), tenant) {
+			out = append(out, issuer.Role(b.GetMember()))
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// managedRole reports whether role is a control-plane principal's, which
+// the agent grants and revokes.
+func managedRole(role string) bool { return strings.HasPrefix(role, "organizations:") }
+
+// grantLoop syncs role bindings into the data planes until ctx ends.
+func (a *Agent) grantLoop(ctx context.Context) {
+	t := time.NewTicker(grantInterval)
+	defer t.Stop()
+	for {
+		if err := a.syncGrants(ctx); err != nil && ctx.Err() == nil {
+			a.log.Warn("agent: role bindings not applied; retrying", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// syncGrants applies every organization's role bindings to its ready
+// clusters' tenants and namespaces.
+func (a *Agent) syncGrants(ctx context.Context) error {
+	type target struct {
+		cluster, adminURL string
+		tenants           map[string]bool // resource names
+		namespaces        map[string]bool
+	}
+	byOrg := map[string][]*target{}
+	a.mu.Lock()
+	clusters := map[string]*target{}
+	for name, e := range a.desired {
+		if e.deleted || e.adminURL == "" {
+			continue
+		}
+		t := &target{cluster: name, adminURL: e.adminURL, tenants: map[string]bool{}, namespaces: map[string]bool{}}
+		clusters[name] = t
+		org := strings.Join(strings.Split(name, "/")[:2], "/")
+		byOrg[org] = append(byOrg[org], t)
+	}
+	for name, e := range a.resources {
+		if e.change.GetDeleted() || e.applied == nil {
+			continue
+		}
+		t := clusters[clusterOf(name)]
+		if t == nil {
+			continue
+		}
+		switch {
+		case e.change.GetNamespace() != nil:
+			t.namespaces[name] = true
+		case e.change.GetTenant() != nil:
+			t.tenants[name] = true
+		}
+	}
+	a.mu.Unlock()
+	iam := cpv1.NewRoleBindingsClient(a.conn)
+	var errs []error
+	for org, targets := range byOrg {
+		var g grants
+		req := &cpv1.ListRoleBindingsRequest{Parent: org}
+		for {
+			cctx, cancel := context.WithTimeout(ctx, rpcTimeout)
+			resp, err := iam.ListRoleBindings(cctx, req)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("role bindings of %s: %w", org, err)
+			}
+			g.bindings = append(g.bindings, resp.GetRoleBindings()...)
+			if resp.GetNextPageToken() == "" {
+				break
+			}
+			req.PageToken = resp.GetNextPageToken()
+		}
+		for _, t := range targets {
+			errs = append(errs, a.applyGrants(ctx, t.cluster, t.adminURL, g, t.tenants, t.namespaces))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// applyGrants makes one cluster's tenant admins and namespace permissions
+// match g.
+func (a *Agent) applyGrants(ctx context.Context, cluster, adminURL string, g grants, tenants, namespaces map[string]bool) error {
+	c, err := pulsaradmin.New(adminURL, append([]pulsaradmin.Option{
+		pulsaradmin.WithHTTPClient(&http.Client{Timeout: pulsaradmin.DefaultTimeout, Transport: a.adminTransport})}, a.adminAuth(cluster)...)...)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for name := range tenants {
+		segs := strings.Split(name, "/")
+		tenant := segs[5]
+		info, err := c.GetTenant(ctx, tenant)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("tenant %s: %w", tenant, err))
+			continue
+		}
+		want := g.tenantAdmins(name)
+		for _, r := range info.AdminRoles {
+			if !managedRole(r) {
+				want = append(want, r)
+			}
+		}
+		if sameRoles(info.AdminRoles, want) {
+			continue
+		}
+		info.AdminRoles = want
+		if _, err := c.EnsureTenant(ctx, tenant, info); err != nil {
+			errs = append(errs, fmt.Errorf("tenant %s: %w", tenant, err))
+			continue
+		}
+		a.log.Info("agent: tenant admins set from role bindings", "tenant", name, "admin_roles", want)
+	}
+	for name := range namespaces {
+		segs := strings.Split(name, "/")
+		tenant, ns := segs[5], segs[7]
+		have, err := c.NamespacePermissions(ctx, tenant, ns)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("namespace %s/%s: %w", tenant, ns, err))
+			continue
+		}
+		want := g.namespace(name)
+		for role, actions := range want {
+			cur := slices.Clone(have[role])
+			slices.Sort(cur)
+			if slices.Equal(cur, actions) {
+				continue
+			}
+			if err := c.GrantNamespace(ctx, tenant, ns, role, actions); err != nil {
+				errs = append(errs, fmt.Errorf("grant %s on %s/%s: %w", role, tenant, ns, err))
+				continue
+			}
+			a.log.Info("agent: permission granted from role bindings", "namespace", name, "role", role, "actions", actions)
+		}
+		for role := range have {
+			if _, ok := want[role]; ok || !managedRole(role) {
+				continue
+			}
+			if err := c.RevokeNamespace(ctx, tenant, ns, role); err != nil {
+				errs = append(errs, fmt.Errorf("revoke %s on %s/%s: %w", role, tenant, ns, err))
+				continue
+			}
+			a.log.Info("agent: permission revoked (no role binding)", "namespace", name, "role", role)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func sameRoles(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(slices.Compact(a), slices.Compact(b))
+}

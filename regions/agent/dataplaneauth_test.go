@@ -1,0 +1,63 @@
+package agent
+
+import (
+	"encoding/base64"
+	"reflect"
+	"testing"
+
+	cpv1 "github.com/magnetar-dev/magnetar/api/controlplane/v1"
+)
+
+func TestGrantsFromRoleBindings(t *testing.T) {
+	const (
+		org    = "organizations/acme"
+		prod   = org + "/clusters/prod"
+		shop   = prod + "/tenants/shop"
+		orders = shop + "/namespaces/orders"
+		other  = prod + "/tenants/shop/namespaces/ordersx" // a prefix of no binding's resource
+	)
+	b := func(role, member, resource string) *cpv1.RoleBinding {
+		return &cpv1.RoleBinding{Role: role, Member: org + "/serviceAccounts/" + member, Resource: resource}
+	}
+	g := grants{bindings: []*cpv1.RoleBinding{
+		b("roles/pulsar.producer", "writer", orders),
+		b("roles/pulsar.consumer", "writer", orders),
+		b("roles/pulsar.consumer", "reader", prod), // the whole cluster
+		b("roles/viewer", "looker", org),           // no data-plane permission
+		b("roles/cluster.admin", "ops", shop),
+		b("roles/org.admin", "boss", org),
+		b("roles/cluster.admin", "elsewhere", org+"/clusters/dev"),
+	}}
+	want := map[string][]string{
+		"organizations:acme:serviceAccounts:writer": {"consume", "produce"},
+		"organizations:acme:serviceAccounts:reader": {"consume"},
+	}
+	if got := g.namespace(orders); !reflect.DeepEqual(got, want) {
+		t.Errorf("namespace grants: %v, want %v", got, want)
+	}
+	if got := g.namespace(other); !reflect.DeepEqual(got, map[string][]string{"organizations:acme:serviceAccounts:reader": {"consume"}}) {
+		t.Errorf("a namespace whose name extends orders': %v", got)
+	}
+	if got, want := g.tenantAdmins(shop), []string{"organizations:acme:serviceAccounts:boss", "organizations:acme:serviceAccounts:ops"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("tenant admins: %v, want %v", got, want)
+	}
+	if !managedRole("organizations:acme:serviceAccounts:x") || managedRole("admin") {
+		t.Error("managedRole")
+	}
+}
+
+func TestAgentTokenHelpers(t *testing.T) {
+	if uid, ok := apiKeyUID("mgk_abc123_s3cret"); !ok || uid != "abc123" {
+		t.Errorf("apiKeyUID: %q %v", uid, ok)
+	}
+	if _, ok := apiKeyUID("nope"); ok {
+		t.Error("apiKeyUID accepted a key without its prefix")
+	}
+	payload := base64.RawURLEncoding.EncodeToString([]byte(`{"sub":"operators:bootstrap","aud":"x"}`))
+	if got := subject("h." + payload + ".s"); got != "operators:bootstrap" {
+		t.Errorf("subject: %q", got)
+	}
+	if got := subject("garbage"); got != "" {
+		t.Errorf("subject of garbage: %q", got)
+	}
+}
