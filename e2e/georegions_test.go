@@ -2,9 +2,15 @@ package e2e
 
 import (
 	"net/http"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/magnetar-dev/magnetar/controlplane/issuer"
 )
 
 // TestUpCrossRegionReplication: through the control plane only, a cluster
@@ -12,14 +18,28 @@ import (
 // the other as a replication cluster; the region agents register each
 // other's cluster in their data planes, and messages produced in either
 // region arrive in the other, once each and in order.
+//
+// With --data-plane-auth (subtest auth) the clusters require the control
+// plane's tokens: the agents give each cluster's brokers the other's CA
+// and a token for its audience to replicate with, and the test's clients
+// connect over pulsar+ssl:// with the operator's credentials.
 func TestUpCrossRegionReplication(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process-level test")
 	}
+	t.Run("plain", func(t *testing.T) { testUpCrossRegion(t, false) })
+	t.Run("auth", func(t *testing.T) { testUpCrossRegion(t, true) })
+}
+
+func testUpCrossRegion(t *testing.T, auth bool) {
 	dir := t.TempDir()
 	killDataPlaneOnCleanup(t, dir)
 	addr := FreeAddr(t)
-	p := Start(t, "up", "up", "--data-dir", dir, "--listen", addr)
+	args := []string{"up", "--data-dir", dir, "--listen", addr}
+	if auth {
+		args = append(args, "--data-plane-auth")
+	}
+	p := Start(t, "up", args...)
 	interruptOnCleanup(t, p)
 	p.WaitListening(addr, 30*time.Second)
 	key := readKey(t, filepath.Join(dir, "bootstrap.key"))
@@ -37,10 +57,22 @@ func TestUpCrossRegionReplication(t *testing.T) {
 			"region": region, "size": map[string]any{"brokers": 1, "bookies": 1}})
 		ops[id] = op["name"].(string)
 	}
-	urls := map[string]string{}
+	urls, clients := map[string]string{}, map[string]pulsar.Client{}
 	for id, op := range ops {
 		resp, _ := cp.waitOp(key, op, 2*time.Minute)["response"].(map[string]any)
 		urls[id], _ = resp["serviceUrl"].(string)
+		if !auth {
+			clients[id] = pulsarClient(t, strings.TrimPrefix(urls[id], "pulsar://"))
+			continue
+		}
+		tlsURL, _ := resp["tlsServiceUrl"].(string)
+		ca, _ := resp["caCertificate"].(string)
+		caFile := filepath.Join(t.TempDir(), "ca.pem")
+		if err := os.WriteFile(caFile, []byte(ca), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		uid, _ := apiKeyUID(key)
+		clients[id] = oauthClient(t, tlsURL, caFile, "http://"+addr, uid, key, issuer.ClusterAudience("organizations/acme/clusters/"+id))
 	}
 	for id := range clusters {
 		other := "west"
@@ -69,7 +101,7 @@ func TestUpCrossRegionReplication(t *testing.T) {
 	}
 
 	topic := "persistent://shop/orders/events"
-	ce, cw := pulsarClient(t, urls["east"][len("pulsar://"):]), pulsarClient(t, urls["west"][len("pulsar://"):])
+	ce, cw := clients["east"], clients["west"]
 	le, lw := startLoad(t, ce, topic, "e", 200), startLoad(t, cw, topic, "w", 200)
 	time.Sleep(3 * time.Second) // two-way load
 	ae, _ := le.finish()

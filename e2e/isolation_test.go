@@ -212,6 +212,14 @@ func oauthClient(t *testing.T, url, caFile, issuerURL, clientID, secret, aud str
 	return c
 }
 
+// apiKeyUID is the uid of an API key "mgk_<uid>_<secret>" (its OAuth2
+// client id).
+func apiKeyUID(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, "mgk_")
+	uid, _, ok2 := strings.Cut(rest, "_")
+	return uid, ok && ok2 && uid != ""
+}
+
 // produceOnce creates a producer on topic and sends one message.
 func produceOnce(c pulsar.Client, topic string) error {
 	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic})

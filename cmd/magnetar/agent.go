@@ -47,6 +47,7 @@ func newAgentCommand() *cobra.Command {
 			if metering {
 				cfg.MeteringDir = filepath.Join(pcfg.DataDir, "metering")
 			}
+			cfg.PeerCredentialsDir = filepath.Join(pcfg.DataDir, "peers")
 			if cfg.FailoverListen != "" {
 				cfg.FailoverCacheFile = filepath.Join(pcfg.DataDir, "failover-cache.json")
 				cfg.FailoverAddrFile = filepath.Join(pcfg.DataDir, agent.FailoverAddrFileName)

@@ -51,7 +51,7 @@ func (s *securityFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&s.htpasswd, "auth-basic-htpasswd", "", "enable basic authentication against this htpasswd file")
 	f.BoolVar(&s.tlsAuth, "auth-tls", false, "enable TLS client-certificate authentication (the certificate's CN is the role)")
 	f.StringVar(&s.anonymousRole, "anonymous-role", "", "role of clients that present no credentials (default: they are refused)")
-	f.StringVar(&s.superusers, "superuser-roles", "", "comma-separated roles allowed everything")
+	f.StringVar(&s.superusers, "superuser-roles", "", "comma-separated roles allowed everything (a role ending in * admits every role it prefixes, e.g. operators:*)")
 	f.BoolVar(&s.authorization, "authorization", false, "authorize every lookup, producer, subscription and admin call (needs an authentication provider)")
 }
 

@@ -131,3 +131,12 @@ func TestAuthenticatorDispatch(t *testing.T) {
 		t.Fatalf("anonymous: %v %+v", err, id)
 	}
 }
+
+func TestIsSuperuserPrefix(t *testing.T) {
+	a := NewAuthorizer(nil, []string{"admin", "operators:*"})
+	for role, want := range map[string]bool{"admin": true, "operators:bootstrap": true, "operators": false, "adminx": false, "organizations:acme:serviceAccounts:x": false} {
+		if got := a.IsSuperuser(role); got != want {
+			t.Errorf("IsSuperuser(%q) = %v, want %v", role, got, want)
+		}
+	}
+}

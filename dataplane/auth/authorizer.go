@@ -55,7 +55,8 @@ type Authorizer struct {
 }
 
 // NewAuthorizer returns an Authorizer. superusers are Pulsar's
-// superUserRoles: every action on every resource.
+// superUserRoles: every action on every resource. A superuser role ending
+// in "*" admits every role it prefixes ("operators:*").
 func NewAuthorizer(engine *policy.Engine, superusers []string) *Authorizer {
 	return &Authorizer{engine: engine, superusers: append([]string(nil), superusers...)}
 }
@@ -65,6 +66,9 @@ func NewAuthorizer(engine *policy.Engine, superusers []string) *Authorizer {
 func (a *Authorizer) IsSuperuser(role string) bool {
 	for _, s := range a.superusers {
 		if s == role {
+			return true
+		}
+		if prefix, ok := strings.CutSuffix(s, "*"); ok && strings.HasPrefix(role, prefix) {
 			return true
 		}
 	}

@@ -32,7 +32,18 @@ role_matches(pattern, role) if {
 	endswith(role, trim_prefix(pattern, "*"))
 }
 
-superuser if input.role in object.get(input, "superusers", [])
+# A superuser role may end with "*": it admits every role it prefixes.
+superuser if {
+	some pattern in object.get(input, "superusers", [])
+	superuser_matches(pattern, input.role)
+}
+
+superuser_matches(pattern, role) if pattern == role
+
+superuser_matches(pattern, role) if {
+	endswith(pattern, "*")
+	startswith(role, trim_suffix(pattern, "*"))
+}
 
 tenant_admin if superuser
 

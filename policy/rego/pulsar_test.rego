@@ -10,6 +10,13 @@ test_superuser_does_everything if {
 	pulsar.allow with input as object.union(base, {"role": "admin", "action": "tenant_admin"})
 }
 
+test_superuser_prefix if {
+	inp := object.union(base, {"superusers": ["operators:*"]})
+	pulsar.allow with input as object.union(inp, {"role": "operators:bootstrap", "action": "superuser"})
+	not pulsar.allow with input as object.union(inp, {"role": "organizations:acme:serviceAccounts:x", "action": "superuser"})
+	not pulsar.allow with input as object.union(inp, {"role": "operators", "action": "superuser"})
+}
+
 test_tenant_admin_not_superuser if {
 	pulsar.allow with input as object.union(base, {"role": "ops", "action": "tenant_admin"})
 	pulsar.allow with input as object.union(base, {"role": "ops", "action": "consume", "subscription": "s"})

@@ -89,6 +89,11 @@ type Config struct {
 	// authorize it, the agent being their superuser, and turns the role
 	// bindings into Pulsar permissions (dataplaneauth.go). Default off.
 	DataPlaneAuth bool
+	// PeerCredentialsDir holds, with DataPlaneAuth, what the clusters'
+	// brokers need to replicate to other authenticated clusters: each
+	// peer's CA certificate and a token for its audience, renewed by the
+	// agent (dataplaneauth.go). Required with DataPlaneAuth.
+	PeerCredentialsDir string
 	// FailoverAddrFile, when set, receives the endpoint's bound address
 	// (host:port and a newline) once it listens, so a supervisor that
 	// asked for port 0 can find it. Removed when Run returns.
@@ -111,6 +116,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Provisioner == nil {
 		return errors.New("agent: config: Provisioner is required")
+	}
+	if c.DataPlaneAuth && c.PeerCredentialsDir == "" {
+		return errors.New("agent: config: PeerCredentialsDir is required with DataPlaneAuth")
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -169,6 +177,9 @@ type Agent struct {
 	// tokens are the agent's data-plane tokens (nil without
 	// Config.DataPlaneAuth).
 	tokens *tokens
+	// peerTokens maps the audience of each replication peer to the token
+	// file its clusters' brokers read (guarded by mu).
+	peerTokens map[string]string
 }
 
 type desiredEntry struct {
@@ -213,6 +224,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.DataPlaneAuth {
 		a.tokens = newTokens(cfg.ControlPlaneURL, cfg.APIKey)
+		a.peerTokens = map[string]string{}
 	}
 	return a, nil
 }
@@ -275,8 +287,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		go func() { defer wg.Done(); a.meteringLoop(ctx, m) }()
 	}
 	if a.tokens != nil {
-		wg.Add(1)
+		wg.Add(2)
 		go func() { defer wg.Done(); a.grantLoop(ctx) }()
+		go func() { defer wg.Done(); a.peerTokenLoop(ctx) }()
 	}
 	if fo != nil {
 		wg.Add(2)

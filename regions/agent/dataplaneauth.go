@@ -30,8 +30,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -42,6 +45,10 @@ import (
 	"github.com/magnetar-dev/magnetar/regions/provisioner"
 	"github.com/magnetar-dev/magnetar/regions/pulsaradmin"
 )
+
+// operatorRolePrefix starts the data-plane role of every control-plane
+// operator (issuer.Role("operators/<name>")).
+const operatorRolePrefix = "operators:"
 
 // grantInterval is the period of the role bindings' sync.
 const grantInterval = 5 * time.Second
@@ -221,7 +228,15 @@ func (a *Agent) clusterAuth(ctx context.Context, cluster string) (*provisioner.A
 	if err != nil {
 		return nil, err
 	}
-	return &provisioner.Auth{Issuer: iss, Audience: aud, SuperuserRoles: []string{role}}, nil
+	// The agent's own role, and every operator's: other regions' agents
+	// replicate into this cluster with their tokens (peerCredentials).
+	roles := []string{role}
+	if !strings.HasPrefix(role, operatorRolePrefix) {
+		roles = append(roles, operatorRolePrefix+"*")
+	} else {
+		roles = []string{operatorRolePrefix + "*"}
+	}
+	return &provisioner.Auth{Issuer: iss, Audience: aud, SuperuserRoles: roles}, nil
 }
 
 // adminAuth is the option that authenticates the agent's admin calls to
@@ -445,4 +460,74 @@ func sameRoles(a, b []string) bool {
 	slices.Sort(a)
 	slices.Sort(b)
 	return slices.Equal(slices.Compact(a), slices.Compact(b))
+}
+
+// peerTokenEvery is how often the peers' token files are written again:
+// the tokens are renewed at three quarters of their life (37 s of 50 s by
+// default), so a file never holds one older than that plus this.
+const peerTokenEvery = 5 * time.Second
+
+// peerCredentials fills cd, the record of replication peer rc (described
+// by p) in a data plane, with how to reach it when it authenticates: its
+// TLS URLs, its CA certificate (written to PeerCredentialsDir) and a token
+// file for its audience, which peerTokenLoop keeps fresh and the brokers
+// read at every CONNECT and authentication challenge (Pulsar's
+// AuthenticationToken with file:// parameters). The token's role is the
+// agent's own (an operator's; brokers of authenticated clusters take
+// operators as superusers).
+func (a *Agent) peerCredentials(ctx context.Context, rc string, p *cpv1.Cluster, cd *pulsaradmin.ClusterData) error {
+	if p.GetTlsServiceUrl() == "" || p.GetCaCertificate() == "" {
+		return errors.New("the peer serves no TLS (provisioned with --insecure-data-planes?)")
+	}
+	dir := a.cfg.PeerCredentialsDir
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	base := filepath.Join(dir, a.pulsarName(rc))
+	caFile, tokenFile := base+".ca.pem", base+".token"
+	if err := writeFileAtomic(caFile, []byte(p.GetCaCertificate())); err != nil {
+		return err
+	}
+	aud := issuer.ClusterAudience(rc)
+	tok, err := a.tokens.token(ctx, aud)
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(tokenFile, []byte(tok)); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.peerTokens[aud] = tokenFile
+	a.mu.Unlock()
+	cd.ServiceURLTLS, cd.BrokerServiceURLTLS = p.GetTlsAdminUrl(), p.GetTlsServiceUrl()
+	cd.BrokerClientTLSEnabled, cd.BrokerClientTrustCertsFile = true, caFile
+	cd.AuthenticationPlugin = "org.apache.pulsar.client.impl.auth.AuthenticationToken"
+	cd.AuthenticationParameters = "file://" + tokenFile
+	return nil
+}
+
+// peerTokenLoop rewrites every peer's token file with a fresh token until
+// ctx ends.
+func (a *Agent) peerTokenLoop(ctx context.Context) {
+	t := time.NewTicker(peerTokenEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		a.mu.Lock()
+		files := maps.Clone(a.peerTokens)
+		a.mu.Unlock()
+		for aud, f := range files {
+			tok, err := a.tokens.token(ctx, aud)
+			if err == nil {
+				err = writeFileAtomic(f, []byte(tok))
+			}
+			if err != nil && ctx.Err() == nil {
+				a.log.Warn("agent: a replication peer's token was not renewed", "audience", aud, "err", err)
+			}
+		}
+	}
 }

@@ -76,7 +76,13 @@ func (a *Agent) preparePeers(ctx context.Context, c *pulsaradmin.Client, ch *cpv
 			return calls, fmt.Errorf("replication cluster %s is not ready yet", rc)
 		}
 		name := a.pulsarName(rc)
-		did, err := c.EnsureCluster(ctx, name, pulsaradmin.ClusterData{ServiceURL: p.GetAdminUrl(), BrokerServiceURL: p.GetServiceUrl()})
+		cd := pulsaradmin.ClusterData{ServiceURL: p.GetAdminUrl(), BrokerServiceURL: p.GetServiceUrl()}
+		if a.tokens != nil {
+			if err := a.peerCredentials(ctx, rc, p, &cd); err != nil {
+				return calls, fmt.Errorf("credentials for replication cluster %s: %w", rc, err)
+			}
+		}
+		did, err := c.EnsureCluster(ctx, name, cd)
 		if err != nil {
 			return calls, fmt.Errorf("register replication cluster %s: %w", rc, err)
 		}

@@ -229,6 +229,15 @@ func (c *Client) Clusters(ctx context.Context) ([]string, error) {
 type ClusterData struct {
 	ServiceURL       string `json:"serviceUrl,omitempty"`
 	BrokerServiceURL string `json:"brokerServiceUrl,omitempty"`
+	// The TLS URLs, and how this data plane's brokers reach them: over TLS
+	// trusting BrokerClientTrustCertsFile, authenticated with an
+	// authentication plugin and its parameters (Pulsar's names).
+	ServiceURLTLS              string `json:"serviceUrlTls,omitempty"`
+	BrokerServiceURLTLS        string `json:"brokerServiceUrlTls,omitempty"`
+	BrokerClientTLSEnabled     bool   `json:"brokerClientTlsEnabled,omitempty"`
+	BrokerClientTrustCertsFile string `json:"brokerClientTrustCertsFilePath,omitempty"`
+	AuthenticationPlugin       string `json:"authenticationPlugin,omitempty"`
+	AuthenticationParameters   string `json:"authenticationParameters,omitempty"`
 }
 
 // EnsureCluster registers a remote cluster (a replication peer) or

@@ -197,7 +197,8 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 			ReconcileInterval: cfg.ReconcileInterval,
 			MeteringDir:       filepath.Join(rdir, "metering"), MeteringInterval: cfg.MeteringInterval,
 			FailoverListen: "127.0.0.1:0", FailoverCacheFile: filepath.Join(rdir, "failover-cache.json"),
-			FailoverAddrFile: filepath.Join(rdir, agent.FailoverAddrFileName), DataPlaneAuth: cfg.DataPlaneAuth})
+			FailoverAddrFile: filepath.Join(rdir, agent.FailoverAddrFileName), DataPlaneAuth: cfg.DataPlaneAuth,
+			PeerCredentialsDir: filepath.Join(rdir, "peers")})
 		if err != nil {
 			return nil, err
 		}
