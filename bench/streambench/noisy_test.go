@@ -41,14 +41,15 @@ func TestNoisyBlockNamesCulprit(t *testing.T) {
 		t.Fatal("a noisy block names no other process")
 	}
 	// The loop is among the busiest others: named, or less busy than each
-	// process named (other test binaries may run beside this one).
+	// process named (other test binaries may run beside this one, so on 2
+	// cores it may get little more than a tenth of one).
 	var loop machine.ProcCores
 	for _, p := range machine.TopOthers(bl.before, bl.after, os.Getpid(), 1000) {
 		if p.Pid == pid {
 			loop = p
 		}
 	}
-	if loop.Comm != "sh" || loop.Cores < 0.2 {
+	if loop.Comm != "sh" || loop.Cores < 0.1 {
 		t.Fatalf("the busy loop %d used %.2f cores (%q), want a busy sh", pid, loop.Cores, loop.Comm)
 	}
 	if !slices.ContainsFunc(bl.topOthers, func(p machine.ProcCores) bool { return p.Pid == pid }) {
