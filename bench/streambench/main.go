@@ -10,9 +10,7 @@ import (
 	"net/http"
 	_ "net/http/pprof"
 	"os"
-	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -439,19 +437,6 @@ func parseSystems(s string) ([]string, error) {
 		}
 	}
 	return out, nil
-}
-
-// moduleRoot returns the directory of the main module's go.mod.
-func moduleRoot() (string, error) {
-	b, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	gomod := strings.TrimSpace(string(b))
-	if gomod == "" || gomod == os.DevNull {
-		return "", fmt.Errorf("not inside the magnetar module")
-	}
-	return filepath.Dir(gomod), nil
 }
 
 // commandLine renders argv as a shell command a reader can paste.

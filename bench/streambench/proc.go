@@ -29,3 +29,5 @@ func (p *process) waitReady(ctx context.Context, probe func(ctx context.Context)
 func goBuild(ctx context.Context, root, out, pkg string) error {
 	return proc.GoBuild(ctx, root, out, pkg)
 }
+
+func moduleRoot() (string, error) { return proc.ModuleRoot() }

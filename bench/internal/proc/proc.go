@@ -107,3 +107,17 @@ func GoBuild(ctx context.Context, root, out, pkg string) error {
 	}
 	return nil
 }
+
+// ModuleRoot returns the directory of the main module's go.mod (the
+// module the command runs in, for GoBuild).
+func ModuleRoot() (string, error) {
+	b, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("proc: go env GOMOD: %w", err)
+	}
+	gomod := strings.TrimSpace(string(b))
+	if gomod == "" || gomod == os.DevNull {
+		return "", fmt.Errorf("proc: not inside a Go module")
+	}
+	return filepath.Dir(gomod), nil
+}
