@@ -356,7 +356,7 @@ func buildSystems(o options) []system {
 		case "magnetar-copied":
 			out = append(out, &magnetarSystem{root: o.root, backlogReadRate: o.backlogReadRate, copyToEntryLogs: true, extraArgs: o.magnetarFlags})
 		case "magnetar-secure":
-			out = append(out, &magnetarSystem{root: o.root, backlogReadRate: o.backlogReadRate, secure: &secureSetup{}, extraArgs: o.magnetarFlags})
+			out = append(out, &magnetarSystem{root: o.root, backlogReadRate: o.backlogReadRate, pprofAddr: o.pprofAddr, secure: &secureSetup{}, extraArgs: o.magnetarFlags})
 		case "redis":
 			out = append(out, &redisSystem{install: o.installRedis})
 		}
