@@ -28,7 +28,7 @@
 // (the machine is shared). -cpuprofile DIR saves a CPU profile of the
 // broker in each case of the first round (its --pprof-addr).
 //
-//	go run ./bench/noisybench [-rounds 5] [-duration 5s] [-warmup 1s] [-quota 2000] [-b-rate 1000]
+//	go run ./bench/noisybench [-rounds 5] [-duration 10s] [-warmup 1s] [-quota 2000] [-b-rate 1000]
 //	    [-size 1024] [-a-producers 4] [-cpuprofile DIR] [-markdown FILE]
 //
 // Concurrency: main owns the server and every client; each case's
@@ -64,7 +64,7 @@ import (
 
 var (
 	rounds     = flag.Int("rounds", 5, "interleaved rounds of every case")
-	duration   = flag.Duration("duration", 5*time.Second, "measured window of each case")
+	duration   = flag.Duration("duration", 10*time.Second, "measured window of each case")
 	warmup     = flag.Duration("warmup", time.Second, "time before the window in each case")
 	quota      = flag.Int("quota", 2000, "tenant A's publish quota, msg/s")
 	bRate      = flag.Int("b-rate", 1000, "tenant B's fixed publish rate, msg/s")
