@@ -61,7 +61,7 @@ bench-noisy:
 # W1 and W2 over plain text against TLS + token authentication +
 # authorization, in one run (streambench's system magnetar-secure).
 bench-secure:
-	$(GO) run ./bench/streambench -systems magnetar,magnetar-secure -workloads W1,W2 -rounds 5 -markdown $${BENCH_MD:-/dev/null}
+	$(GO) run ./bench/streambench -systems magnetar,magnetar-secure -workloads W1,W2 -rounds 9 -markdown $${BENCH_MD:-/dev/null}
 
 # The Apache Pulsar Go client's integration tests against a fresh
 # `magnetar standalone`, one at a time; writes docs/compatibility.md.
