@@ -72,6 +72,7 @@ var (
 	bWindow    = flag.Int("b-window", 1000, "tenant B's messages in flight at most")
 	aProducers = flag.Int("a-producers", 4, "tenant A's producers")
 	aWindow    = flag.Int("a-window", 2000, "messages in flight per producer of tenant A")
+	aBatch     = flag.Int("a-batch", 1000, "tenant A's messages per batch at most (the client's default; each batch is one entry, charged whole)")
 	noQuota    = flag.Bool("no-quota", true, "also run A without a quota")
 	cpuprofile = flag.String("cpuprofile", "", "directory for CPU profiles of the broker, one per case of round 1")
 	markdown   = flag.String("markdown", "", "also write the report as Markdown to this file")
@@ -191,7 +192,7 @@ func runCase(ctx context.Context, clientA, clientB pulsar.Client, pid, round, id
 		topics := c.topics(round)
 		for i := range *aProducers {
 			p, err := clientA.CreateProducer(pulsar.ProducerOptions{Topic: topics[i%len(topics)], MaxPendingMessages: *aWindow,
-				BatchingMaxMessages: 1000, BatchingMaxSize: 1 << 20, BatchingMaxPublishDelay: 10 * time.Millisecond, SendTimeout: time.Minute})
+				BatchingMaxMessages: uint(*aBatch), BatchingMaxSize: 1 << 20, BatchingMaxPublishDelay: 10 * time.Millisecond, SendTimeout: time.Minute})
 			check(err)
 			aps = append(aps, p)
 		}
@@ -330,8 +331,8 @@ func report(w io.Writer, cases []*benchCase, rs []result, started time.Time, l0,
 	fmt.Fprintf(w, "Noisy neighbour, one broker (magnetar standalone, journal fsync on), commit %s, %s\n\n", machine.GitCommit(), started.UTC().Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(w, "- machine: %d CPUs (GOMAXPROCS %d), %s/%s, %s; shared with other work: load average %s before, %s after\n",
 		runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version(), l0.LoadAvg, l1.LoadAvg)
-	fmt.Fprintf(w, "- B: %d msg/s of %d B, no batching, at most %d in flight, open loop; A: %d producers on one connection, batching on, %d in flight each, closed loop; quota %d msg/s\n",
-		*bRate, *size, *bWindow, *aProducers, *aWindow, *quota)
+	fmt.Fprintf(w, "- B: %d msg/s of %d B, no batching, at most %d in flight, open loop; A: %d producers on one connection, batches of up to %d, %d in flight each, closed loop; quota %d msg/s\n",
+		*bRate, *size, *bWindow, *aProducers, *aBatch, *aWindow, *quota)
 	fmt.Fprintf(w, "- method: %d interleaved round(s) of %d cases, each %v measured after %v; B's latency from each message's scheduled send time; \"B p99 / alone\": against the same round's alone case\n\n",
 		*rounds, len(cases), *duration, *warmup)
 
