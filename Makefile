@@ -3,7 +3,7 @@ GO      ?= go
 PKGS    ?= ./...
 TESTFLAGS ?= -race -timeout 15m
 
-.PHONY: build test vet generate bench bench-ledger bench-geo fuzz clean compat compat-clustered
+.PHONY: build test vet generate bench bench-ledger bench-geo bench-noisy bench-secure fuzz clean compat compat-clustered
 
 build:
 	$(GO) build -o bin/magnetar ./cmd/magnetar
@@ -51,6 +51,17 @@ bench-ledger:
 # through a TCP proxy with and without added delay (bench/georepbench).
 bench-geo:
 	$(GO) run ./bench/georepbench -markdown $${BENCH_MD:-/dev/null}
+
+# Noisy neighbour on one broker: tenant B's publish latency alone and while
+# tenant A floods under a namespace publish rate, under a resource group and
+# without a quota (bench/noisybench).
+bench-noisy:
+	$(GO) run ./bench/noisybench -markdown $${BENCH_MD:-/dev/null}
+
+# W1 and W2 over plain text against TLS + token authentication +
+# authorization, in one run (streambench's system magnetar-secure).
+bench-secure:
+	$(GO) run ./bench/streambench -systems magnetar,magnetar-secure -workloads W1,W2 -rounds 9 -markdown $${BENCH_MD:-/dev/null}
 
 # The Apache Pulsar Go client's integration tests against a fresh
 # `magnetar standalone`, one at a time; writes docs/compatibility.md.

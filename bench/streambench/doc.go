@@ -79,6 +79,14 @@
 //	go run ./bench/streambench -workloads W4,W5,W6 -rounds 3 -backlog 1GiB -topics 100000 -catchup-limit 10m
 //	go run ./bench/streambench -workloads W1,W2,W3,W7 -duration 4s
 //
+// System magnetar-secure is the same standalone with the clients on its
+// TLS listener (pulsar+ssl://, a CA and certificate made by internal/pki),
+// token authentication (an HS256 key, tokens minted as `magnetar token`
+// does) and authorization on, the load generator's role granted produce
+// and consume on public/default: `-systems magnetar,magnetar-secure
+// -workloads W1,W2` measures what security costs (W5 and the paced W6 run
+// plain only).
+//
 // Rounds are interleaved (Magnetar, the peers, Magnetar, the peers ...);
 // the tables show each system's median over rounds and, per peer, the
 // median with minimum and maximum of the per-round ratios Magnetar / peer.

@@ -34,22 +34,34 @@ type magnetarSystem struct {
 	// extraArgs are appended to the standalone's command line
 	// (-magnetar-flags), for example an operator's setting to measure.
 	extraArgs []string
+	// secure (system "magnetar-secure") serves the clients over TLS with
+	// token authentication and authorization on (secure.go).
+	secure *secureSetup
 }
 
 func (m *magnetarSystem) name() string {
-	if m.copyToEntryLogs {
+	switch {
+	case m.copyToEntryLogs:
 		return "magnetar-copied"
+	case m.secure != nil:
+		return "magnetar-secure"
 	}
 	return "magnetar"
 }
 
 func (m *magnetarSystem) prepare(ctx context.Context, dir string) error {
-	m.bin = filepath.Join(dir, "magnetar")
+	// Each variant builds its own binary: the builds run at once.
+	m.bin = filepath.Join(dir, m.name())
+	if m.secure != nil {
+		if err := m.secure.prepare(filepath.Join(dir, m.name()+"-tls")); err != nil {
+			return err
+		}
+	}
 	return goBuild(ctx, m.root, m.bin, "./cmd/magnetar")
 }
 
 func (m *magnetarSystem) start(ctx context.Context, dir string, d durability) (server, error) {
-	addrs, err := freeport.Addrs(3)
+	addrs, err := freeport.Addrs(4)
 	if err != nil {
 		return nil, err
 	}
@@ -60,9 +72,9 @@ func (m *magnetarSystem) start(ctx context.Context, dir string, d durability) (s
 	return s, nil
 }
 
-// startAt starts the standalone on addrs (broker, admin HTTP, bookie): a
-// restart on the same data directory must reuse the bookie's address, which
-// its cookie records.
+// startAt starts the standalone on addrs (broker, admin HTTP, bookie and,
+// for the secure variant, the TLS broker listener): a restart on the same
+// data directory must reuse the bookie's address, which its cookie records.
 func (m *magnetarSystem) startAt(ctx context.Context, dir string, d durability, addrs []string) (*magnetarServer, error) {
 	args := []string{"standalone", "--data-dir", filepath.Join(dir, "data"),
 		"--broker-addr", addrs[0], "--http-addr", addrs[1], "--bookie-addr", addrs[2]}
@@ -78,15 +90,24 @@ func (m *magnetarSystem) startAt(ctx context.Context, dir string, d durability, 
 	if m.copyToEntryLogs {
 		args = append(args, "--copy-to-entry-logs")
 	}
+	if m.secure != nil {
+		args = append(args, m.secure.args(addrs[3])...)
+	}
 	args = append(args, m.extraArgs...)
 	p, err := startProcess(dir, "magnetar.log", m.bin, args...)
 	if err != nil {
 		return nil, err
 	}
 	s := &magnetarServer{process: p, broker: addrs[0], http: addrs[1], bookie: addrs[2]}
+	if m.secure != nil {
+		s.broker, s.secure = addrs[3], m.secure
+	}
 	err = p.waitReady(ctx, func(ctx context.Context) error {
 		return s.httpDo(ctx, http.MethodGet, "/admin/v2/brokers/health", "")
 	})
+	if err == nil && m.secure != nil {
+		err = s.httpDo(ctx, http.MethodPost, "/admin/v2/namespaces/public/default/permissions/"+secureClientRole, `["produce","consume"]`)
+	}
 	if err != nil {
 		p.stop()
 		return nil, err
@@ -97,7 +118,24 @@ func (m *magnetarSystem) startAt(ctx context.Context, dir string, d durability, 
 type magnetarServer struct {
 	*process
 	broker, http string
-	bookie       string // standalone only
+	bookie       string       // standalone only
+	secure       *secureSetup // nil: plain text, no authentication
+}
+
+// clientOptions are the Pulsar client's options for this server: plain
+// text, or TLS trusting the bench CA with the client role's token.
+func (s *magnetarServer) clientOptions() pulsar.ClientOptions {
+	o := pulsar.ClientOptions{
+		URL:              "pulsar://" + s.broker,
+		OperationTimeout: 30 * time.Second,
+		Logger:           plog.DefaultNopLogger(),
+	}
+	if s.secure != nil {
+		o.URL = "pulsar+ssl://" + s.broker
+		o.TLSTrustCertsFilePath = s.secure.caFile
+		o.Authentication = pulsar.NewAuthenticationToken(s.secure.clientToken)
+	}
+	return o
 }
 
 func (s *magnetarServer) newAdapter() adapter { return &pulsarAdapter{srv: s} }
@@ -108,6 +146,9 @@ func (s *magnetarServer) httpDo(ctx context.Context, method, path, body string) 
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if s.secure != nil {
+		req.Header.Set("Authorization", "Bearer "+s.secure.adminToken)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err
@@ -145,11 +186,7 @@ func (a *pulsarAdapter) setup(ctx context.Context, spec topicSpec, onAck func([]
 	if err != nil {
 		return err
 	}
-	a.client, err = pulsar.NewClient(pulsar.ClientOptions{
-		URL:              "pulsar://" + a.srv.broker,
-		OperationTimeout: 30 * time.Second,
-		Logger:           plog.DefaultNopLogger(),
-	})
+	a.client, err = pulsar.NewClient(a.srv.clientOptions())
 	if err != nil {
 		return fmt.Errorf("streambench: pulsar client: %w", err)
 	}

@@ -266,7 +266,7 @@ func runBlock(ctx context.Context, o options, s system, round int, tmp string, r
 		if err := srv.stop(); err != nil {
 			return err
 		}
-		if ms, ok := s.(*magnetarSystem); ok && catchup && o.catchupPaced > 0 && ms.backlogReadRate == 0 {
+		if ms, ok := s.(*magnetarSystem); ok && ms.secure == nil && catchup && o.catchupPaced > 0 && ms.backlogReadRate == 0 {
 			cpu, err := runPacedCatchup(ctx, o, ms, round, filepath.Join(tmp, fmt.Sprintf("r%d-%s-W6-paced", round, s.name())), res, progress)
 			if err != nil {
 				return err
@@ -278,7 +278,8 @@ func runBlock(ctx context.Context, o options, s system, round int, tmp string, r
 		// a disk busy freeing (and, mounted with discard, trimming) them,
 		// which put 100-200 ms stalls into the first runs after a delete.
 	}
-	if ms, ok := s.(*magnetarSystem); ok && o.workloads["W5"] {
+	// W5 creates and restarts its own plain-text standalones.
+	if ms, ok := s.(*magnetarSystem); ok && ms.secure == nil && o.workloads["W5"] {
 		dir := filepath.Join(tmp, fmt.Sprintf("r%d-%s-W5", round, s.name()))
 		mr, cpu, err := runManyTopics(ctx, ms, dir, o)
 		serverCPU += cpu
