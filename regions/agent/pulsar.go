@@ -336,6 +336,11 @@ func (a *Agent) admin(adminURL string) (*pulsaradmin.Client, error) {
 	}
 	a.mu.Unlock()
 	opts = append(opts, a.adminAuth(local)...)
+	if a.tokens != nil {
+		// The tenant admins role bindings give (dataplaneauth.go) stay
+		// when a tenant is applied.
+		opts = append(opts, pulsaradmin.WithKeptAdminRoles(managedRole))
+	}
 	if fn := a.cfg.PulsarClusterName; fn != nil {
 		if local != "" {
 			opts = append(opts, pulsaradmin.WithClusterName(fn(local)))

@@ -110,6 +110,7 @@ func Apply(ctx context.Context, c *Client, desired proto.Message) ([]string, err
 		// Replication peers the tenant's namespaces were allowed
 		// (AllowClusters) stay allowed.
 		allowed := []string{cluster}
+		admins := slices.Clone(d.GetAdminRoles())
 		if cur, err := c.GetTenant(ctx, n[0]); err == nil {
 			if known, err := c.Clusters(ctx); err == nil {
 				for _, a := range cur.AllowedClusters {
@@ -118,8 +119,14 @@ func Apply(ctx context.Context, c *Client, desired proto.Message) ([]string, err
 					}
 				}
 			}
+			// Admin roles another owner manages (WithKeptAdminRoles) stay.
+			for _, r := range cur.AdminRoles {
+				if c.keepAdmin != nil && c.keepAdmin(r) && !slices.Contains(admins, r) {
+					admins = append(admins, r)
+				}
+			}
 		}
-		return c.EnsureTenant(ctx, n[0], TenantInfo{AdminRoles: d.GetAdminRoles(), AllowedClusters: allowed})
+		return c.EnsureTenant(ctx, n[0], TenantInfo{AdminRoles: admins, AllowedClusters: allowed})
 	case *cpv1.Namespace:
 		n, err := pulsarNames(d.GetName(), 2)
 		if err != nil {

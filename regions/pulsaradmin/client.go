@@ -52,6 +52,7 @@ type Client struct {
 	hc          *http.Client
 	token       string
 	tokenSource func(context.Context) (string, error)
+	keepAdmin   func(role string) bool
 	cluster     string
 	replCluster func(string) (string, error)
 }
@@ -85,6 +86,14 @@ func WithToken(token string) Option { return func(c *Client) { c.token = token }
 // the request.
 func WithTokenSource(fn func(context.Context) (string, error)) Option {
 	return func(c *Client) { c.tokenSource = fn }
+}
+
+// WithKeptAdminRoles makes Apply keep a tenant's admin roles for which
+// keep is true, besides the desired ones: roles another owner manages
+// (the region agent's, from role bindings). Default: Apply sets exactly
+// the desired admin roles.
+func WithKeptAdminRoles(keep func(role string) bool) Option {
+	return func(c *Client) { c.keepAdmin = keep }
 }
 
 // WithClusterName names the data plane's Pulsar cluster, which Apply gives

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -248,6 +249,27 @@ func TestApply(t *testing.T) {
 	info, err := c.GetTenant(ctx, "acme")
 	if err != nil || !slices.Equal(info.AllowedClusters, []string{"standalone"}) || !slices.Equal(info.AdminRoles, []string{"ops"}) {
 		t.Fatalf("tenant: %+v %v", info, err)
+	}
+	// Admin roles another owner added: a plain client's Apply removes
+	// them, one with WithKeptAdminRoles keeps those it names.
+	keeping, err := New(c.base, WithKeptAdminRoles(func(r string) bool { return strings.HasPrefix(r, "managed:") }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.EnsureTenant(ctx, "acme", TenantInfo{AdminRoles: []string{"ops", "managed:a", "other"}, AllowedClusters: info.AllowedClusters}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Apply(ctx, keeping, tenant); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := c.GetTenant(ctx, "acme"); err != nil || !sameSet(info.AdminRoles, []string{"ops", "managed:a"}) {
+		t.Fatalf("tenant after an apply keeping managed roles: %+v %v", info, err)
+	}
+	if _, err := Apply(ctx, c, tenant); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := c.GetTenant(ctx, "acme"); err != nil || !slices.Equal(info.AdminRoles, []string{"ops"}) {
+		t.Fatalf("tenant after a plain apply: %+v %v", info, err)
 	}
 	p, err := c.GetNamespacePolicies(ctx, "acme", "orders")
 	if err != nil || p.BacklogQuota.Policy != "consumer_backlog_eviction" || p.SchemaCompatibilityStrategy != "BACKWARD_TRANSITIVE" ||
