@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -20,7 +19,6 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 	"github.com/apache/pulsar-client-go/pulsar/backoff"
-	plog "github.com/apache/pulsar-client-go/pulsar/log"
 )
 
 // meteredTraffic is known traffic, counted by the test's own clients: a
@@ -332,7 +330,7 @@ func TestBillingExactlyOnce(t *testing.T) {
 	}
 
 	client, err := pulsar.NewClient(pulsar.ClientOptions{URL: url, OperationTimeout: 30 * time.Second,
-		Logger: plog.NewLoggerWithSlog(slog.New(slog.NewTextHandler(io.Discard, nil)))})
+		Logger: quietPulsarLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"slices"
@@ -16,7 +15,6 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
-	plog "github.com/apache/pulsar-client-go/pulsar/log"
 )
 
 // dataCluster is a storage cluster (real etcd, three `magnetar bookie`
@@ -122,7 +120,7 @@ func newClusterClient(t *testing.T, url string) pulsar.Client {
 		// A paused broker keeps its TCP connections open: the client finds
 		// out through its keep-alive pings (default 30s).
 		KeepAliveInterval: 3 * time.Second,
-		Logger:            plog.NewLoggerWithSlog(slog.New(slog.NewTextHandler(io.Discard, nil))),
+		Logger:            quietPulsarLogger(),
 	})
 	if err != nil {
 		t.Fatal(err)

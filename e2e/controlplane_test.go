@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -16,7 +15,6 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
-	plog "github.com/apache/pulsar-client-go/pulsar/log"
 )
 
 // cpClient calls the control plane's REST API.
@@ -186,7 +184,7 @@ func cmdline(pid int) string {
 func roundTrip(t *testing.T, serviceURL, topic string) {
 	t.Helper()
 	cl, err := pulsar.NewClient(pulsar.ClientOptions{URL: serviceURL, OperationTimeout: 30 * time.Second,
-		Logger: plog.NewLoggerWithSlog(slog.New(slog.NewTextHandler(io.Discard, nil)))})
+		Logger: quietPulsarLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

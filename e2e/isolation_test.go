@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -18,7 +17,6 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
-	plog "github.com/apache/pulsar-client-go/pulsar/log"
 
 	"github.com/magnetar-dev/magnetar/controlplane/issuer"
 )
@@ -177,8 +175,21 @@ func TestUpTenantIsolation(t *testing.T) {
 		}
 	}
 
-	// A binding deleted in the control plane is revoked in the data plane.
+	// roles/cluster.admin on the cluster makes a member an admin of its
+	// tenants: it reads the namespace's permissions the app may not.
 	acme := orgs["acme"]
+	cp.mustCall(opKey, "POST", "/v1/organizations/acme/serviceAccounts?serviceAccountId=ops", map[string]any{})
+	k := cp.mustCall(opKey, "POST", "/v1/organizations/acme/serviceAccounts/ops/apiKeys?apiKeyId=k1", map[string]any{})
+	cp.mustCall(opKey, "POST", "/v1/organizations/acme/roleBindings?roleBindingId=ops-admin", map[string]any{
+		"role": "roles/cluster.admin", "member": "organizations/acme/serviceAccounts/ops", "resource": acme.cluster})
+	opsTok := accessToken(t, issuerURL, k["uid"].(string), k["secret"].(string), acme.aud)
+	hc := tlsHTTPClient(t, acme.caFile)
+	waitFor(t, "acme's cluster admin to administer tenant shop", time.Minute, func() bool {
+		code, body := adminGet(hc, acme.adminURL+"/admin/v2/namespaces/shop/orders/permissions", opsTok)
+		return code == http.StatusOK && strings.Contains(body, "organizations:acme:serviceAccounts:app")
+	})
+
+	// A binding deleted in the control plane is revoked in the data plane.
 	cp.mustCall(opKey, "DELETE", acme.appBindings[0], nil) // the producer binding
 	app := oauthClient(t, acme.tlsURL, acme.caFile, issuerURL, acme.appUID, acme.appKey, acme.aud)
 	waitFor(t, "acme's app to lose produce after its binding was deleted", time.Minute, func() bool {
@@ -188,10 +199,6 @@ func TestUpTenantIsolation(t *testing.T) {
 	if _, err := app.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "iso"}); err != nil {
 		t.Fatalf("acme's app lost consume with its producer binding: %v", err)
 	}
-}
-
-func quietPulsarLogger() plog.Logger {
-	return plog.NewLoggerWithSlog(slog.New(slog.NewTextHandler(io.Discard, nil)))
 }
 
 // oauthClient is a Pulsar client over pulsar+ssl:// trusting caFile, with

@@ -52,11 +52,16 @@ func (sp *standaloneProc) waitReady(t *testing.T) {
 	})
 }
 
+// quietPulsarLogger is a Pulsar client logger that writes nothing.
+func quietPulsarLogger() plog.Logger {
+	return plog.NewLoggerWithSlog(slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
 func pulsarClient(t *testing.T, addr string) pulsar.Client {
 	t.Helper()
 	c, err := pulsar.NewClient(pulsar.ClientOptions{
 		URL: "pulsar://" + addr, OperationTimeout: 30 * time.Second, ConnectionTimeout: 5 * time.Second,
-		Logger: plog.NewLoggerWithSlog(slog.New(slog.NewTextHandler(io.Discard, nil))),
+		Logger: quietPulsarLogger(),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -111,8 +111,8 @@ func (g *globals) run(body func(ctx context.Context, s *session, args []string) 
 
 // runKeyOptional is run for commands that need the control plane only for
 // what their flags do not say (the data-plane commands given
-// --service-url or --admin-url): a missing API key is an error only once
-// the body asks for it with session.needKey.
+// --service-url or --admin-url): a missing API key is an error only when
+// the body calls needKey on its *session (the connection's state).
 func (g *globals) runKeyOptional(body func(ctx context.Context, s *session, args []string) error) func(*cobra.Command, []string) error {
 	return g.runWith(true, body)
 }

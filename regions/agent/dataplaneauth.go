@@ -410,15 +410,15 @@ func (a *Agent) applyGrants(ctx context.Context, cluster, adminURL string, g gra
 				want = append(want, r)
 			}
 		}
-		if sameRoles(info.AdminRoles, want) {
-			continue
-		}
 		info.AdminRoles = want
-		if _, err := c.EnsureTenant(ctx, tenant, info); err != nil {
+		did, err := c.EnsureTenant(ctx, tenant, info) // a no-op when the roles already match
+		if err != nil {
 			errs = append(errs, fmt.Errorf("tenant %s: %w", tenant, err))
 			continue
 		}
-		a.log.Info("agent: tenant admins set from role bindings", "tenant", name, "admin_roles", want)
+		if len(did) > 0 {
+			a.log.Info("agent: tenant admins set from role bindings", "tenant", name, "admin_roles", want)
+		}
 	}
 	for name := range namespaces {
 		segs := strings.Split(name, "/")
@@ -453,13 +453,6 @@ func (a *Agent) applyGrants(ctx context.Context, cluster, adminURL string, g gra
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func sameRoles(a, b []string) bool {
-	a, b = slices.Clone(a), slices.Clone(b)
-	slices.Sort(a)
-	slices.Sort(b)
-	return slices.Equal(slices.Compact(a), slices.Compact(b))
 }
 
 // peerTokenEvery is how often the peers' token files are written again:
