@@ -705,6 +705,14 @@ func (s *Server) switchStep(ctx context.Context, op *cpv1.Operation) (stepResult
 		if err != nil {
 			return err
 		}
+		if n, _, ok := s.repl.replicated(rb.FromCluster, rb.ToCluster, rg.Namespaces); ok {
+			// A counter below its start value restarted with a broker: what
+			// it counted before is lost, what it counts since is not.
+			if n >= rb.ReplicatedAtStart {
+				n -= rb.ReplicatedAtStart
+			}
+			rb.Report.MessagesReplicated = n
+		}
 		old := proto.Clone(rg).(*cpv1.ReplicationGroup)
 		rg.ActiveCluster = rb.ToCluster
 		steadyFences(rg, rb.ToCluster)
@@ -715,16 +723,6 @@ func (s *Server) switchStep(ctx context.Context, op *cpv1.Operation) (stepResult
 	})
 	if err != nil {
 		return stepResult{}, err
-	}
-	if rg, _, err := s.loadGroup(ctx, s.store, op.Target); err == nil {
-		if n, _, ok := s.repl.replicated(rb.FromCluster, rb.ToCluster, rg.Namespaces); ok {
-			// A counter below its start value restarted with a broker: what
-			// it counted before is lost, what it counts since is not.
-			if n >= rb.ReplicatedAtStart {
-				n -= rb.ReplicatedAtStart
-			}
-			rb.Report.MessagesReplicated = n
-		}
 	}
 	now := time.Now()
 	rb.Report.SwitchTime = timestamppb.New(now)

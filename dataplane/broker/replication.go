@@ -172,6 +172,7 @@ func (t *Topic) startReplicator(ctx context.Context, remote string) error {
 	}
 	s := t.s
 	topic := t.name.String()
+	sent := s.metrics.replSent.counter(t.name.NamespaceName(), remote)
 	r := replication.New(replication.Config{
 		LocalCluster:  s.cfg.ClusterName,
 		RemoteCluster: remote,
@@ -195,7 +196,7 @@ func (t *Topic) startReplicator(ctx context.Context, remote string) error {
 		},
 		Confirmed: func(msgs, bytes int64) {
 			s.CountReplicatedOut(t.name, msgs, bytes)
-			s.metrics.replSent.add(t.name.NamespaceName(), remote, msgs)
+			sent.Add(msgs)
 		},
 		Schema: func(ctx context.Context, version []byte) (*pb.Schema, error) {
 			e, _, err := s.schemas.getSchema(ctx, t.name.Base(), version)
@@ -604,9 +605,12 @@ type replSent struct {
 
 type replSentKey struct{ ns, remote string }
 
-func (r *replSent) add(ns, remote string, n int64) {
+// counter returns the counter of namespace ns toward remote (a replicator
+// keeps it for its life).
+func (r *replSent) counter(ns, remote string) *atomic.Int64 {
 	k := replSentKey{ns, remote}
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	c := r.m[k]
 	if c == nil {
 		if r.m == nil {
@@ -615,8 +619,7 @@ func (r *replSent) add(ns, remote string, n int64) {
 		c = new(atomic.Int64)
 		r.m[k] = c
 	}
-	r.mu.Unlock()
-	c.Add(n)
+	return c
 }
 
 func (r *replSent) each(f func(k replSentKey, n int64)) {

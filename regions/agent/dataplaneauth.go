@@ -230,11 +230,9 @@ func (a *Agent) clusterAuth(ctx context.Context, cluster string) (*provisioner.A
 	}
 	// The agent's own role, and every operator's: other regions' agents
 	// replicate into this cluster with their tokens (peerCredentials).
-	roles := []string{role}
+	roles := []string{operatorRolePrefix + "*"}
 	if !strings.HasPrefix(role, operatorRolePrefix) {
-		roles = append(roles, operatorRolePrefix+"*")
-	} else {
-		roles = []string{operatorRolePrefix + "*"}
+		roles = append([]string{role}, roles...)
 	}
 	return &provisioner.Auth{Issuer: iss, Audience: aud, SuperuserRoles: roles}, nil
 }
