@@ -171,11 +171,15 @@ func (s *Service) CreatePartitionedTopic(ctx context.Context, t TopicName, n int
 // DeleteTopic deletes the non-partitioned topic (or partition) t. Without
 // force it refuses while producers or consumers are connected.
 func (s *Service) DeleteTopic(ctx context.Context, t TopicName, force bool) error {
-	tp := s.openedTopic(t)
+	if tp := s.openedTopic(t); tp != nil && !force && tp.active() {
+		return fmt.Errorf("%w: Topic has active producers/subscriptions", ErrPrecondition)
+	}
+	tp, done, err := s.beginDelete(ctx, t.ledgerName())
+	if err != nil {
+		return err
+	}
+	defer s.endDelete(t.ledgerName(), done)
 	if tp != nil {
-		if !force && tp.active() {
-			return fmt.Errorf("%w: Topic has active producers/subscriptions", ErrPrecondition)
-		}
 		if err := tp.close(ctx); err != nil && !errors.Is(err, ledger.ErrFenced) {
 			s.log.Warn("admin delete: close topic failed", "topic", t.String(), "err", err)
 		}
@@ -197,6 +201,47 @@ func (s *Service) DeleteTopic(ctx context.Context, t TopicName, force bool) erro
 		s.md.Delete(ctx, schemaKey(t), metadata.AnyVersion)
 	}
 	return nil
+}
+
+// beginDelete marks the topic registered under key as being deleted and
+// returns it if it is open. Until endDelete, opens of that name wait: a
+// client that reconnects when the deletion closes its topic must not reopen
+// the managed ledger the deletion is removing. A deletion waits for an open
+// or another deletion of the name in progress.
+func (s *Service) beginDelete(ctx context.Context, key string) (*Topic, chan struct{}, error) {
+	for {
+		s.mu.Lock()
+		sl := s.topics[key]
+		var busy chan struct{}
+		switch {
+		case sl.fut != nil:
+			busy = sl.fut.done
+		case sl.deleting != nil:
+			busy = sl.deleting
+		}
+		if busy == nil {
+			done := make(chan struct{})
+			s.topics[key] = topicSlot{deleting: done}
+			s.mu.Unlock()
+			return sl.topic, done, nil
+		}
+		s.mu.Unlock()
+		select {
+		case <-busy:
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+	}
+}
+
+// endDelete ends the deletion beginDelete marked and lets opens proceed.
+func (s *Service) endDelete(key string, done chan struct{}) {
+	s.mu.Lock()
+	if s.topics[key].deleting == done {
+		delete(s.topics, key)
+	}
+	s.mu.Unlock()
+	close(done)
 }
 
 // DeletePartitionedTopic deletes every partition and then the metadata.

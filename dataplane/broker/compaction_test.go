@@ -308,9 +308,14 @@ func TestCompactionConflictAndCrashLeftover(t *testing.T) {
 	if broker.SideLedgerExists(e.ctx, e.sa.Broker(), tn, leftover) {
 		t.Fatalf("the crashed run's ledger %d is still there", leftover)
 	}
-	if got := readAll(t, e, e.reader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID(), ReadCompacted: true})); strings.Join(got, ",") != "a=2" {
+	r := e.reader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID(), ReadCompacted: true})
+	if got := readAll(t, e, r); strings.Join(got, ",") != "a=2" {
 		t.Fatalf("compacted view %v", got)
 	}
+	// Clients still connected would reconnect after the deletion and, with
+	// auto-creation on, create the topic again (as in Pulsar).
+	r.Close()
+	p.Close()
 	is, err := a.Topics().GetInternalStats(*atn)
 	if err != nil {
 		t.Fatal(err)

@@ -69,8 +69,9 @@ type Service struct {
 // A loaded topic costs the registry no allocation of its own: a million
 // topics make every word count.
 type topicSlot struct {
-	topic *Topic
-	fut   *topicFuture
+	topic    *Topic
+	fut      *topicFuture
+	deleting chan struct{} // closed when a deletion of the name ends (beginDelete)
 }
 
 // topicFuture is a topic being opened; concurrent opens of one name share
@@ -386,6 +387,15 @@ func (s *Service) getTopic(ctx context.Context, t TopicName, mode topicOpen) (*T
 		default:
 		}
 		sl, ok := s.topics[key]
+		if sl.deleting != nil {
+			s.mu.Unlock()
+			select {
+			case <-sl.deleting:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
 		if sl.topic != nil {
 			s.mu.Unlock()
 			if mode == createTopic {
