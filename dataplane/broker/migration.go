@@ -250,6 +250,14 @@ func (r *migrationRun) halt() {
 	<-r.done
 }
 
+// producersMoved reports whether the topic's producers were sent to the
+// target (the drain ended).
+func (r *migrationRun) producersMoved() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.moved
+}
+
 // migration returns the topic's fence, nil when not fenced.
 func (t *Topic) migration() *migrationRun { return t.mig.Load() }
 

@@ -91,6 +91,15 @@ func (c *conn) handleProducer(cp *pb.CommandProducer) {
 	if r := t.migration(); r != nil && mode != openReplicated {
 		// Fenced for a migration (migration.go): client producers go to
 		// the target; remote clusters' replicators still write here.
+		// Once the producers here moved, a newcomer is sent after them:
+		// TopicMigrated first (the Go, Java and C++ clients register a
+		// producer's id before its PRODUCER request), then the retriable
+		// refusal, after which it reconnects to the target, as Pulsar
+		// redirects producers of a migrated topic with no replication
+		// backlog. Before that it retries here until the drain ends.
+		if r.producersMoved() {
+			c.send(protocol.NewTopicMigrated(prodID, false, r.target.url.BrokerServiceURL, r.target.url.BrokerServiceTLS))
+		}
 		c.sendError(reqID, t.fencedError(r))
 		return
 	}

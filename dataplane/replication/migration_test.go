@@ -1,10 +1,12 @@
 package replication_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -14,6 +16,8 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
+	pb "github.com/magnetar-dev/magnetar/api/pulsarwire"
+	"github.com/magnetar-dev/magnetar/dataplane/protocol"
 	"github.com/magnetar-dev/magnetar/dataplane/standalone/standalonetest"
 )
 
@@ -214,6 +218,14 @@ func TestMigrationFence(t *testing.T) {
 	if n := clientPublishers(t, a, topic); n != 0 {
 		t.Fatalf("a still has %d client publishers", n)
 	}
+	// Now that the producers moved, a producer arriving at a (say one
+	// bounced back by another fenced cluster) is sent to b before being
+	// refused, so its reconnection goes there.
+	frames := rawProducer(t, a.S.ServiceURL(), topic)
+	if len(frames) != 2 || frames[0].GetType() != pb.BaseCommand_TOPIC_MIGRATED || frames[1].GetType() != pb.BaseCommand_ERROR ||
+		frames[0].GetTopicMigrated().GetBrokerServiceUrl() != b.S.ServiceURL() || frames[1].GetError().GetError() != pb.ServerError_ServiceNotReady {
+		t.Fatalf("PRODUCER on a after the move answered %v, want TOPIC_MIGRATED to %s then ServiceNotReady", frames, b.S.ServiceURL())
+	}
 	close(stop)
 	sent := <-prodDone
 	if err := prod.Flush(); err != nil {
@@ -271,6 +283,46 @@ func TestMigrationFence(t *testing.T) {
 	defer pa.Close()
 	if _, err := pa.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("after")}); err != nil {
 		t.Fatalf("send on unfenced a: %v", err)
+	}
+}
+
+// rawProducer sends CONNECT and then PRODUCER for topic to the broker at
+// serviceURL, and returns the frames that answer the PRODUCER up to its
+// outcome (PRODUCER_SUCCESS or ERROR).
+func rawProducer(t *testing.T, serviceURL, topic string) []*pb.BaseCommand {
+	t.Helper()
+	nc, err := net.DialTimeout("tcp", strings.TrimPrefix(serviceURL, "pulsar://"), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	w, rd := bufio.NewWriter(nc), protocol.NewReader(nc)
+	write := func(cmd *pb.BaseCommand) {
+		if err := protocol.WriteCommand(w, cmd); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(&pb.BaseCommand{Type: pb.BaseCommand_CONNECT.Enum(), Connect: &pb.CommandConnect{
+		ClientVersion: new("raw-test"), ProtocolVersion: new(int32(21))}})
+	if f, err := rd.ReadFrame(); err != nil || f.Cmd.GetType() != pb.BaseCommand_CONNECTED {
+		t.Fatalf("CONNECT: %v %v", f.Cmd, err)
+	}
+	write(&pb.BaseCommand{Type: pb.BaseCommand_PRODUCER.Enum(), Producer: &pb.CommandProducer{
+		Topic: new(topic), ProducerId: new(uint64(7)), RequestId: new(uint64(1))}})
+	var out []*pb.BaseCommand
+	for {
+		f, err := rd.ReadFrame()
+		if err != nil {
+			t.Fatalf("after PRODUCER, got %v then %v", out, err)
+		}
+		out = append(out, f.Cmd)
+		if typ := f.Cmd.GetType(); typ == pb.BaseCommand_PRODUCER_SUCCESS || typ == pb.BaseCommand_ERROR {
+			return out
+		}
 	}
 }
 
