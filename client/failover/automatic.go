@@ -42,7 +42,7 @@ func NewAutomatic(opts AutomaticOptions) (*Client, error) {
 		opts.CheckInterval = 5 * time.Second
 	}
 	if opts.ProbeTimeout <= 0 {
-		opts.ProbeTimeout = 3 * time.Second
+		opts.ProbeTimeout = defaultProbeTimeout
 	}
 	c, err := newClient(opts.Client, opts.Primary, opts.OnSwitch)
 	if err != nil {

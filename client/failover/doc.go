@@ -28,8 +28,12 @@
 // fenced, say) keeps working on the old cluster and is tried again at every
 // check. One refused because its producer name or exclusive subscription is
 // taken there stays as it is: its topic migrated (PIP-188) and took it to
-// the new cluster already. The old cluster's pulsar.Client is closed once
-// no handle uses it.
+// the new cluster already (unless an unused old client of that cluster is
+// still open: it is closed, and the successor tried again at the next
+// check). The old cluster's pulsar.Client is closed once no handle has used
+// it for 2 × OperationTimeout + ConnectionTimeout (71 s with the defaults):
+// pulsar-client-go may complete a closed producer's reconnection when its
+// cluster returns, and that ghost goes only with its client's connections.
 // Consumers should use a replicated subscription (ReplicateSubscriptionState)
 // on a geo-replicated topic, so the new cluster knows what was
 // acknowledged.

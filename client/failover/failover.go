@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -44,16 +45,20 @@ func (c Cluster) same(o Cluster) bool {
 type Client struct {
 	base     pulsar.ClientOptions
 	onSwitch func(from, to string)
+	// retiredHold is how long a retired client stays open once unused.
+	retiredHold time.Duration
 
 	mu        sync.Mutex
 	cluster   Cluster
 	cur       pulsar.Client
 	producers map[*Producer]struct{}
 	consumers map[*Consumer]struct{}
-	// retired are the clients of earlier clusters; each is closed once no
-	// producer or consumer uses it any more.
-	retired []pulsar.Client
-	closed  bool
+	// retired are the clients of earlier clusters, closed by sweepRetired
+	// (see the comment above Producer).
+	retired []*retiredClient
+	// ghostsClosed: when closeRetiredOn last closed clients of a cluster.
+	ghostsClosed map[string]time.Time
+	closed       bool
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -64,9 +69,35 @@ func newClient(base pulsar.ClientOptions, first Cluster, onSwitch func(from, to 
 	if err != nil {
 		return nil, err
 	}
-	return &Client{base: base, onSwitch: onSwitch, cluster: first, cur: pc,
+	return &Client{base: base, onSwitch: onSwitch, retiredHold: reconnectBound(base), cluster: first, cur: pc,
 		producers: map[*Producer]struct{}{}, consumers: map[*Consumer]struct{}{}, stop: make(chan struct{})}, nil
 }
+
+// reconnectBound bounds how long a reconnection of a producer or consumer
+// under way when it is closed can go on: a lookup (retried for up to the
+// operation timeout), a connection, and the PRODUCER or SUBSCRIBE request
+// (up to the operation timeout), with the Go client's defaults for unset
+// options (30 s and 10 s).
+func reconnectBound(o pulsar.ClientOptions) time.Duration {
+	op, conn := o.OperationTimeout, o.ConnectionTimeout
+	if op <= 0 {
+		op = 30 * time.Second
+	}
+	if conn <= 0 {
+		conn = 10 * time.Second
+	}
+	return 2*op + conn + time.Second
+}
+
+// retiredClient is the client of a cluster the Client left.
+type retiredClient struct {
+	pc      pulsar.Client
+	cluster Cluster
+	unused  time.Time // since when no producer or consumer uses it; zero while used
+}
+
+// defaultProbeTimeout bounds one probe (a TCP connection) of a cluster.
+const defaultProbeTimeout = 3 * time.Second
 
 // dial makes a pulsar.Client for a cluster (connections open on first use).
 func dial(base pulsar.ClientOptions, c Cluster) (pulsar.Client, error) {
@@ -120,7 +151,7 @@ func (c *Client) switchTo(to Cluster) error {
 		return nil
 	}
 	from := c.cluster.ServiceURL
-	c.retired = append(c.retired, c.cur)
+	c.retired = append(c.retired, &retiredClient{pc: c.cur, cluster: c.cluster})
 	c.cur, c.cluster = pc, to
 	prods, conss := c.handlesLocked()
 	c.mu.Unlock()
@@ -131,7 +162,6 @@ func (c *Client) switchTo(to Cluster) error {
 	for _, k := range conss {
 		errs = append(errs, k.moveTo(pc))
 	}
-	c.closeRetired()
 	if c.onSwitch != nil {
 		c.onSwitch(from, to.ServiceURL)
 	}
@@ -167,12 +197,10 @@ func (c *Client) repair() {
 			k.moveTo(pc)
 		}
 	}
-	c.closeRetired()
 }
 
-// closeRetired closes the retired clients no producer or consumer uses.
-func (c *Client) closeRetired() {
-	c.mu.Lock()
+// inUseLocked returns the clients producers and consumers are on.
+func (c *Client) inUseLocked() map[pulsar.Client]bool {
 	inUse := map[pulsar.Client]bool{}
 	for p := range c.producers {
 		inUse[p.client()] = true
@@ -180,19 +208,88 @@ func (c *Client) closeRetired() {
 	for k := range c.consumers {
 		inUse[k.client()] = true
 	}
-	var keep, done []pulsar.Client
+	return inUse
+}
+
+// sweepRetired closes the retired clients no producer or consumer has used
+// for retiredHold.
+func (c *Client) sweepRetired() {
+	now := time.Now()
+	c.mu.Lock()
+	inUse := c.inUseLocked()
+	var done []*retiredClient
 	for _, r := range c.retired {
-		if inUse[r] {
-			keep = append(keep, r)
-		} else {
+		switch {
+		case inUse[r.pc]:
+			r.unused = time.Time{}
+		case r.unused.IsZero():
+			r.unused = now
+		case now.Sub(r.unused) >= c.retiredHold:
 			done = append(done, r)
 		}
 	}
-	c.retired = keep
+	c.mu.Unlock()
+	c.closeRetired(done)
+}
+
+// closeRetiredOn closes at once the retired clients of cluster's service
+// URL that no producer or consumer uses. It runs when that cluster refused
+// a successor's name as taken: the holder may be a handle of such a client
+// that registered after its close. It reports whether the holder may have
+// been such a ghost: it closed clients now, or less than ghostSettle ago
+// (the broker may not have seen their connections close yet).
+func (c *Client) closeRetiredOn(cluster string) bool {
+	now := time.Now()
+	c.mu.Lock()
+	inUse := c.inUseLocked()
+	var done []*retiredClient
+	for _, r := range c.retired {
+		if !inUse[r.pc] && r.cluster.ServiceURL == cluster {
+			done = append(done, r)
+		}
+	}
+	if len(done) > 0 {
+		if c.ghostsClosed == nil {
+			c.ghostsClosed = map[string]time.Time{}
+		}
+		c.ghostsClosed[cluster] = now
+	}
+	recent := now.Sub(c.ghostsClosed[cluster]) < ghostSettle
+	c.mu.Unlock()
+	c.closeRetired(done)
+	return recent
+}
+
+// ghostSettle is how long after closing a cluster's retired clients a
+// taken name there is still put down to their ghosts.
+const ghostSettle = 2 * time.Second
+
+// closeRetired drops done from the retired clients and closes them.
+func (c *Client) closeRetired(done []*retiredClient) {
+	if len(done) == 0 {
+		return
+	}
+	c.mu.Lock()
+	c.retired = slices.DeleteFunc(c.retired, func(r *retiredClient) bool { return slices.Contains(done, r) })
 	c.mu.Unlock()
 	for _, r := range done {
-		c.closeWithin(r.Close, oldCloseWait)
+		c.closeWithin(r.pc.Close, oldCloseWait)
 	}
+}
+
+// clusterOf returns the service URL of the cluster pc serves.
+func (c *Client) clusterOf(pc pulsar.Client) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if pc == c.cur {
+		return c.cluster.ServiceURL
+	}
+	for _, r := range c.retired {
+		if r.pc == pc {
+			return r.cluster.ServiceURL
+		}
+	}
+	return ""
 }
 
 // CreateProducer creates a producer on the current cluster; it follows
@@ -260,7 +357,10 @@ func (c *Client) Close() {
 	close(c.stop)
 	prods, conss := c.handlesLocked()
 	c.producers, c.consumers = map[*Producer]struct{}{}, map[*Consumer]struct{}{}
-	clients := append(c.retired, c.cur)
+	clients := []pulsar.Client{c.cur}
+	for _, r := range c.retired {
+		clients = append(clients, r.pc)
+	}
 	c.retired = nil
 	c.mu.Unlock()
 	for _, p := range prods {
@@ -282,16 +382,29 @@ func busy(err error) bool {
 }
 
 // A switch replaces a producer or consumer only once its successor exists
-// on the new cluster, and closes the predecessor after that. Closing one
-// first would race its reconnection: a producer of the old cluster follows
-// its topic's migration (PIP-188) to the new one, and the Go client, when
-// a producer is closed while it reconnects, leaves it registered at the
-// broker on a connection nothing closes, holding the producer's name
-// there for good. With the successor in place the predecessor can no
-// longer register where the successor is. When the new cluster refuses
-// the successor because the name is taken (ProducerBusy, or ConsumerBusy
-// for an exclusive subscription), the predecessor is the one that followed
-// the migration there, and it stays.
+// on the new cluster, and closes the predecessor after that. The Go
+// client, when a producer or consumer is closed while it reconnects, lets
+// the reconnection it has under way register at the broker and never
+// closes it there: a ghost that holds the producer's name (or an exclusive
+// subscription) until its connection closes. If the client was closed
+// already, that connection is one nothing will close. So:
+//   - Closing a predecessor first would race its reconnection: a producer
+//     of the old cluster follows its topic's migration (PIP-188) to the
+//     new one. With the successor in place the predecessor can no longer
+//     register where the successor is.
+//   - The client of an old cluster is closed only once no handle has used
+//     it for longer than a reconnection closed meanwhile can go on
+//     (reconnectBound; sweepRetired): a predecessor closed while its
+//     cluster was down may still be retrying its lookup there, and
+//     registers when the cluster returns. Its ghost is then on a
+//     connection of that client, and goes when the client closes; on a
+//     client closed before, its connection would be one nothing closes.
+//   - When the new cluster refuses the successor because the name is taken
+//     (ProducerBusy, or ConsumerBusy for an exclusive subscription), the
+//     unused clients of that cluster are closed at once (their ghosts
+//     with them) and the successor is tried again at the next check; with
+//     none left, the holder is the predecessor, which followed the
+//     migration there, and it stays.
 
 // Producer is a producer that follows the client's cluster.
 type Producer struct {
@@ -340,8 +453,15 @@ func (p *Producer) moveTo(pc pulsar.Client) error {
 		p.cur, p.on, p.at, p.err = under, pc, pc, nil
 		p.epoch++
 	case busy(err):
-		p.at, p.err = pc, nil
-		err = nil
+		p.mu.Unlock()
+		ghosts := p.c.closeRetiredOn(p.c.clusterOf(pc))
+		p.mu.Lock()
+		if ghosts {
+			p.err = err
+		} else {
+			p.at, p.err = pc, nil
+			err = nil
+		}
 	default:
 		p.err = err
 	}
@@ -550,9 +670,17 @@ func (k *Consumer) moveTo(pc pulsar.Client) error {
 	switch {
 	case err == nil:
 	case busy(err):
-		k.at, k.err = pc, nil
 		k.mu.Unlock()
-		return nil
+		ghosts := k.c.closeRetiredOn(k.c.clusterOf(pc))
+		k.mu.Lock()
+		if ghosts {
+			k.err = err
+		} else {
+			k.at, k.err = pc, nil
+			err = nil
+		}
+		k.mu.Unlock()
+		return err
 	default:
 		k.err = err
 		k.mu.Unlock()
@@ -646,6 +774,7 @@ func (c *Client) loop(interval time.Duration, check func()) {
 			case <-t.C:
 				check()
 				c.repair()
+				c.sweepRetired()
 			}
 		}
 	}()

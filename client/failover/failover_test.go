@@ -13,9 +13,11 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 	plog "github.com/apache/pulsar-client-go/pulsar/log"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
 	"github.com/magnetar-dev/magnetar/client/failover"
 	"github.com/magnetar-dev/magnetar/dataplane/replication/replicationtest"
+	"github.com/magnetar-dev/magnetar/dataplane/standalone"
 	"github.com/magnetar-dev/magnetar/dataplane/standalone/standalonetest"
 	"github.com/magnetar-dev/magnetar/internal/tcpproxy"
 )
@@ -163,4 +165,116 @@ func TestAutomaticFailover(t *testing.T) {
 		t.Fatal("no failover")
 	}
 	exchange(t, prod, cons, "after", 50)
+}
+
+// TestSwitchBackAfterOutage: east goes away while the client is on it; the
+// endpoint names west, then east again once east is back. The producer
+// closed at the first switch was retrying its lookup of east, and
+// pulsar-client-go completes such a reconnection when east returns,
+// registering at east a producer nothing closes, which holds the producer's
+// name there. Back on east, the handle must still get its own producer
+// there, and none may be left on west.
+func TestSwitchBackAfterOutage(t *testing.T) {
+	var px *tcpproxy.Proxy
+	rs := replicationtest.StartConfiguredRegions(t, func(name string, cfg *standalone.Config) {
+		if name != "east" {
+			return
+		}
+		// Clients reach east's broker only through the proxy, its
+		// advertised address: the test takes east away and brings it back.
+		addr := standalonetest.FreeAddr(t)
+		var err error
+		if px, err = tcpproxy.Start(addr); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(px.Close)
+		cfg.BrokerAddr, cfg.Broker.AdvertisedAddr = addr, px.Addr()
+	}, "east", "west")
+	replicationtest.ReplicatedNamespace(t, rs, "geo", "back")
+	east, west := "pulsar://"+px.Addr(), rs[1].S.ServiceURL()
+	ep := &endpoint{url: east}
+	srv := httptest.NewServer(ep)
+	defer srv.Close()
+	switched := make(chan string, 4)
+	c, err := failover.NewControlled(context.Background(), srv.URL, failover.ControlledOptions{
+		Client: quietClient, Header: http.Header{"Authorization": {"Bearer org-key"}},
+		CheckInterval: 200 * time.Millisecond, OnSwitch: func(_, to string) { switched <- to },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	waitSwitch := func(want string) {
+		t.Helper()
+		select {
+		case to := <-switched:
+			if to != want {
+				t.Fatalf("switched to %s, want %s", to, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no switch to %s", want)
+		}
+	}
+	topic := "persistent://geo/back/orders"
+	prod, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic, Name: "fixed", DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	send := func(what string) {
+		t.Helper()
+		for i := range 5 {
+			if _, err := prod.Send(ctx, &pulsar.ProducerMessage{Payload: fmt.Appendf(nil, "%s-%d", what, i)}); err != nil {
+				t.Fatalf("send %s-%d: %v", what, i, err)
+			}
+		}
+	}
+	send("east")
+
+	px.Down()
+	time.Sleep(1500 * time.Millisecond) // the producer now retries its lookup of east
+	ep.set(west)
+	waitSwitch(west)
+	send("west")
+	if err := px.Up(); err != nil {
+		t.Fatal(err)
+	}
+	holders := func(r *replicationtest.Region) int {
+		tn, _ := utils.GetTopicName(topic)
+		st, err := r.Admin.Topics().GetStats(*tn)
+		if err != nil {
+			return -1
+		}
+		n := 0
+		for _, p := range st.Publishers {
+			if p.ProducerName == "fixed" {
+				n++
+			}
+		}
+		return n
+	}
+	// The closed producer's reconnection lands on east once its lookup's
+	// backoff ends.
+	deadline := time.Now().Add(20 * time.Second)
+	for holders(rs[0]) != 1 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := holders(rs[0]); n != 1 {
+		t.Fatalf("east has %d producers named fixed after it returned, want the closed one's ghost", n)
+	}
+
+	ep.set(east)
+	waitSwitch(east)
+	deadline = time.Now().Add(15 * time.Second)
+	for holders(rs[1]) != 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := holders(rs[1]); n != 0 {
+		t.Fatalf("west still has %d producers named fixed after the switch back to east", n)
+	}
+	send("back")
+	if n := holders(rs[0]); n != 1 {
+		t.Fatalf("east has %d producers named fixed, want 1", n)
+	}
 }

@@ -14,10 +14,11 @@ import (
 // slow the link: Cut drops every open connection and refuses new ones until
 // Restore; SetDelay holds each chunk for d in both directions.
 type Proxy struct {
-	ln     net.Listener
+	addr   string
 	target string
 
 	mu    sync.Mutex
+	ln    net.Listener
 	cut   bool
 	delay time.Duration
 	conns map[net.Conn]struct{}
@@ -30,14 +31,45 @@ func Start(target string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{addr: ln.Addr().String(), ln: ln, target: target, conns: map[net.Conn]struct{}{}}
 	p.wg.Add(1)
-	go p.accept()
+	go p.accept(ln)
 	return p, nil
 }
 
 // Addr is the proxy's address.
-func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+func (p *Proxy) Addr() string { return p.addr }
+
+// Down drops every connection and stops listening, as a host that went
+// away: connections to the address are refused until Up.
+func (p *Proxy) Down() {
+	p.mu.Lock()
+	ln := p.ln
+	p.ln = nil
+	p.mu.Unlock()
+	if ln != nil {
+		ln.Close()
+	}
+	p.Cut()
+}
+
+// Up listens on the proxy's address again after Down and lets connections
+// through.
+func (p *Proxy) Up() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln == nil {
+		ln, err := net.Listen("tcp", p.addr)
+		if err != nil {
+			return err
+		}
+		p.ln = ln
+		p.wg.Add(1)
+		go p.accept(ln)
+	}
+	p.cut = false
+	return nil
+}
 
 // Cut drops every connection and refuses new ones.
 func (p *Proxy) Cut() {
@@ -65,15 +97,14 @@ func (p *Proxy) SetDelay(d time.Duration) {
 
 // Close stops the proxy and waits for its goroutines.
 func (p *Proxy) Close() {
-	p.ln.Close()
-	p.Cut()
+	p.Down()
 	p.wg.Wait()
 }
 
-func (p *Proxy) accept() {
+func (p *Proxy) accept(ln net.Listener) {
 	defer p.wg.Done()
 	for {
-		in, err := p.ln.Accept()
+		in, err := ln.Accept()
 		if err != nil {
 			return
 		}

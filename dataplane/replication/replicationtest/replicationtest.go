@@ -25,10 +25,20 @@ type Region struct {
 // (cluster records with the others' URLs); they stop when the test ends.
 func StartRegions(t *testing.T, names ...string) []*Region {
 	t.Helper()
+	return StartConfiguredRegions(t, nil, names...)
+}
+
+// StartConfiguredRegions is StartRegions with configure, when not nil,
+// called on each region's configuration before it starts.
+func StartConfiguredRegions(t *testing.T, configure func(name string, cfg *standalone.Config), names ...string) []*Region {
+	t.Helper()
 	var rs []*Region
 	for _, n := range names {
 		cfg := standalonetest.Config(t.TempDir(), standalonetest.FreeAddr(t))
 		cfg.Broker.ClusterName = n
+		if configure != nil {
+			configure(n, &cfg)
+		}
 		s := standalonetest.Start(t, cfg)
 		adm, err := pulsaradmin.NewClient(&config.Config{WebServiceURL: s.WebServiceURL()})
 		if err != nil {
