@@ -22,13 +22,27 @@ import (
 // With --data-plane-auth (subtest auth) the clusters require the control
 // plane's tokens: the agents give each cluster's brokers the other's CA
 // and a token for its audience to replicate with, and the test's clients
-// connect over pulsar+ssl:// with the operator's credentials.
+// connect over pulsar+ssl:// with the operator's credentials. Access
+// tokens live 8 s there and the load runs 20 s: the replicators' and the
+// clients' connections are challenged and answer with renewed tokens
+// (the agents rewrite the peers' token files).
 func TestUpCrossRegionReplication(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process-level test")
 	}
-	t.Run("plain", func(t *testing.T) { testUpCrossRegion(t, false) })
-	t.Run("auth", func(t *testing.T) { testUpCrossRegion(t, true) })
+	// Mostly waiting on processes and intervals: runs beside the other
+	// `magnetar up` tests, after the package's sequential tests.
+	t.Parallel()
+	for _, auth := range []bool{false, true} {
+		name := "plain"
+		if auth {
+			name = "auth"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			testUpCrossRegion(t, auth)
+		})
+	}
 }
 
 func testUpCrossRegion(t *testing.T, auth bool) {
@@ -36,8 +50,10 @@ func testUpCrossRegion(t *testing.T, auth bool) {
 	killDataPlaneOnCleanup(t, dir)
 	addr := FreeAddr(t)
 	args := []string{"up", "--data-dir", dir, "--listen", addr}
+	load := 3 * time.Second
 	if auth {
-		args = append(args, "--data-plane-auth")
+		args = append(args, "--data-plane-auth", "--access-token-ttl", "8s")
+		load = 20 * time.Second
 	}
 	p := Start(t, "up", args...)
 	interruptOnCleanup(t, p)
@@ -103,7 +119,7 @@ func testUpCrossRegion(t *testing.T, auth bool) {
 	topic := "persistent://shop/orders/events"
 	ce, cw := clients["east"], clients["west"]
 	le, lw := startLoad(t, ce, topic, "e", 200), startLoad(t, cw, topic, "w", 200)
-	time.Sleep(3 * time.Second) // two-way load
+	time.Sleep(load) // two-way load
 	ae, _ := le.finish()
 	aw, _ := lw.finish()
 	waitFor(t, "both directions drained", time.Minute, func() bool {

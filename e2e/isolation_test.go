@@ -41,17 +41,23 @@ type isolationOrg struct {
 // on its own namespace; it is refused on the other organization's
 // cluster (audience) and cannot get a token for it; its unbound account
 // is refused on its own namespace; anonymous clients are refused; the
-// admin API likewise; and deleting the binding revokes the permission.
+// admin API likewise; deleting the binding revokes the permission; and
+// revoking the account's API key ends its live broker connections (access
+// tokens live 10 s here: within that and the brokers' 10 s challenge
+// grace).
 func TestUpTenantIsolation(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process-level test")
 	}
+	// Mostly waiting on processes and intervals: runs beside the other
+	// `magnetar up` tests, after the package's sequential tests.
+	t.Parallel()
 	dir := t.TempDir()
 	killDataPlaneOnCleanup(t, dir)
 	killAgentsOnCleanup(t, dir)
 	addr := FreeAddr(t)
 	up := Start(t, "up", "up", "--data-dir", dir, "--listen", addr, "--regions", "r1",
-		"--agent-processes", "--reconcile-interval", "1s", "--data-plane-auth")
+		"--agent-processes", "--reconcile-interval", "1s", "--data-plane-auth", "--access-token-ttl", "10s")
 	interruptOnCleanup(t, up)
 	up.WaitListening(addr, 30*time.Second)
 	opKey := readKey(t, filepath.Join(dir, "bootstrap.key"))
@@ -121,7 +127,7 @@ func TestUpTenantIsolation(t *testing.T) {
 		})
 		// ... not on the other organization's cluster: its token's audience
 		// is refused there,
-		cross := oauthClient(t, other.tlsURL, other.caFile, issuerURL, o.appUID, o.appKey, o.aud)
+		cross := oauthClientWithin(t, refusedWithin, other.tlsURL, other.caFile, issuerURL, o.appUID, o.appKey, o.aud)
 		// (The Go client retries a connection refused for its credentials
 		// until its operation timeout; the admin API below shows the 401.)
 		if err := produceOnce(cross, topic); err == nil {
@@ -130,7 +136,7 @@ func TestUpTenantIsolation(t *testing.T) {
 			t.Logf("%s's app on %s's cluster: %v", o.name, other.name, err)
 		}
 		// ... and the issuer gives it no token for that cluster.
-		crossAud := oauthClient(t, other.tlsURL, other.caFile, issuerURL, o.appUID, o.appKey, other.aud)
+		crossAud := oauthClientWithin(t, refusedWithin, other.tlsURL, other.caFile, issuerURL, o.appUID, o.appKey, other.aud)
 		if err := produceOnce(crossAud, topic); err == nil {
 			t.Fatalf("%s's app got a token for %s's cluster", o.name, other.name)
 		}
@@ -145,7 +151,7 @@ func TestUpTenantIsolation(t *testing.T) {
 			t.Logf("%s's unbound account: %v", o.name, err)
 		}
 		// Anonymous clients are refused, on the plain listener too.
-		anon, err := pulsar.NewClient(pulsar.ClientOptions{URL: o.plainURL, OperationTimeout: 10 * time.Second, Logger: quietPulsarLogger()})
+		anon, err := pulsar.NewClient(pulsar.ClientOptions{URL: o.plainURL, OperationTimeout: refusedWithin, Logger: quietPulsarLogger()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -182,9 +188,9 @@ func TestUpTenantIsolation(t *testing.T) {
 	k := cp.mustCall(opKey, "POST", "/v1/organizations/acme/serviceAccounts/ops/apiKeys?apiKeyId=k1", map[string]any{})
 	cp.mustCall(opKey, "POST", "/v1/organizations/acme/roleBindings?roleBindingId=ops-admin", map[string]any{
 		"role": "roles/cluster.admin", "member": "organizations/acme/serviceAccounts/ops", "resource": acme.cluster})
-	opsTok := accessToken(t, issuerURL, k["uid"].(string), k["secret"].(string), acme.aud)
 	hc := tlsHTTPClient(t, acme.caFile)
 	waitFor(t, "acme's cluster admin to administer tenant shop", time.Minute, func() bool {
+		opsTok := accessToken(t, issuerURL, k["uid"].(string), k["secret"].(string), acme.aud)
 		code, body := adminGet(hc, acme.adminURL+"/admin/v2/namespaces/shop/orders/permissions", opsTok)
 		return code == http.StatusOK && strings.Contains(body, "organizations:acme:serviceAccounts:app")
 	})
@@ -199,6 +205,61 @@ func TestUpTenantIsolation(t *testing.T) {
 	if _, err := app.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "iso"}); err != nil {
 		t.Fatalf("acme's app lost consume with its producer binding: %v", err)
 	}
+
+	// Revoking an API key ends the broker connections it authenticated: at
+	// its token's expiry the broker challenges the client, whose OAuth2
+	// plugin cannot get a new token, and closes the connection.
+	globex := orgs["globex"]
+	live := oauthClient(t, globex.tlsURL, globex.caFile, issuerURL, globex.appUID, globex.appKey, globex.aud)
+	lp, err := live.CreateProducer(pulsar.ProducerOptions{Topic: topic, Name: "live"})
+	if err != nil {
+		t.Fatalf("globex's app producer: %v", err)
+	}
+	defer lp.Close()
+	if err := sendOnce(lp); err != nil {
+		t.Fatalf("globex's app sending: %v", err)
+	}
+	opUID, _ := apiKeyUID(opKey)
+	ghc := tlsHTTPClient(t, globex.caFile)
+	publishing := func() bool {
+		var st struct {
+			Publishers []struct {
+				Name string `json:"producerName"`
+			} `json:"publishers"`
+		}
+		code, body := adminGet(ghc, globex.adminURL+"/admin/v2/persistent/shop/orders/events/stats", accessToken(t, issuerURL, opUID, opKey, globex.aud))
+		if code != http.StatusOK || json.Unmarshal([]byte(body), &st) != nil {
+			t.Fatalf("operator reading globex's topic stats: %d %s", code, body)
+		}
+		for _, p := range st.Publishers {
+			if p.Name == "live" {
+				return true
+			}
+		}
+		return false
+	}
+	if !publishing() {
+		t.Fatal("globex's live producer is not in its topic's stats")
+	}
+	revoked := time.Now()
+	cp.mustCall(opKey, "POST", "/v1/organizations/globex/serviceAccounts/app/apiKeys/k1:revoke", map[string]any{})
+	waitFor(t, "the revoked key's producer to be disconnected", time.Minute, func() bool { return !publishing() })
+	t.Logf("the revoked key's producer was disconnected %v after the revocation (token lifetime 10 s)", time.Since(revoked).Round(time.Second))
+	if err := sendOnce(lp); err == nil {
+		t.Fatal("the revoked key's producer still sends")
+	}
+}
+
+// refusedWithin is the operation timeout of the clients expected to be
+// refused: the Go client retries a refused CONNECT until it.
+const refusedWithin = 3 * time.Second
+
+// sendOnce sends one message through p within 10 s.
+func sendOnce(p pulsar.Producer) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("x")})
+	return err
 }
 
 // oauthClient is a Pulsar client over pulsar+ssl:// trusting caFile, with
@@ -206,8 +267,15 @@ func TestUpTenantIsolation(t *testing.T) {
 // tenant configures it; closed when the test ends.
 func oauthClient(t *testing.T, url, caFile, issuerURL, clientID, secret, aud string) pulsar.Client {
 	t.Helper()
+	return oauthClientWithin(t, 10*time.Second, url, caFile, issuerURL, clientID, secret, aud)
+}
+
+// oauthClientWithin is oauthClient with operation timeout op: a client
+// whose credentials a broker refuses retries until that timeout.
+func oauthClientWithin(t *testing.T, op time.Duration, url, caFile, issuerURL, clientID, secret, aud string) pulsar.Client {
+	t.Helper()
 	keyFile, _ := json.Marshal(map[string]string{"type": "client_credentials", "client_id": clientID, "client_secret": secret, "issuer_url": issuerURL})
-	c, err := pulsar.NewClient(pulsar.ClientOptions{URL: url, TLSTrustCertsFilePath: caFile, OperationTimeout: 10 * time.Second,
+	c, err := pulsar.NewClient(pulsar.ClientOptions{URL: url, TLSTrustCertsFilePath: caFile, OperationTimeout: op,
 		Authentication: pulsar.NewAuthenticationOAuth2(map[string]string{
 			"type": "client_credentials", "issuerUrl": issuerURL, "audience": aud, "clientId": clientID,
 			"privateKey": "data:application/json;base64," + base64.StdEncoding.EncodeToString(keyFile)}),

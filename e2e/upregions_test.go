@@ -35,8 +35,14 @@ func TestUpRegions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process-level test")
 	}
+	// Mostly waiting on processes and intervals: runs beside the other
+	// `magnetar up` tests, after the package's sequential tests.
+	t.Parallel()
 	for _, n := range []int{2, 3} {
-		t.Run(strconv.Itoa(n)+"regions", func(t *testing.T) { testUpRegions(t, n) })
+		t.Run(strconv.Itoa(n)+"regions", func(t *testing.T) {
+			t.Parallel()
+			testUpRegions(t, n)
+		})
 	}
 }
 

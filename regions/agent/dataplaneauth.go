@@ -69,6 +69,7 @@ type tokens struct {
 type cachedToken struct {
 	token   string
 	renewAt time.Time
+	life    time.Duration
 }
 
 func newTokens(controlPlane, apiKey string) *tokens {
@@ -119,7 +120,7 @@ func (t *tokens) getJSON(ctx context.Context, u string, out any) error {
 }
 
 // token returns a valid access token for aud, asking the token endpoint
-// when the cached one is due for renewal (at three quarters of its life).
+// when the cached one is due for renewal (at half its life).
 func (t *tokens) token(ctx context.Context, aud string) (string, error) {
 	t.mu.Lock()
 	c, ok := t.byAud[aud]
@@ -158,7 +159,7 @@ func (t *tokens) token(ctx context.Context, aud string) (string, error) {
 	}
 	life := time.Duration(tr.ExpiresIn) * time.Second
 	t.mu.Lock()
-	t.byAud[aud] = cachedToken{token: tr.AccessToken, renewAt: time.Now().Add(life * 3 / 4)}
+	t.byAud[aud] = cachedToken{token: tr.AccessToken, renewAt: time.Now().Add(life / 2), life: life}
 	if t.role == "" {
 		t.role = subject(tr.AccessToken)
 	}
@@ -453,10 +454,25 @@ func (a *Agent) applyGrants(ctx context.Context, cluster, adminURL string, g gra
 	return errors.Join(errs...)
 }
 
-// peerTokenEvery is how often the peers' token files are written again:
-// the tokens are renewed at three quarters of their life (37 s of 50 s by
-// default), so a file never holds one older than that plus this.
+// peerTokenEvery is how often the peers' token files are written again,
+// at most: never less often than four times per token lifetime. The
+// tokens are renewed at half their life, so a file's token always has a
+// quarter of its life left.
 const peerTokenEvery = 5 * time.Second
+
+// shortestLife is the shortest lifetime of the tokens cached (0 before
+// the first).
+func (t *tokens) shortestLife() time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var d time.Duration
+	for _, c := range t.byAud {
+		if d == 0 || c.life < d {
+			d = c.life
+		}
+	}
+	return d
+}
 
 // peerCredentials fills cd, the record of replication peer rc (described
 // by p) in a data plane, with how to reach it when it authenticates: its
@@ -500,7 +516,7 @@ func (a *Agent) peerCredentials(ctx context.Context, rc string, p *cpv1.Cluster,
 // peerTokenLoop rewrites every peer's token file with a fresh token until
 // ctx ends.
 func (a *Agent) peerTokenLoop(ctx context.Context) {
-	t := time.NewTicker(peerTokenEvery)
+	t := time.NewTimer(peerTokenEvery)
 	defer t.Stop()
 	for {
 		select {
@@ -508,6 +524,11 @@ func (a *Agent) peerTokenLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		every := peerTokenEvery
+		if life := a.tokens.shortestLife(); life > 0 && life/4 < every {
+			every = life / 4
+		}
+		t.Reset(every)
 		a.mu.Lock()
 		files := maps.Clone(a.peerTokens)
 		a.mu.Unlock()

@@ -62,6 +62,10 @@ type Config struct {
 	// (process.Config.InsecureDataPlanes). Default false: TLS with
 	// certificates of each region's CA.
 	InsecureDataPlanes bool
+	// AccessTokenTTL is the lifetime of the access tokens the control
+	// plane issues (apiserver.Config.AccessTokenTTL); default that of
+	// issuer.DefaultTokenTTL.
+	AccessTokenTTL time.Duration
 	// DataPlaneAuth turns on the agents' agent.Config.DataPlaneAuth:
 	// brokers that require the control plane's tokens. Default false.
 	DataPlaneAuth bool
@@ -160,7 +164,7 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 		return nil, err
 	}
 	if e.srv, err = apiserver.New(apiserver.Config{Listen: cfg.Listen, Store: e.store, Authorizer: engine,
-		Logger: cfg.Logger, BootstrapKeyFile: e.keyFile}); err != nil {
+		Logger: cfg.Logger, BootstrapKeyFile: e.keyFile, AccessTokenTTL: cfg.AccessTokenTTL}); err != nil {
 		return nil, err
 	}
 	go func() {
