@@ -200,6 +200,10 @@ type ClientOptions struct {
 	// (ClientBuilder.authentication), e.g.
 	// org.apache.pulsar.client.impl.auth.AuthenticationToken, "token:...".
 	AuthPlugin, AuthParams string
+	// TLSTrustCertsFile is the PEM file of the CAs the client trusts on
+	// pulsar+ssl:// URLs (ClientBuilder.tlsTrustCertsFilePath); the Java
+	// client only (the Python one ignores it).
+	TLSTrustCertsFile string
 
 	Topic string
 
@@ -242,6 +246,9 @@ func (o ClientOptions) args(mode string) []string {
 	}
 	if o.AuthPlugin != "" {
 		a = append(a, "--auth-plugin", o.AuthPlugin, "--auth-params", o.AuthParams)
+	}
+	if o.TLSTrustCertsFile != "" {
+		a = append(a, "--tls-trust-certs-file", o.TLSTrustCertsFile)
 	}
 	if mode == "produce" {
 		if o.Name != "" {

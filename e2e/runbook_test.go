@@ -155,12 +155,13 @@ func TestRunbooks(t *testing.T) {
 	}
 	appKey := acmeViewer(cp, opKey)
 
-	urls, admins := map[string]string{}, map[string]string{}
+	urls, tlsURLs, admins := map[string]string{}, map[string]string{}, map[string]string{}
 	for id, region := range map[string]string{"east": "regions/r1", "west": "regions/r2"} {
 		op := cp.mustCall(opKey, "POST", "/v1/organizations/acme/clusters?clusterId="+id, map[string]any{
 			"region": region, "size": map[string]any{"brokers": 1, "bookies": 1}})
 		resp, _ := cp.waitOp(opKey, op["name"].(string), 2*time.Minute)["response"].(map[string]any)
 		urls[id], _ = resp["serviceUrl"].(string)
+		tlsURLs[id], _ = resp["tlsServiceUrl"].(string)
 		admins[id], _ = resp["adminUrl"].(string)
 	}
 	logTopicStatsOnFailure(t, admins, "persistent/shop/orders/events")
@@ -175,12 +176,14 @@ func TestRunbooks(t *testing.T) {
 
 	// The clients poll the failover endpoint of the west region's agent,
 	// which forwards to the control plane and answers from its cache
-	// while the control plane is down.
+	// while the control plane is down. It names the members' TLS URLs;
+	// the clients trust the group's CA bundle.
 	endpoint := "http://" + foAddr["r2"] + group + "/failoverTarget"
-	fc := followGroup(t, endpoint, appKey, urls["east"])
+	trust := groupTrustFile(t, cp, appKey, group)
+	fc := followGroup(t, endpoint, appKey, tlsURLs["east"], pulsar.ClientOptions{TLSTrustCertsFilePath: trust})
 	topic := "persistent://shop/orders/events"
 	load := startGroupLoad(t, fc, topic)
-	java := startJavaGroupClients(t, endpoint, appKey, urls["east"], topic)
+	java := startJavaGroupClients(t, endpoint, appKey, tlsURLs["east"], trust, topic)
 	waitFor(t, "messages acknowledged by east", time.Minute, func() bool { return load.count() > 100 })
 
 	// (1) Planned failover.
@@ -193,7 +196,7 @@ func TestRunbooks(t *testing.T) {
 	if m := replicatedLine.FindStringSubmatch(out); m == nil || m[1] == "0" {
 		t.Fatalf("planned failover report: want messages replicated during the runbook, got:\n%s", out)
 	}
-	waitFor(t, "the producer to move to west", time.Minute, func() bool { return fc.ServiceURL() == urls["west"] })
+	waitFor(t, "the producer to move to west", time.Minute, func() bool { return fc.ServiceURL() == tlsURLs["west"] })
 	before := load.count()
 	waitFor(t, "messages acknowledged by west", time.Minute, func() bool { return load.count() > before+100 })
 	westClient := pulsarClient(t, strings.TrimPrefix(urls["west"], "pulsar://"))
@@ -235,7 +238,7 @@ func TestRunbooks(t *testing.T) {
 	if done := cp.waitOp(opKey, fb["name"].(string), 2*time.Minute); done["state"] != "SUCCEEDED" {
 		t.Fatalf("failback after the control plane's restart: %v", done)
 	}
-	waitFor(t, "the producer to move back to east", time.Minute, func() bool { return fc.ServiceURL() == urls["east"] })
+	waitFor(t, "the producer to move back to east", time.Minute, func() bool { return fc.ServiceURL() == tlsURLs["east"] })
 
 	// (3) Unplanned loss of the active region, automatic failover.
 	cp.mustCall(opKey, "PATCH", group, map[string]any{"failoverPolicy": map[string]any{
@@ -250,7 +253,7 @@ func TestRunbooks(t *testing.T) {
 		return g["activeCluster"] == "organizations/acme/clusters/west" && g["operation"] == ""
 	})
 	t.Logf("unplanned: the endpoint answers west %s after the kill (failover_delay 3s)", time.Since(killed).Round(time.Millisecond))
-	waitFor(t, "the producer to move to west", time.Minute, func() bool { return fc.ServiceURL() == urls["west"] })
+	waitFor(t, "the producer to move to west", time.Minute, func() bool { return fc.ServiceURL() == tlsURLs["west"] })
 
 	// (4) The region returns; failback.
 	agents["r1"].Restart()
@@ -268,13 +271,30 @@ func TestRunbooks(t *testing.T) {
 	})
 	out = runCLI(t, addr, keyFile, "runbook", "failback", "--group", "acme/g")
 	t.Logf("failback:\n%s", out)
-	waitFor(t, "the producer to move back to east", time.Minute, func() bool { return fc.ServiceURL() == urls["east"] })
+	waitFor(t, "the producer to move back to east", time.Minute, func() bool { return fc.ServiceURL() == tlsURLs["east"] })
 	before = load.count()
 	waitFor(t, "messages acknowledged by east after the failback", time.Minute, func() bool { return load.count() > before+50 })
 	acked := load.finish()
 	eastClient := pulsarClient(t, strings.TrimPrefix(urls["east"], "pulsar://"))
 	checkAllPresent(t, "east at the end", acked, readCovering(t, eastClient, topic, acked))
-	java.check(t, urls["east"])
+	java.check(t, tlsURLs["east"])
+}
+
+// groupTrustFile writes the replication group's CA bundle (its caBundle,
+// read with key) to a file and returns its path; it fails the test when
+// the bundle holds no certificate.
+func groupTrustFile(t *testing.T, cp cpClient, key, group string) string {
+	t.Helper()
+	_, g := cp.call(key, "GET", group, nil)
+	bundle, _ := g["caBundle"].(string)
+	if !strings.Contains(bundle, "BEGIN CERTIFICATE") {
+		t.Fatalf("%s: no CA certificate in caBundle: %v", group, g)
+	}
+	f := filepath.Join(t.TempDir(), "group-ca.pem")
+	if err := os.WriteFile(f, []byte(bundle), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
 
 // logTopicStatsOnFailure logs, when the test failed, the stats of topic
@@ -313,12 +333,16 @@ func acmeViewer(cp cpClient, opKey string) string {
 
 // followGroup is a Go failover client polling endpoint every 200 ms with
 // key, closed when the test ends; it fails the test unless the endpoint
-// answers want first.
-func followGroup(t *testing.T, endpoint, key, want string) *failover.Client {
+// answers want first. opts carry the client's trust file and
+// authentication, which it keeps on every cluster (OperationTimeout
+// default 30 s).
+func followGroup(t *testing.T, endpoint, key, want string, opts pulsar.ClientOptions) *failover.Client {
 	t.Helper()
+	if opts.OperationTimeout == 0 {
+		opts.OperationTimeout = 30 * time.Second
+	}
 	fc, err := failover.NewControlled(context.Background(), endpoint, failover.ControlledOptions{
-		Client: pulsar.ClientOptions{OperationTimeout: 30 * time.Second},
-		Header: http.Header{"Authorization": {"Bearer " + key}}, CheckInterval: 200 * time.Millisecond})
+		Client: opts, Header: http.Header{"Authorization": {"Bearer " + key}}, CheckInterval: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,14 +376,14 @@ type javaGroupClients struct {
 	c *ClientConsumer
 }
 
-func startJavaGroupClients(t *testing.T, endpoint, key, serviceURL, topic string) *javaGroupClients {
+func startJavaGroupClients(t *testing.T, endpoint, key, serviceURL, trustFile, topic string) *javaGroupClients {
 	t.Helper()
 	if !javaAvailable() {
 		t.Log("java: not on this machine; the Java clients do not run")
 		return nil
 	}
 	jo := ClientOptions{ProviderURL: endpoint, ProviderToken: key, CheckInterval: 500 * time.Millisecond,
-		ServiceURL: serviceURL, Topic: topic, Name: "j", Rate: 50, Subscription: "java-sub", SubscriptionType: "Failover"}
+		ServiceURL: serviceURL, TLSTrustCertsFile: trustFile, Topic: topic, Name: "j", Rate: 50, Subscription: "java-sub", SubscriptionType: "Failover"}
 	j := &javaGroupClients{c: StartJavaConsumer(t, "java-consumer", jo)}
 	j.p = StartJavaProducer(t, "java-producer", jo)
 	j.p.WaitAcked(20, time.Minute)
@@ -374,7 +398,7 @@ func (j *javaGroupClients) check(t *testing.T, finalURL string) {
 	if j == nil {
 		return
 	}
-	j.p.WaitURL(strings.TrimPrefix(finalURL, "pulsar://"), time.Minute)
+	j.p.WaitURL(finalURL, time.Minute)
 	j.p.Stop()
 	want := map[string]bool{}
 	for _, a := range j.p.Acked() {

@@ -66,7 +66,7 @@ func testUpRegions(t *testing.T, n int) {
 	cp := cpClient{t: t, base: "http://" + addr}
 
 	appKey := acmeViewer(cp, opKey)
-	clusters, urls, ops := make([]string, n), map[string]string{}, map[string]string{}
+	clusters, urls, tlsURLs, ops := make([]string, n), map[string]string{}, map[string]string{}, map[string]string{}
 	for i, r := range regions {
 		clusters[i] = "c" + strconv.Itoa(i+1)
 		op := cp.mustCall(opKey, "POST", "/v1/organizations/acme/clusters?clusterId="+clusters[i], map[string]any{
@@ -77,6 +77,7 @@ func testUpRegions(t *testing.T, n int) {
 	for i, c := range clusters {
 		resp, _ := cp.waitOp(opKey, ops[c], 3*time.Minute)["response"].(map[string]any)
 		urls[c], _ = resp["serviceUrl"].(string)
+		tlsURLs[c], _ = resp["tlsServiceUrl"].(string)
 		members[i] = "organizations/acme/clusters/" + c
 	}
 	retainedNamespace(cp, opKey, clusters...)
@@ -95,17 +96,18 @@ func testUpRegions(t *testing.T, n int) {
 		return err == nil && foAddr != ""
 	})
 	endpoint := "http://" + foAddr + group + "/failoverTarget"
-	fc := followGroup(t, endpoint, appKey, urls["c1"])
+	trust := groupTrustFile(t, cp, appKey, group)
+	fc := followGroup(t, endpoint, appKey, tlsURLs["c1"], pulsar.ClientOptions{TLSTrustCertsFilePath: trust})
 	topic := "persistent://shop/orders/events"
 	load := startGroupLoad(t, fc, topic)
-	java := startJavaGroupClients(t, endpoint, appKey, urls["c1"], topic)
+	java := startJavaGroupClients(t, endpoint, appKey, tlsURLs["c1"], trust, topic)
 	waitFor(t, "messages acknowledged by c1", time.Minute, func() bool { return load.count() > 100 })
 
 	// moved waits for the producer to use cluster c and for 50 more
 	// acknowledgements there.
 	moved := func(c string) {
 		t.Helper()
-		waitFor(t, "the producer to move to "+c, time.Minute, func() bool { return fc.ServiceURL() == urls[c] })
+		waitFor(t, "the producer to move to "+c, time.Minute, func() bool { return fc.ServiceURL() == tlsURLs[c] })
 		before := load.count()
 		waitFor(t, "messages acknowledged by "+c, time.Minute, func() bool { return load.count() > before+50 })
 	}
@@ -213,7 +215,7 @@ func testUpRegions(t *testing.T, n int) {
 	planned("failback after r1 returned", "runbook", "failback", "--group", "acme/g")
 	moved("c1")
 	final := load.finish()
-	java.check(t, urls["c1"])
+	java.check(t, tlsURLs["c1"])
 	checkAllPresent(t, "c1 at the end", final, readCovering(t, c1, topic, final))
 	if m := missingFrom(burst, readPayloadsWithin(t, c1, topic, burst, time.Minute)); len(m) > 0 {
 		t.Fatalf("c1 at the end: %d of the burst's %d acknowledged messages missing, e.g. %v", len(m), len(burst), m[:min(5, len(m))])

@@ -13,8 +13,11 @@ import (
 
 // ControlledOptions configure NewControlled.
 type ControlledOptions struct {
-	// Client is every setting but the URL, TLS trust file and
-	// authentication, which the endpoint decides.
+	// Client is every setting but the URL, which the endpoint decides.
+	// Its TLS trust file and authentication hold on every cluster, unless
+	// the endpoint names others (Magnetar's never does: a client following
+	// a replication group trusts the group's CA bundle and authenticates
+	// for its organization's audience).
 	Client pulsar.ClientOptions
 	// Header is sent with every request (for example an Authorization
 	// header for the endpoint).

@@ -88,7 +88,7 @@ func newAgentCommand() *cobra.Command {
 }
 
 // dataPlaneAuthHelp documents --data-plane-auth (agent and up).
-const dataPlaneAuthHelp = "provision clusters whose brokers authenticate every client with the control plane's OAuth2 tokens (audience urn:magnetar:cluster:<org>/<cluster>) and authorize it, the agent being their superuser, and turn role bindings into Pulsar permissions (default off: brokers accept anonymous clients)"
+const dataPlaneAuthHelp = "provision clusters whose brokers authenticate every client with the control plane's OAuth2 tokens (audience urn:magnetar:cluster:<org>/<cluster> or urn:magnetar:organization:<org>) and authorize it, the agent being their superuser, and turn role bindings into Pulsar permissions (default off: brokers accept anonymous clients)"
 
 // insecureDataPlanesHelp documents --insecure-data-planes (agent and up).
 const insecureDataPlanesHelp = "development only: run the clusters without TLS between their brokers, bookies and metadata store and without TLS listeners on the brokers (default: mutual TLS inside every cluster with certificates of the region CA under <data-dir>/ca, and pulsar+ssl:// and https:// beside the plain listeners)"

@@ -7,8 +7,10 @@ package apiserver
 // form fields or with HTTP Basic (RFC 6749 §2.3.1). The token's sub is the
 // key's principal as a data-plane role (issuer.Role); its aud is the
 // audience asked for, which must be this control plane (the issuer URL,
-// also the default), one of Config.TokenAudiences, or a cluster of the
-// caller's organization (issuer.ClusterAudience; operators: any cluster).
+// also the default), one of Config.TokenAudiences, the caller's
+// organization (issuer.OrganizationAudience: every cluster of it) or a
+// cluster of it (issuer.ClusterAudience); operators: any organization or
+// cluster.
 // Errors are RFC 6749 §5.2 JSON; invalid_target (RFC 8707) names an
 // audience the issuer does not serve.
 
@@ -185,16 +187,21 @@ func (s *Server) tokenAudience(ctx context.Context, c caller, aud string) (strin
 		return aud, nil
 	}
 	refuse := oauthErr(http.StatusBadRequest, "invalid_target",
-		"audience %q is neither this control plane (%s) nor a cluster of your organization (%s<org>/<cluster>)", aud, self, issuer.ClusterAudiencePrefix)
+		"audience %q is neither this control plane (%s), nor your organization (%s<org>), nor a cluster of it (%s<org>/<cluster>)",
+		aud, self, issuer.OrganizationAudiencePrefix, issuer.ClusterAudiencePrefix)
+	k := kindCluster
 	name, ok := issuer.ClusterOfAudience(aud)
 	if !ok {
-		return "", refuse
+		k = kindOrganization
+		if name, ok = issuer.OrganizationOfAudience(aud); !ok {
+			return "", refuse
+		}
 	}
-	r, err := kindCluster.parseName("audience", name)
+	r, err := k.parseName("audience", name)
 	if err != nil || (!c.operator() && r.org != c.org) {
 		return "", refuse
 	}
-	if _, err := s.store.Get(ctx, kindCluster.collection, name); errors.Is(err, store.ErrNotFound) {
+	if _, err := s.store.Get(ctx, k.collection, name); errors.Is(err, store.ErrNotFound) {
 		return "", refuse
 	} else if err != nil {
 		s.log.Error("apiserver: token endpoint", "err", err)

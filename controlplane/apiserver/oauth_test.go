@@ -96,6 +96,14 @@ func TestOAuthIssuer(t *testing.T) {
 	if claims["sub"] != "organizations:acme:serviceAccounts:app" || claims["aud"] != "urn:magnetar:cluster:acme/prod" || claims["iss"] != iss || claims["client_id"] != key.Uid {
 		t.Fatalf("claims %v", claims)
 	}
+	// The organization's audience, valid on every cluster of it.
+	code, resp = h.postToken(ccForm(key.Uid, key.Secret, issuer.OrganizationAudience(acme.org)), nil, "")
+	if code != 200 {
+		t.Fatalf("token for the organization's audience: %d %v", code, resp)
+	}
+	if c, err := h.srv.issuer.Verify(t.Context(), resp["access_token"].(string)); err != nil || c.Audience != "urn:magnetar:organization:acme" || c.Subject != "organizations:acme:serviceAccounts:app" {
+		t.Fatalf("organization token: %+v %v", c, err)
+	}
 	code, resp = h.postToken(url.Values{"grant_type": {"client_credentials"}}, []string{key.Name, key.Secret}, "")
 	if code != 200 {
 		t.Fatalf("token (basic): %d %v", code, resp)
@@ -136,15 +144,24 @@ func TestOAuthIssuer(t *testing.T) {
 		{"other org's cluster", ccForm(key.Uid, key.Secret, issuer.ClusterAudience(globexCluster)), nil, "", 400, "invalid_target"},
 		{"unknown cluster", ccForm(key.Uid, key.Secret, "urn:magnetar:cluster:acme/nope"), nil, "", 400, "invalid_target"},
 		{"foreign audience", ccForm(key.Uid, key.Secret, "https://example.com"), nil, "", 400, "invalid_target"},
+		{"other organization", ccForm(key.Uid, key.Secret, issuer.OrganizationAudience(globex.org)), nil, "", 400, "invalid_target"},
+		{"unknown organization", ccForm(key.Uid, key.Secret, "urn:magnetar:organization:nope"), nil, "", 400, "invalid_target"},
+		{"malformed organization", ccForm(key.Uid, key.Secret, "urn:magnetar:organization:acme/prod"), nil, "", 400, "invalid_target"},
 	} {
 		code, resp := h.postToken(c.form, c.basic, c.contentType)
 		if code != c.status || resp["error"] != c.code {
 			t.Errorf("%s: %d %v, want %d %s", c.name, code, resp, c.status, c.code)
 		}
 	}
-	// An operator key may ask for any organization's cluster.
-	if code, resp := h.postToken(ccForm(strings.Split(h.opKey, "_")[1], h.opKey, issuer.ClusterAudience(globexCluster)), nil, ""); code != 200 {
-		t.Fatalf("operator token: %d %v", code, resp)
+	// An operator key may ask for any organization or cluster, if it exists.
+	opUID := strings.Split(h.opKey, "_")[1]
+	for _, aud := range []string{issuer.ClusterAudience(globexCluster), issuer.OrganizationAudience(globex.org)} {
+		if code, resp := h.postToken(ccForm(opUID, h.opKey, aud), nil, ""); code != 200 {
+			t.Fatalf("operator token for %s: %d %v", aud, code, resp)
+		}
+	}
+	if code, resp := h.postToken(ccForm(opUID, h.opKey, "urn:magnetar:organization:nope"), nil, ""); code != 400 || resp["error"] != "invalid_target" {
+		t.Fatalf("operator token for an unknown organization: %d %v", code, resp)
 	}
 
 	// A revoked key gets no token, and its tokens stop working on the API

@@ -2,10 +2,12 @@ package apiserver
 
 import (
 	"context"
+	"crypto/x509"
 	"net"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -13,6 +15,7 @@ import (
 
 	cpv1 "github.com/magnetar-dev/magnetar/api/controlplane/v1"
 	"github.com/magnetar-dev/magnetar/controlplane/store"
+	"github.com/magnetar-dev/magnetar/internal/pki"
 )
 
 // fakeBroker is a TCP listener the health checks can reach, standing for a
@@ -222,5 +225,83 @@ func TestReplicationGroupRunbooks(t *testing.T) {
 	// The unreachable old primary stays fenced toward east when it returns.
 	if w := h.namespace(t, westNS); w.FencedTo != east {
 		t.Fatalf("west's fence after the unplanned failover: %q", w.FencedTo)
+	}
+}
+
+// TestGroupTLSTargetAndCABundle: the failover endpoint answers the active
+// member's TLS URL when it has one and its plain URL otherwise, never a
+// trust file or credentials; a group's ca_bundle is its members' CA
+// certificates, each once, in member order, and a client cannot set it.
+func TestGroupTLSTargetAndCABundle(t *testing.T) {
+	h := newHarness(t, "sqlite::memory:")
+	a := h.setup("solo", "acme")[1]
+	ctx, op := h.authCtx(a.key), h.authCtx(h.opKey)
+	caEast, err := pki.Create("east CA", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caWest, err := pki.Create("west CA", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// east and east2 share their region's CA; plain serves no TLS.
+	clusters := map[string]string{}
+	for _, c := range []struct {
+		id, region string
+		ca         *pki.CA
+	}{{"east", "regions/us-east", caEast}, {"west", "regions/eu-west", caWest}, {"east2", "regions/us-east", caEast}, {"plain", "regions/us-east", nil}} {
+		o := must[*cpv1.Operation](t)(h.clusters.CreateCluster(ctx, &cpv1.CreateClusterRequest{Parent: a.org, ClusterId: c.id, Cluster: &cpv1.Cluster{Region: c.region}}))
+		req := &cpv1.ReportClusterStatusRequest{Name: o.Target, State: cpv1.ReportClusterStatusRequest_READY,
+			ServiceUrl: "pulsar://" + c.id + ":6650", AdminUrl: "http://" + c.id + ":8080"}
+		if c.ca != nil {
+			req.TlsServiceUrl, req.TlsAdminUrl, req.CaCertificate = "pulsar+ssl://"+c.id+":6651", "https://"+c.id+":8443", string(c.ca.CertPEM)
+		}
+		must[*cpv1.Cluster](t)(h.agent.ReportClusterStatus(op, req))
+		clusters[c.id] = o.Target
+	}
+	groups := cpv1.NewReplicationGroupsClient(h.conn)
+	create := func(id string, members ...string) string {
+		t.Helper()
+		must[*cpv1.Operation](t)(groups.CreateReplicationGroup(ctx, &cpv1.CreateReplicationGroupRequest{Parent: a.org, ReplicationGroupId: id,
+			ReplicationGroup: &cpv1.ReplicationGroup{Members: members, Namespaces: []string{"shop/" + id}, CaBundle: "not a certificate"}}))
+		return a.org + "/replicationGroups/" + id
+	}
+	tlsGroup := create("tls", clusters["east"], clusters["west"], clusters["east2"])
+	mixed := create("mixed", clusters["plain"], clusters["west"])
+
+	if ft := must[*cpv1.FailoverTarget](t)(groups.GetFailoverTarget(ctx, &cpv1.GetFailoverTargetRequest{Name: tlsGroup})); ft.ServiceUrl != "pulsar+ssl://east:6651" {
+		t.Fatalf("failover target of a TLS member: %v, want its TLS URL", ft)
+	}
+	code, body := h.rest(a.key, "GET", "/v1/"+tlsGroup+"/failoverTarget", nil)
+	if code != 200 || body["serviceUrl"] != "pulsar+ssl://east:6651" || len(body) != 1 {
+		t.Fatalf("REST failover target: %d %v, want only serviceUrl", code, body)
+	}
+	if ft := must[*cpv1.FailoverTarget](t)(groups.GetFailoverTarget(ctx, &cpv1.GetFailoverTargetRequest{Name: mixed})); ft.ServiceUrl != "pulsar://plain:6650" {
+		t.Fatalf("failover target of a member without TLS: %v, want its plain URL", ft)
+	}
+
+	want := string(caEast.CertPEM) + string(caWest.CertPEM)
+	if rg := must[*cpv1.ReplicationGroup](t)(groups.GetReplicationGroup(ctx, &cpv1.GetReplicationGroupRequest{Name: tlsGroup})); rg.CaBundle != want {
+		t.Fatalf("ca_bundle:\n%s\nwant east's then west's CA once each:\n%s", rg.CaBundle, want)
+	}
+	code, body = h.rest(a.key, "GET", "/v1/"+mixed, nil)
+	if code != 200 || body["caBundle"] != string(caWest.CertPEM) {
+		t.Fatalf("REST group with a plain member: %d caBundle %q, want west's CA only", code, body["caBundle"])
+	}
+	list := must[*cpv1.ListReplicationGroupsResponse](t)(groups.ListReplicationGroups(ctx, &cpv1.ListReplicationGroupsRequest{Parent: a.org}))
+	for _, rg := range list.ReplicationGroups {
+		if (rg.Name == tlsGroup && rg.CaBundle != want) || (rg.Name == mixed && rg.CaBundle != string(caWest.CertPEM)) {
+			t.Fatalf("listed %s with ca_bundle %q", rg.Name, rg.CaBundle)
+		}
+	}
+	// The bundle is a trust file: both CAs verify.
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM([]byte(want)) {
+		t.Fatal("the bundle does not parse")
+	}
+	for _, ca := range []*pki.CA{caEast, caWest} {
+		if _, err := ca.Cert.Verify(x509.VerifyOptions{Roots: pool}); err != nil {
+			t.Fatalf("%s against the bundle: %v", ca.Cert.Subject, err)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"context"
+	"encoding/pem"
 	"errors"
 	"slices"
 	"strconv"
@@ -30,7 +31,7 @@ var kindReplicationGroup = &kind{collection: "replicationGroups", field: "replic
 	newMsg: func() proto.Message { return &cpv1.ReplicationGroup{} },
 	updatable: append([]string{"display_name", "members", "namespaces", "replicated_subscriptions", "failover_policy"},
 		leafPaths("failover_policy", (&cpv1.FailoverPolicy{}).ProtoReflect().Descriptor())...),
-	outputOnly: []string{"active_cluster", "status", "operation", "state"}}
+	outputOnly: []string{"active_cluster", "status", "operation", "state", "ca_bundle"}}
 
 const (
 	maxGroupMembers        = 8
@@ -51,16 +52,59 @@ func (g replicationGroups) GetReplicationGroup(ctx context.Context, req *cpv1.Ge
 	}
 	rg := m.(*cpv1.ReplicationGroup)
 	g.s.repl.fillStatus(rg)
+	if err := g.s.fillCABundle(ctx, rg); err != nil {
+		return nil, g.s.toStatus(err, rg.Name)
+	}
 	return rg, nil
 }
 
 func (g replicationGroups) ListReplicationGroups(ctx context.Context, req *cpv1.ListReplicationGroupsRequest) (*cpv1.ListReplicationGroupsResponse, error) {
 	ms, next, err := g.s.list(ctx, kindReplicationGroup, req.GetParent(), req.GetPageSize(), req.GetPageToken())
+	if err != nil {
+		return nil, err
+	}
 	out := asAll[*cpv1.ReplicationGroup](ms)
 	for _, rg := range out {
 		g.s.repl.fillStatus(rg)
+		if err := g.s.fillCABundle(ctx, rg); err != nil {
+			return nil, g.s.toStatus(err, rg.Name)
+		}
 	}
-	return &cpv1.ListReplicationGroupsResponse{ReplicationGroups: out, NextPageToken: next}, err
+	return &cpv1.ListReplicationGroupsResponse{ReplicationGroups: out, NextPageToken: next}, nil
+}
+
+// fillCABundle sets rg.CaBundle: every certificate of its members'
+// ca_certificate, once each, in member order (a member not found, or
+// serving no TLS, adds none).
+func (s *Server) fillCABundle(ctx context.Context, rg *cpv1.ReplicationGroup) error {
+	var bundle []byte
+	seen := map[string]bool{}
+	for _, m := range rg.Members {
+		obj, err := s.store.Get(ctx, kindCluster.collection, m)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		} else if err != nil {
+			return err
+		}
+		cm, _, err := decode(kindCluster, obj)
+		if err != nil {
+			return err
+		}
+		rest := []byte(cm.(*cpv1.Cluster).CaCertificate)
+		for {
+			var b *pem.Block
+			if b, rest = pem.Decode(rest); b == nil {
+				break
+			}
+			if b.Type != "CERTIFICATE" || seen[string(b.Bytes)] {
+				continue
+			}
+			seen[string(b.Bytes)] = true
+			bundle = append(bundle, pem.EncodeToMemory(&pem.Block{Type: b.Type, Bytes: b.Bytes})...)
+		}
+	}
+	rg.CaBundle = string(bundle)
+	return nil
 }
 
 // validateGroup checks a group's members and namespaces; org is the
@@ -345,7 +389,7 @@ func (g replicationGroups) CreateReplicationGroup(ctx context.Context, req *cpv1
 	if rg == nil {
 		rg = &cpv1.ReplicationGroup{}
 	}
-	rg.ActiveCluster, rg.Status, rg.Operation, rg.State = "", nil, opName, cpv1.ReplicationGroup_CREATING
+	rg.ActiveCluster, rg.Status, rg.Operation, rg.State, rg.CaBundle = "", nil, opName, cpv1.ReplicationGroup_CREATING, ""
 	if rg.Mode == cpv1.ReplicationGroup_MODE_UNSPECIFIED {
 		rg.Mode = cpv1.ReplicationGroup_ACTIVE_PASSIVE
 	}
@@ -500,9 +544,11 @@ func (g replicationGroups) DeleteReplicationGroup(ctx context.Context, req *cpv1
 }
 
 // GetFailoverTarget answers the cluster the group's clients should use:
-// the active cluster's Pulsar URL. The data planes' client authentication
-// is not configured by the control plane, so the authentication fields are
-// empty (clients keep their own).
+// the active cluster's Pulsar URL over TLS when it serves TLS, its plain
+// URL otherwise. Trust files and credentials live on the clients, so the
+// TLS and authentication fields stay empty: a client keeps the trust file
+// (the group's ca_bundle) and the authentication (a token for the
+// organization's audience) it was configured with.
 func (g replicationGroups) GetFailoverTarget(ctx context.Context, req *cpv1.GetFailoverTargetRequest) (*cpv1.FailoverTarget, error) {
 	m, err := g.s.get(ctx, kindReplicationGroup, req.GetName())
 	if err != nil {
@@ -520,6 +566,9 @@ func (g replicationGroups) GetFailoverTarget(ctx context.Context, req *cpv1.GetF
 	cl := cm.(*cpv1.Cluster)
 	if cl.ServiceUrl == "" {
 		return nil, status.Errorf(codes.Unavailable, "%s: the active cluster %s has no service URL yet (%s)", rg.Name, cl.Name, cl.State)
+	}
+	if cl.TlsServiceUrl != "" {
+		return &cpv1.FailoverTarget{ServiceUrl: cl.TlsServiceUrl}, nil
 	}
 	return &cpv1.FailoverTarget{ServiceUrl: cl.ServiceUrl}, nil
 }

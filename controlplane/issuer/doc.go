@@ -13,7 +13,9 @@
 // An access token (RFC 9068 shape, header typ "at+jwt") carries iss (the
 // issuer URL), sub (the principal's data-plane role, Role), aud (one
 // audience), client_id (the API key's uid), iat, exp (iat + TokenTTL) and
-// jti. A cluster's audience is ClusterAudience of its resource name.
+// jti. A cluster's audience is ClusterAudience of its resource name; an
+// organization's, accepted by all of its managed clusters, is
+// OrganizationAudience of its resource name.
 //
 // # Keys
 //

@@ -157,6 +157,28 @@ func ClusterOfAudience(aud string) (cluster string, ok bool) {
 	return "organizations/" + org + "/clusters/" + c, true
 }
 
+// OrganizationAudiencePrefix starts every organization audience.
+const OrganizationAudiencePrefix = "urn:magnetar:organization:"
+
+// OrganizationAudience is the audience of tokens for every cluster of an
+// organization's data plane: "organizations/acme" is
+// "urn:magnetar:organization:acme". Brokers of a managed cluster accept it
+// beside their ClusterAudience, so one token follows a replication group's
+// clients from member to member.
+func OrganizationAudience(org string) string {
+	return OrganizationAudiencePrefix + strings.TrimPrefix(org, "organizations/")
+}
+
+// OrganizationOfAudience inverts OrganizationAudience; ok is false for
+// other audiences.
+func OrganizationOfAudience(aud string) (org string, ok bool) {
+	id, ok := strings.CutPrefix(aud, OrganizationAudiencePrefix)
+	if !ok || id == "" || strings.Contains(id, "/") {
+		return "", false
+	}
+	return "organizations/" + id, true
+}
+
 // Discovery is the OpenID Connect discovery document (also served as RFC
 // 8414 authorization server metadata).
 func (i *Issuer) Discovery() map[string]any {

@@ -147,15 +147,34 @@ func TestAudienceAndRoleNames(t *testing.T) {
 	if a := ClusterAudience("organizations/acme/clusters/prod"); a != "urn:magnetar:cluster:acme/prod" {
 		t.Fatalf("ClusterAudience = %q", a)
 	}
-	for aud, want := range map[string]string{
-		"urn:magnetar:cluster:acme/prod": "organizations/acme/clusters/prod",
-		"urn:magnetar:cluster:acme":      "",
-		"urn:magnetar:cluster:a/b/c":     "",
-		"http://cp":                      "",
+	if a := OrganizationAudience("organizations/acme"); a != "urn:magnetar:organization:acme" {
+		t.Fatalf("OrganizationAudience = %q", a)
+	}
+	// Each inverse: the resource an audience names, "" for none.
+	for _, c := range []struct {
+		name  string
+		parse func(string) (string, bool)
+		cases map[string]string
+	}{
+		{"ClusterOfAudience", ClusterOfAudience, map[string]string{
+			"urn:magnetar:cluster:acme/prod": "organizations/acme/clusters/prod",
+			"urn:magnetar:cluster:acme":      "",
+			"urn:magnetar:cluster:a/b/c":     "",
+			"urn:magnetar:organization:acme": "",
+			"http://cp":                      "",
+		}},
+		{"OrganizationOfAudience", OrganizationOfAudience, map[string]string{
+			"urn:magnetar:organization:acme":   "organizations/acme",
+			"urn:magnetar:organization:":       "",
+			"urn:magnetar:organization:acme/x": "",
+			"urn:magnetar:cluster:acme/prod":   "",
+		}},
 	} {
-		got, ok := ClusterOfAudience(aud)
-		if got != want || ok != (want != "") {
-			t.Errorf("ClusterOfAudience(%q) = %q %v, want %q", aud, got, ok, want)
+		for aud, want := range c.cases {
+			got, ok := c.parse(aud)
+			if got != want || ok != (want != "") {
+				t.Errorf("%s(%q) = %q %v, want %q", c.name, aud, got, ok, want)
+			}
 		}
 	}
 	if r := Role("organizations/acme/serviceAccounts/ci"); r != "organizations:acme:serviceAccounts:ci" || Principal(r) != "organizations/acme/serviceAccounts/ci" {

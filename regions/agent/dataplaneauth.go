@@ -2,8 +2,9 @@ package agent
 
 // Data-plane authentication (Config.DataPlaneAuth). The agent provisions
 // every cluster with its brokers trusting the control plane as OAuth2/OIDC
-// issuer, with the cluster's own audience (issuer.ClusterAudience), and the
-// agent's role as their superuser. The agent gets its tokens from the
+// issuer, accepting the cluster's own audience (issuer.ClusterAudience) and
+// its organization's (issuer.OrganizationAudience: one token for every
+// member of a replication group), and the agent's role as their superuser. The agent gets its tokens from the
 // control plane's token endpoint with its API key (client-credentials
 // grant), one per cluster audience, renewed before they expire, and sends
 // them on every admin call.
@@ -235,7 +236,9 @@ func (a *Agent) clusterAuth(ctx context.Context, cluster string) (*provisioner.A
 	if !strings.HasPrefix(role, operatorRolePrefix) {
 		roles = append([]string{role}, roles...)
 	}
-	return &provisioner.Auth{Issuer: iss, Audience: aud, SuperuserRoles: roles}, nil
+	org, _, _ := strings.Cut(cluster, "/clusters/")
+	auds := []string{aud, issuer.OrganizationAudience(org)}
+	return &provisioner.Auth{Issuer: iss, Audiences: auds, SuperuserRoles: roles}, nil
 }
 
 // adminAuth is the option that authenticates the agent's admin calls to

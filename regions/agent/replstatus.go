@@ -44,7 +44,10 @@ func (a *Agent) applyFence(ctx context.Context, c *pulsaradmin.Client, ch *cpv1.
 		if p == nil || p.GetServiceUrl() == "" {
 			return "", fmt.Errorf("fence toward %s: its URLs are not known yet", to)
 		}
-		target = &pulsaradmin.ClusterURL{ServiceURL: p.GetAdminUrl(), BrokerServiceURL: p.GetServiceUrl(), Cluster: a.pulsarName(to)}
+		// The TLS URLs too (empty without TLS): a client on pulsar+ssl://
+		// follows TopicMigrated only to the target's TLS URL.
+		target = &pulsaradmin.ClusterURL{ServiceURL: p.GetAdminUrl(), ServiceURLTLS: p.GetTlsAdminUrl(),
+			BrokerServiceURL: p.GetServiceUrl(), BrokerServiceURLTLS: p.GetTlsServiceUrl(), Cluster: a.pulsarName(to)}
 	}
 	if err := c.SetNamespaceMigration(ctx, name, target); err != nil {
 		return "", fmt.Errorf("fence %s: %w", name, err)

@@ -2,8 +2,10 @@ package provisioner
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // ErrNotFound is returned by Status for a cluster the provisioner does not hold.
@@ -54,11 +56,31 @@ type Auth struct {
 	// Issuer is the URL of the OAuth2/OIDC issuer whose tokens the brokers
 	// accept (its keys come from its discovery document's jwks_uri).
 	Issuer string
-	// Audience is the aud those tokens must carry: one per cluster, so a
-	// token for another cluster is refused.
-	Audience string
+	// Audiences are the aud values the brokers accept: a token must carry
+	// one of them (the region agent gives the cluster's own audience and
+	// its organization's), so a token for another cluster or organization
+	// is refused.
+	Audiences []string
 	// SuperuserRoles may do everything (the region agent's own role).
 	SuperuserRoles []string
+}
+
+// UnmarshalJSON reads an Auth, taking a record with a single "Audience"
+// as Audiences of one.
+func (a *Auth) UnmarshalJSON(b []byte) error {
+	type plain Auth
+	var v struct {
+		plain
+		Audience string
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*a = Auth(v.plain)
+	if len(a.Audiences) == 0 && v.Audience != "" {
+		a.Audiences = []string{v.Audience}
+	}
+	return nil
 }
 
 // Validate checks the spec.
@@ -66,8 +88,8 @@ func (s ClusterSpec) Validate() error {
 	if s.Name == "" {
 		return fmt.Errorf("%w: name is empty", ErrInvalidSpec)
 	}
-	if a := s.Auth; a != nil && (a.Issuer == "" || a.Audience == "") {
-		return fmt.Errorf("%w: %s: auth needs an issuer and an audience", ErrInvalidSpec, s.Name)
+	if a := s.Auth; a != nil && (a.Issuer == "" || len(a.Audiences) == 0 || slices.Contains(a.Audiences, "")) {
+		return fmt.Errorf("%w: %s: auth needs an issuer and at least one audience, none empty", ErrInvalidSpec, s.Name)
 	}
 	if s.Size.Brokers < 1 || s.Size.Bookies < 1 {
 		return fmt.Errorf("%w: %s: size must have at least one broker and one bookie (got %d brokers, %d bookies)",

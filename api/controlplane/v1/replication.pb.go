@@ -229,10 +229,15 @@ type ReplicationGroup struct {
 	// The operation changing the group, if any. Output only.
 	Operation string `protobuf:"bytes,12,opt,name=operation,proto3" json:"operation,omitempty"`
 	// Output only.
-	State         ReplicationGroup_State `protobuf:"varint,16,opt,name=state,proto3,enum=magnetar.controlplane.v1.ReplicationGroup_State" json:"state,omitempty"`
-	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
-	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
-	Etag          string                 `protobuf:"bytes,15,opt,name=etag,proto3" json:"etag,omitempty"`
+	State      ReplicationGroup_State `protobuf:"varint,16,opt,name=state,proto3,enum=magnetar.controlplane.v1.ReplicationGroup_State" json:"state,omitempty"`
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	Etag       string                 `protobuf:"bytes,15,opt,name=etag,proto3" json:"etag,omitempty"`
+	// The members' ca_certificate, deduplicated, concatenated in member
+	// order: one PEM trust file valid on the TLS URL of every member, for
+	// clients that follow the group's failover endpoint. Empty when no
+	// member serves TLS. Output only.
+	CaBundle      string `protobuf:"bytes,17,opt,name=ca_bundle,json=caBundle,proto3" json:"ca_bundle,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -375,6 +380,13 @@ func (x *ReplicationGroup) GetUpdateTime() *timestamppb.Timestamp {
 func (x *ReplicationGroup) GetEtag() string {
 	if x != nil {
 		return x.Etag
+	}
+	return ""
+}
+
+func (x *ReplicationGroup) GetCaBundle() string {
+	if x != nil {
+		return x.CaBundle
 	}
 	return ""
 }
@@ -648,11 +660,17 @@ func (x *ReplicationBacklog) GetReplicatedMessages() int64 {
 // Fields without a value are left out of the JSON: the Java client reads an
 // empty string as a change of configuration and reconnects.
 type FailoverTarget struct {
-	state                 protoimpl.MessageState `protogen:"open.v1"`
-	ServiceUrl            string                 `protobuf:"bytes,1,opt,name=service_url,json=serviceUrl,proto3" json:"service_url,omitempty"`
-	TlsTrustCertsFilePath *string                `protobuf:"bytes,2,opt,name=tls_trust_certs_file_path,json=tlsTrustCertsFilePath,proto3,oneof" json:"tls_trust_certs_file_path,omitempty"`
-	AuthPluginClassName   *string                `protobuf:"bytes,3,opt,name=auth_plugin_class_name,json=authPluginClassName,proto3,oneof" json:"auth_plugin_class_name,omitempty"`
-	AuthParamsString      *string                `protobuf:"bytes,4,opt,name=auth_params_string,json=authParamsString,proto3,oneof" json:"auth_params_string,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The active cluster's tls_service_url ("pulsar+ssl://") when it serves
+	// TLS, its service_url otherwise.
+	ServiceUrl string `protobuf:"bytes,1,opt,name=service_url,json=serviceUrl,proto3" json:"service_url,omitempty"`
+	// Never set by Magnetar: trust files and credentials live on the
+	// clients, which keep the trust file (the group's ca_bundle) and the
+	// authentication (a token for the organization's audience) they were
+	// configured with.
+	TlsTrustCertsFilePath *string `protobuf:"bytes,2,opt,name=tls_trust_certs_file_path,json=tlsTrustCertsFilePath,proto3,oneof" json:"tls_trust_certs_file_path,omitempty"`
+	AuthPluginClassName   *string `protobuf:"bytes,3,opt,name=auth_plugin_class_name,json=authPluginClassName,proto3,oneof" json:"auth_plugin_class_name,omitempty"`
+	AuthParamsString      *string `protobuf:"bytes,4,opt,name=auth_params_string,json=authParamsString,proto3,oneof" json:"auth_params_string,omitempty"`
 	unknownFields         protoimpl.UnknownFields
 	sizeCache             protoimpl.SizeCache
 }
@@ -1494,7 +1512,7 @@ var File_api_controlplane_v1_replication_proto protoreflect.FileDescriptor
 
 const file_api_controlplane_v1_replication_proto_rawDesc = "" +
 	"\n" +
-	"%api/controlplane/v1/replication.proto\x12\x18magnetar.controlplane.v1\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a#api/controlplane/v1/resources.proto\"\x93\a\n" +
+	"%api/controlplane/v1/replication.proto\x12\x18magnetar.controlplane.v1\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a#api/controlplane/v1/resources.proto\"\xb0\a\n" +
 	"\x10ReplicationGroup\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\tR\x03uid\x12!\n" +
@@ -1516,7 +1534,8 @@ const file_api_controlplane_v1_replication_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12\x12\n" +
-	"\x04etag\x18\x0f \x01(\tR\x04etag\"C\n" +
+	"\x04etag\x18\x0f \x01(\tR\x04etag\x12\x1b\n" +
+	"\tca_bundle\x18\x11 \x01(\tR\bcaBundle\"C\n" +
 	"\x04Mode\x12\x14\n" +
 	"\x10MODE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rACTIVE_ACTIVE\x10\x01\x12\x12\n" +

@@ -423,7 +423,11 @@ func (p *Provisioner) args(c *cluster, m *member) []string {
 			"--ensemble", strconv.Itoa(e), "--write-quorum", strconv.Itoa(e), "--ack-quorum", strconv.Itoa(min(2, e))}
 		args = append(args, p.offloadArgs(c)...)
 		if a := c.st.Auth; a != nil {
-			args = append(args, "--auth-oidc-issuer", a.Issuer, "--auth-oidc-audience", a.Audience, "--authorization")
+			args = append(args, "--auth-oidc-issuer", a.Issuer)
+			for _, aud := range a.Audiences {
+				args = append(args, "--auth-oidc-audience", aud)
+			}
+			args = append(args, "--authorization")
 			if len(a.SuperuserRoles) > 0 {
 				args = append(args, "--superuser-roles", strings.Join(a.SuperuserRoles, ","))
 			}

@@ -27,6 +27,7 @@ import org.apache.pulsar.client.impl.ControlledClusterFailover;
  *
  * <pre>
  * produce --service-url URL [--provider-url URL --provider-token KEY --check-interval-ms N]
+ *         [--auth-plugin CLASS --auth-params PARAMS] [--tls-trust-certs-file PEM]
  *         --topic T [--name P] [--key K] [--count N] [--rate R] [--batching=false]
  * consume --service-url URL [--provider-url ...] --topic T --subscription S [--type Shared]
  * </pre>
@@ -177,6 +178,10 @@ public final class JavaClient {
         String authPlugin = flag("auth-plugin", "");
         if (!authPlugin.isEmpty()) {
             b.authentication(authPlugin, flag("auth-params", ""));
+        }
+        String trust = flag("tls-trust-certs-file", "");
+        if (!trust.isEmpty()) {
+            b.tlsTrustCertsFilePath(trust);
         }
         PulsarClient client = b.build();
         Thread watch = new Thread(() -> watchUrl(current), "url-watch");
