@@ -35,6 +35,9 @@ func TestUpGroupFailoverAuth(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process-level test")
 	}
+	// Waits on processes and intervals: runs beside the other `magnetar up`
+	// tests.
+	t.Parallel()
 	dir := t.TempDir()
 	killDataPlaneOnCleanup(t, dir)
 	addr := FreeAddr(t)

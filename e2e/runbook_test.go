@@ -399,6 +399,8 @@ func (j *javaGroupClients) check(t *testing.T, finalURL string) {
 		return
 	}
 	j.p.WaitURL(finalURL, time.Minute)
+	// The producer works on the final cluster: sends acknowledged there.
+	j.p.WaitAckedAfter(time.Now(), 20, time.Minute)
 	j.p.Stop()
 	want := map[string]bool{}
 	for _, a := range j.p.Acked() {

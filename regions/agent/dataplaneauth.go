@@ -4,10 +4,11 @@ package agent
 // every cluster with its brokers trusting the control plane as OAuth2/OIDC
 // issuer, accepting the cluster's own audience (issuer.ClusterAudience) and
 // its organization's (issuer.OrganizationAudience: one token for every
-// member of a replication group), and the agent's role as their superuser. The agent gets its tokens from the
-// control plane's token endpoint with its API key (client-credentials
-// grant), one per cluster audience, renewed before they expire, and sends
-// them on every admin call.
+// member of a replication group), and the agent's role as their
+// superuser. The agent gets its tokens from the control plane's token
+// endpoint with its API key (client-credentials grant), one per cluster
+// audience, renewed before they expire, and sends them on every admin
+// call.
 //
 // Role bindings become Pulsar permissions: every grantInterval the agent
 // reads the role bindings of the organizations whose clusters it runs and
