@@ -11,6 +11,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/magnetar-dev/magnetar/controlplane/issuer"
+	"github.com/magnetar-dev/magnetar/internal/accesstoken"
 )
 
 // TestUpCrossRegionReplication: through the control plane only, a cluster
@@ -87,7 +88,7 @@ func testUpCrossRegion(t *testing.T, auth bool) {
 		if err := os.WriteFile(caFile, []byte(ca), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		uid, _ := apiKeyUID(key)
+		uid, _ := accesstoken.APIKeyUID(key)
 		clients[id] = oauthClient(t, tlsURL, caFile, "http://"+addr, uid, key, issuer.ClusterAudience("organizations/acme/clusters/"+id))
 	}
 	for id := range clusters {

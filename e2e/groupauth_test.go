@@ -17,6 +17,7 @@ import (
 
 	"github.com/magnetar-dev/magnetar/client/failover"
 	"github.com/magnetar-dev/magnetar/controlplane/issuer"
+	"github.com/magnetar-dev/magnetar/internal/accesstoken"
 )
 
 // TestUpGroupFailoverAuth: `magnetar up --data-plane-auth` with two
@@ -112,7 +113,7 @@ func TestUpGroupFailoverAuth(t *testing.T) {
 	// West's agent grants the bindings within its 5 s pass (east's: the
 	// consumer below waits for it). The operator reads the permissions
 	// with a token for the organization's audience too.
-	opUID, _ := apiKeyUID(opKey)
+	opUID, _ := accesstoken.APIKeyUID(opKey)
 	opTok := accessToken(t, issuerURL, opUID, opKey, orgAud)
 	perms := tlsAdmins["west"] + "/admin/v2/namespaces/shop/orders/permissions"
 	if code, body := adminGet(hc, perms, opTok); code == http.StatusUnauthorized {

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/magnetar-dev/magnetar/controlplane/issuer"
+	"github.com/magnetar-dev/magnetar/internal/accesstoken"
 )
 
 // isolationOrg is one organization of TestUpTenantIsolation: its cluster
@@ -181,9 +183,43 @@ func TestUpTenantIsolation(t *testing.T) {
 		}
 	}
 
+	// The CLI's data-plane commands on an authenticated cluster: with the
+	// app's API key they find the TLS URLs and the CA in the cluster
+	// resource and exchange the key for access tokens; the idle account's
+	// produce is refused by the broker. Both read the cluster resource
+	// (roles/viewer, which gives nothing on the data plane).
+	acme := orgs["acme"]
+	for _, sa := range []string{"app", "idle"} {
+		cp.mustCall(opKey, "POST", "/v1/organizations/acme/roleBindings?roleBindingId="+sa+"-viewer", map[string]any{
+			"role": "roles/viewer", "member": "organizations/acme/serviceAccounts/" + sa, "resource": acme.cluster})
+	}
+	keyDir := t.TempDir()
+	appKeyFile, idleKeyFile := filepath.Join(keyDir, "app.key"), filepath.Join(keyDir, "idle.key")
+	for f, k := range map[string]string{appKeyFile: acme.appKey, idleKeyFile: acme.idleKey} {
+		if err := os.WriteFile(f, []byte(k+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cliTopic := "acme/main/shop/orders/cli"
+	cliStart := time.Now()
+	if out := runCLI(t, addr, appKeyFile, "topic", "produce", cliTopic, "-m", "hello over tls"); !strings.Contains(out, "produced 1 message to persistent://shop/orders/cli") {
+		t.Fatalf("magnetar topic produce: %s", out)
+	}
+	if out := runCLI(t, addr, appKeyFile, "topic", "consume", cliTopic, "-s", "cli", "-n", "1"); !strings.Contains(out, "hello over tls") {
+		t.Fatalf("magnetar topic consume: %s", out)
+	}
+	if out := runCLI(t, addr, appKeyFile, "topic", "stats", cliTopic); !strings.Contains(out, "persistent://shop/orders/cli") {
+		t.Fatalf("magnetar topic stats: %s", out)
+	}
+	out, err := exec.Command(Binary(t), "topic", "produce", cliTopic, "-m", "refused", "--endpoint", addr, "--api-key-file", idleKeyFile).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "AuthorizationError") {
+		t.Fatalf("magnetar topic produce with the unbound account's key: %v\n%s", err, out)
+	}
+	t.Logf("magnetar topic produce with the unbound account's key: %s", lastLine(string(out)))
+	t.Logf("the CLI's data-plane commands ran in %v", time.Since(cliStart).Round(100*time.Millisecond))
+
 	// roles/cluster.admin on the cluster makes a member an admin of its
 	// tenants: it reads the namespace's permissions the app may not.
-	acme := orgs["acme"]
 	cp.mustCall(opKey, "POST", "/v1/organizations/acme/serviceAccounts?serviceAccountId=ops", map[string]any{})
 	k := cp.mustCall(opKey, "POST", "/v1/organizations/acme/serviceAccounts/ops/apiKeys?apiKeyId=k1", map[string]any{})
 	cp.mustCall(opKey, "POST", "/v1/organizations/acme/roleBindings?roleBindingId=ops-admin", map[string]any{
@@ -219,7 +255,7 @@ func TestUpTenantIsolation(t *testing.T) {
 	if err := sendOnce(lp); err != nil {
 		t.Fatalf("globex's app sending: %v", err)
 	}
-	opUID, _ := apiKeyUID(opKey)
+	opUID, _ := accesstoken.APIKeyUID(opKey)
 	ghc := tlsHTTPClient(t, globex.caFile)
 	publishing := func() bool {
 		var st struct {
@@ -248,6 +284,12 @@ func TestUpTenantIsolation(t *testing.T) {
 	if err := sendOnce(lp); err == nil {
 		t.Fatal("the revoked key's producer still sends")
 	}
+}
+
+// lastLine is the last non-empty line of out.
+func lastLine(out string) string {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	return lines[len(lines)-1]
 }
 
 // refusedWithin is the operation timeout of the clients expected to be
@@ -285,14 +327,6 @@ func oauthClientWithin(t *testing.T, op time.Duration, url, caFile, issuerURL, c
 	}
 	t.Cleanup(c.Close)
 	return c
-}
-
-// apiKeyUID is the uid of an API key "mgk_<uid>_<secret>" (its OAuth2
-// client id).
-func apiKeyUID(key string) (string, bool) {
-	rest, ok := strings.CutPrefix(key, "mgk_")
-	uid, _, ok2 := strings.Cut(rest, "_")
-	return uid, ok && ok2 && uid != ""
 }
 
 // produceOnce creates a producer on topic and sends one message.

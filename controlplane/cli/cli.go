@@ -98,8 +98,10 @@ type session struct {
 	conn   *grpc.ClientConn
 	out    io.Writer
 	errOut io.Writer
-	// keyErr is why there is no API key, for commands that may run
-	// without one (runKeyOptional); calls to the control plane need one.
+	// key is the API key; keyErr is why there is none, for commands that
+	// may run without one (runKeyOptional); calls to the control plane
+	// need one.
+	key    string
 	keyErr error
 }
 
@@ -141,7 +143,7 @@ func (g *globals) runWith(keyOptional bool, body func(ctx context.Context, s *se
 		if keyErr == nil {
 			ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+key)
 		}
-		s := &session{g: g, cmd: cmd, conn: conn, out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr(), keyErr: keyErr}
+		s := &session{g: g, cmd: cmd, conn: conn, out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr(), key: key, keyErr: keyErr}
 		return plainError(body(ctx, s, args))
 	}
 }
@@ -156,6 +158,17 @@ func (g *globals) resolveEndpoint() string {
 		}
 	}
 	return DefaultEndpoint
+}
+
+// controlPlaneURL is the base URL of the control plane's REST API, served
+// on the address dial connects to: https://host:port for an https://
+// endpoint, http://host:port otherwise.
+func (g *globals) controlPlaneURL() string {
+	e := strings.TrimSuffix(g.resolveEndpoint(), "/")
+	if strings.HasPrefix(e, "https://") || strings.HasPrefix(e, "http://") {
+		return e
+	}
+	return "http://" + e
 }
 
 // key finds the API key: flag, flag file, env, env file.

@@ -3,6 +3,8 @@ package cli
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -20,10 +22,14 @@ import (
 	plog "github.com/apache/pulsar-client-go/pulsar/log"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	cpv1 "github.com/magnetar-dev/magnetar/api/controlplane/v1"
+	"github.com/magnetar-dev/magnetar/controlplane/issuer"
+	"github.com/magnetar-dev/magnetar/internal/accesstoken"
 	"github.com/magnetar-dev/magnetar/regions/pulsaradmin"
 )
 
@@ -39,8 +45,18 @@ reads the cluster's service URL (pulsar://) and admin URL (http://) from
 the control plane (magnetar cluster get), unless --service-url and
 --admin-url give them; then ORG and CLUSTER only complete the topic's path
 and no API key is needed. --non-persistent names a non-persistent topic.
---token (env ` + EnvPulsarToken + `) authenticates to a data plane that
-requires Pulsar tokens.`
+
+A cluster that serves TLS (provisioned with data-plane authentication: it
+has a TLS service URL, TLS admin URL and CA certificate) is reached on its
+pulsar+ssl:// and https:// URLs, trusting its CA certificate only, with
+access tokens for the cluster's audience
+(urn:magnetar:cluster:ORG/CLUSTER) that the control plane's token endpoint
+(/oauth2/token at --endpoint) issues for the API key, renewed while the
+command runs; the broker then allows what the key's role bindings give
+(roles/pulsar.producer, roles/pulsar.consumer). Reading the cluster's URLs
+takes a binding that reads the cluster too, e.g. roles/viewer on it.
+--token (env ` + EnvPulsarToken + `) sends that Pulsar token instead, on any
+cluster.`
 
 // dpFlags are the data-plane flags.
 type dpFlags struct {
@@ -63,15 +79,25 @@ func (d *dpFlags) register(f *pflag.FlagSet, service, topic bool) {
 	}
 }
 
-// dataPlane is where a cluster serves Pulsar.
+// dataPlane is where a cluster serves Pulsar and how to authenticate
+// there.
 type dataPlane struct {
 	serviceURL string
 	adminURL   string
-	token      string
+	// token is the fixed token of --token or EnvPulsarToken; tokens, when
+	// set instead, renews the access token exchanged for the API key.
+	token  string
+	tokens func(context.Context) (string, error)
+	// roots trusts the cluster's CA on its TLS URLs (nil: system roots).
+	roots *x509.CertPool
 }
 
 // dataPlane finds the URLs of cluster (its full name) that the command
 // needs: from the flags, else from the control plane's Cluster resource.
+// A cluster that serves TLS (tlsServiceUrl, tlsAdminUrl and its
+// caCertificate) is reached there, trusting its CA, and without a token
+// given the API key is exchanged at the control plane's token endpoint
+// for access tokens of the cluster's audience.
 func (s *session) dataPlane(ctx context.Context, cluster string, d *dpFlags, service, admin bool) (dataPlane, error) {
 	dp := dataPlane{serviceURL: d.serviceURL, adminURL: d.adminURL, token: d.token}
 	if dp.token == "" {
@@ -84,17 +110,39 @@ func (s *session) dataPlane(ctx context.Context, cluster string, d *dpFlags, ser
 		return dp, fmt.Errorf("%w (or give --service-url and --admin-url)", err)
 	}
 	c, err := s.clusters().GetCluster(ctx, &cpv1.GetClusterRequest{Name: cluster})
+	if status.Code(err) == codes.PermissionDenied {
+		return dp, fmt.Errorf("%w (reading the cluster's URLs takes a role binding that reads it, e.g. roles/viewer on the cluster; or give --service-url and --admin-url)", plainError(err))
+	}
 	if err != nil {
 		return dp, err
 	}
+	tlsURLs := c.GetTlsServiceUrl() != "" && c.GetTlsAdminUrl() != "" && c.GetCaCertificate() != ""
+	serviceURL, adminURL := c.GetServiceUrl(), c.GetAdminUrl()
+	if tlsURLs {
+		serviceURL, adminURL = c.GetTlsServiceUrl(), c.GetTlsAdminUrl()
+		dp.roots = x509.NewCertPool()
+		if !dp.roots.AppendCertsFromPEM([]byte(c.GetCaCertificate())) {
+			return dp, fmt.Errorf("cluster %s: its caCertificate holds no PEM certificate", shortName(cluster))
+		}
+	}
 	if dp.serviceURL == "" {
-		dp.serviceURL = c.GetServiceUrl()
+		dp.serviceURL = serviceURL
 	}
 	if dp.adminURL == "" {
-		dp.adminURL = c.GetAdminUrl()
+		dp.adminURL = adminURL
 	}
 	if (service && dp.serviceURL == "") || (admin && dp.adminURL == "") {
 		return dp, fmt.Errorf("cluster %s has no URLs yet (state %v): wait until it is READY", shortName(cluster), c.GetState())
+	}
+	if tlsURLs && dp.token == "" {
+		src := accesstoken.New(s.g.controlPlaneURL(), s.key, accesstoken.WithTokenEndpoint(s.g.controlPlaneURL()+issuer.TokenPath))
+		aud := issuer.ClusterAudience(cluster)
+		dp.tokens = func(ctx context.Context) (string, error) { return src.Token(ctx, aud) }
+		// The first token now: a refusal ends the command before it
+		// connects.
+		if _, err := dp.tokens(ctx); err != nil {
+			return dp, err
+		}
 	}
 	return dp, nil
 }
@@ -102,21 +150,34 @@ func (s *session) dataPlane(ctx context.Context, cluster string, d *dpFlags, ser
 // admin returns a client of the data plane's admin API.
 func (dp dataPlane) admin() (*pulsaradmin.Client, error) {
 	var opts []pulsaradmin.Option
-	if dp.token != "" {
+	if dp.roots != nil {
+		opts = append(opts, pulsaradmin.WithRootCAs(dp.roots))
+	}
+	switch {
+	case dp.tokens != nil:
+		opts = append(opts, pulsaradmin.WithTokenSource(dp.tokens))
+	case dp.token != "":
 		opts = append(opts, pulsaradmin.WithToken(dp.token))
 	}
 	return pulsaradmin.New(dp.adminURL, opts...)
 }
 
 // client returns a Pulsar client of the data plane. It logs warnings and
-// errors to errOut, everything when the default logger is at debug level.
-func (dp dataPlane) client(errOut io.Writer) (pulsar.Client, error) {
+// errors to errOut, everything when the default logger is at debug level;
+// ctx bounds the token requests of its renewals.
+func (dp dataPlane) client(ctx context.Context, errOut io.Writer) (pulsar.Client, error) {
 	logger := slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if slog.Default().Enabled(context.Background(), slog.LevelDebug) {
 		logger = slog.Default()
 	}
 	opts := pulsar.ClientOptions{URL: dp.serviceURL, OperationTimeout: 30 * time.Second, Logger: plog.NewLoggerWithSlog(logger)}
-	if dp.token != "" {
+	if dp.roots != nil {
+		opts.TLSConfig = &tls.Config{RootCAs: dp.roots, MinVersion: tls.VersionTLS12}
+	}
+	switch {
+	case dp.tokens != nil:
+		opts.Authentication = pulsar.NewAuthenticationTokenFromSupplier(func() (string, error) { return dp.tokens(ctx) })
+	case dp.token != "":
 		opts.Authentication = pulsar.NewAuthenticationToken(dp.token)
 	}
 	return pulsar.NewClient(opts)
@@ -288,7 +349,7 @@ how many were sent (-o json: their message ids).` + dataPlaneHelp,
 // produce sends every payload count times and returns the message ids in
 // the order sent.
 func produce(ctx context.Context, dp dataPlane, errOut io.Writer, topic string, payloads [][]byte, count int, key string, props map[string]string) ([]string, error) {
-	client, err := dp.client(errOut)
+	client, err := dp.client(ctx, errOut)
 	if err != nil {
 		return nil, err
 	}
@@ -387,7 +448,7 @@ earliest message (--initial-position latest: after the last one).` + dataPlaneHe
 			if err != nil {
 				return err
 			}
-			client, err := dp.client(s.errOut)
+			client, err := dp.client(ctx, s.errOut)
 			if err != nil {
 				return err
 			}
@@ -682,7 +743,9 @@ topic, its path, Pulsar name, partitions, persistence, whether it is
 managed and on the data plane, and the resource when managed.
 
 --admin-url replaces the cluster's admin URL and --token authenticates to
-it, as on the other data-plane commands.`,
+it, as on the other data-plane commands; a cluster that serves TLS is
+reached on its https:// admin URL with access tokens for the API key, as
+they are (magnetar topic produce --help).`,
 		Args: nameArgs(kindNamespace),
 		RunE: g.runKeyOptional(func(ctx context.Context, s *session, args []string) error {
 			parent, err := kindNamespace.resolve(args)

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	cpv1 "github.com/magnetar-dev/magnetar/api/controlplane/v1"
+	"github.com/magnetar-dev/magnetar/internal/accesstoken"
 	"github.com/magnetar-dev/magnetar/regions/provisioner"
 	"github.com/magnetar-dev/magnetar/regions/pulsaradmin"
 )
@@ -176,7 +177,7 @@ type Agent struct {
 	adminTransport *http.Transport
 	// tokens are the agent's data-plane tokens (nil without
 	// Config.DataPlaneAuth).
-	tokens *tokens
+	tokens *accesstoken.Source
 	// peerTokens maps the audience of each replication peer to the token
 	// file its clusters' brokers read (guarded by mu).
 	peerTokens map[string]string
@@ -223,7 +224,7 @@ func New(cfg Config) (*Agent, error) {
 		adminTransport: http.DefaultTransport.(*http.Transport).Clone(),
 	}
 	if cfg.DataPlaneAuth {
-		a.tokens = newTokens(cfg.ControlPlaneURL, cfg.APIKey)
+		a.tokens = accesstoken.New(cfg.ControlPlaneURL, cfg.APIKey)
 		a.peerTokens = map[string]string{}
 	}
 	return a, nil

@@ -6,7 +6,7 @@ package agent
 // its organization's (issuer.OrganizationAudience: one token for every
 // member of a replication group), and the agent's role as their
 // superuser. The agent gets its tokens from the control plane's token
-// endpoint with its API key (client-credentials grant), one per cluster
+// endpoint with its API key (internal/accesstoken), one per cluster
 // audience, renewed before they expire, and sends them on every admin
 // call.
 //
@@ -27,19 +27,14 @@ package agent
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	cpv1 "github.com/magnetar-dev/magnetar/api/controlplane/v1"
@@ -55,179 +50,17 @@ const operatorRolePrefix = "operators:"
 // grantInterval is the period of the role bindings' sync.
 const grantInterval = 5 * time.Second
 
-// tokens gets and caches the agent's access tokens, one per audience.
-type tokens struct {
-	controlPlane string // http(s)://host:port
-	apiKey       string
-	hc           *http.Client
-
-	mu       sync.Mutex
-	issuer   string // from the discovery document
-	endpoint string // token endpoint
-	role     string // sub of the agent's tokens
-	byAud    map[string]cachedToken
-}
-
-type cachedToken struct {
-	token   string
-	renewAt time.Time
-	life    time.Duration
-}
-
-func newTokens(controlPlane, apiKey string) *tokens {
-	return &tokens{controlPlane: strings.TrimRight(controlPlane, "/"), apiKey: apiKey,
-		hc: &http.Client{Timeout: 10 * time.Second}, byAud: map[string]cachedToken{}}
-}
-
-// discover reads the issuer and its token endpoint from the control
-// plane's discovery document, once.
-func (t *tokens) discover(ctx context.Context) (issuerURL, endpoint string, err error) {
-	t.mu.Lock()
-	issuerURL, endpoint = t.issuer, t.endpoint
-	t.mu.Unlock()
-	if issuerURL != "" {
-		return issuerURL, endpoint, nil
-	}
-	var doc struct {
-		Issuer        string `json:"issuer"`
-		TokenEndpoint string `json:"token_endpoint"`
-	}
-	if err := t.getJSON(ctx, t.controlPlane+issuer.DiscoveryPath, &doc); err != nil {
-		return "", "", fmt.Errorf("agent: issuer discovery: %w", err)
-	}
-	if doc.Issuer == "" || doc.TokenEndpoint == "" {
-		return "", "", errors.New("agent: issuer discovery: no issuer or token endpoint")
-	}
-	t.mu.Lock()
-	t.issuer, t.endpoint = doc.Issuer, doc.TokenEndpoint
-	t.mu.Unlock()
-	return doc.Issuer, doc.TokenEndpoint, nil
-}
-
-func (t *tokens) getJSON(ctx context.Context, u string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := t.hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s: %s", u, resp.Status, body)
-	}
-	return json.Unmarshal(body, out)
-}
-
-// token returns a valid access token for aud, asking the token endpoint
-// when the cached one is due for renewal (at half its life).
-func (t *tokens) token(ctx context.Context, aud string) (string, error) {
-	t.mu.Lock()
-	c, ok := t.byAud[aud]
-	t.mu.Unlock()
-	if ok && time.Now().Before(c.renewAt) {
-		return c.token, nil
-	}
-	_, endpoint, err := t.discover(ctx)
-	if err != nil {
-		return "", err
-	}
-	uid, ok := apiKeyUID(t.apiKey)
-	if !ok {
-		return "", errors.New("agent: the API key is not of the form mgk_<uid>_<secret>")
-	}
-	form := url.Values{"grant_type": {"client_credentials"}, "client_id": {uid}, "client_secret": {t.apiKey}, "audience": {aud}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(form.Encode()))
-	if err != nil {
-		return "", err
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	resp, err := t.hc.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("agent: token for %s: %w", aud, err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	var tr struct {
-		AccessToken string `json:"access_token"`
-		ExpiresIn   int64  `json:"expires_in"`
-		Error       string `json:"error"`
-		Description string `json:"error_description"`
-	}
-	if err := json.Unmarshal(body, &tr); err != nil || resp.StatusCode != http.StatusOK || tr.AccessToken == "" {
-		return "", fmt.Errorf("agent: token for %s: %s: %s %s", aud, resp.Status, tr.Error, tr.Description)
-	}
-	life := time.Duration(tr.ExpiresIn) * time.Second
-	t.mu.Lock()
-	t.byAud[aud] = cachedToken{token: tr.AccessToken, renewAt: time.Now().Add(life / 2), life: life}
-	if t.role == "" {
-		t.role = subject(tr.AccessToken)
-	}
-	t.mu.Unlock()
-	return tr.AccessToken, nil
-}
-
-// agentRole is the role the brokers see for the agent's tokens (the sub
-// of its tokens), fetching a first token if needed.
-func (t *tokens) agentRole(ctx context.Context, aud string) (string, error) {
-	t.mu.Lock()
-	role := t.role
-	t.mu.Unlock()
-	if role != "" {
-		return role, nil
-	}
-	if _, err := t.token(ctx, aud); err != nil {
-		return "", err
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.role == "" {
-		return "", errors.New("agent: the control plane's token has no sub")
-	}
-	return t.role, nil
-}
-
-// apiKeyUID is the uid of an API key "mgk_<uid>_<secret>", its OAuth2
-// client id.
-func apiKeyUID(key string) (string, bool) {
-	rest, ok := strings.CutPrefix(key, "mgk_")
-	uid, _, ok2 := strings.Cut(rest, "_")
-	return uid, ok && ok2 && uid != ""
-}
-
-// subject reads the sub claim of a JWT without verifying it (the agent's
-// own token, just received from the issuer over the connection it trusts).
-func subject(jwt string) string {
-	parts := strings.Split(jwt, ".")
-	if len(parts) != 3 {
-		return ""
-	}
-	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil {
-		return ""
-	}
-	var claims struct {
-		Sub string `json:"sub"`
-	}
-	if json.Unmarshal(raw, &claims) != nil {
-		return ""
-	}
-	return claims.Sub
-}
-
 // clusterAuth is the Auth of cluster's spec when DataPlaneAuth is on.
 func (a *Agent) clusterAuth(ctx context.Context, cluster string) (*provisioner.Auth, error) {
 	if a.tokens == nil {
 		return nil, nil
 	}
-	iss, _, err := a.tokens.discover(ctx)
+	iss, err := a.tokens.Issuer(ctx)
 	if err != nil {
 		return nil, err
 	}
 	aud := issuer.ClusterAudience(cluster)
-	role, err := a.tokens.agentRole(ctx, aud)
+	role, err := a.tokens.Subject(ctx, aud)
 	if err != nil {
 		return nil, err
 	}
@@ -250,7 +83,7 @@ func (a *Agent) adminAuth(cluster string) []pulsaradmin.Option {
 	}
 	aud := issuer.ClusterAudience(cluster)
 	return []pulsaradmin.Option{pulsaradmin.WithTokenSource(func(ctx context.Context) (string, error) {
-		return a.tokens.token(ctx, aud)
+		return a.tokens.Token(ctx, aud)
 	})}
 }
 
@@ -464,20 +297,6 @@ func (a *Agent) applyGrants(ctx context.Context, cluster, adminURL string, g gra
 // quarter of its life left.
 const peerTokenEvery = 5 * time.Second
 
-// shortestLife is the shortest lifetime of the tokens cached (0 before
-// the first).
-func (t *tokens) shortestLife() time.Duration {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var d time.Duration
-	for _, c := range t.byAud {
-		if d == 0 || c.life < d {
-			d = c.life
-		}
-	}
-	return d
-}
-
 // peerCredentials fills cd, the record of replication peer rc (described
 // by p) in a data plane, with how to reach it when it authenticates: its
 // TLS URLs, its CA certificate (written to PeerCredentialsDir) and a token
@@ -500,7 +319,7 @@ func (a *Agent) peerCredentials(ctx context.Context, rc string, p *cpv1.Cluster,
 		return err
 	}
 	aud := issuer.ClusterAudience(rc)
-	tok, err := a.tokens.token(ctx, aud)
+	tok, err := a.tokens.Token(ctx, aud)
 	if err != nil {
 		return err
 	}
@@ -529,7 +348,7 @@ func (a *Agent) peerTokenLoop(ctx context.Context) {
 		case <-t.C:
 		}
 		every := peerTokenEvery
-		if life := a.tokens.shortestLife(); life > 0 && life/4 < every {
+		if life := a.tokens.ShortestLife(); life > 0 && life/4 < every {
 			every = life / 4
 		}
 		t.Reset(every)
@@ -537,7 +356,7 @@ func (a *Agent) peerTokenLoop(ctx context.Context) {
 		files := maps.Clone(a.peerTokens)
 		a.mu.Unlock()
 		for aud, f := range files {
-			tok, err := a.tokens.token(ctx, aud)
+			tok, err := a.tokens.Token(ctx, aud)
 			if err == nil {
 				err = writeFileAtomic(f, []byte(tok))
 			}

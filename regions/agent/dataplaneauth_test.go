@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"encoding/base64"
 	"reflect"
 	"testing"
 
@@ -43,21 +42,5 @@ func TestGrantsFromRoleBindings(t *testing.T) {
 	}
 	if !managedRole("organizations:acme:serviceAccounts:x") || managedRole("admin") {
 		t.Error("managedRole")
-	}
-}
-
-func TestAgentTokenHelpers(t *testing.T) {
-	if uid, ok := apiKeyUID("mgk_abc123_s3cret"); !ok || uid != "abc123" {
-		t.Errorf("apiKeyUID: %q %v", uid, ok)
-	}
-	if _, ok := apiKeyUID("nope"); ok {
-		t.Error("apiKeyUID accepted a key without its prefix")
-	}
-	payload := base64.RawURLEncoding.EncodeToString([]byte(`{"sub":"operators:bootstrap","aud":"x"}`))
-	if got := subject("h." + payload + ".s"); got != "operators:bootstrap" {
-		t.Errorf("subject: %q", got)
-	}
-	if got := subject("garbage"); got != "" {
-		t.Errorf("subject of garbage: %q", got)
 	}
 }

@@ -3,6 +3,8 @@ package pulsaradmin
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -73,6 +75,24 @@ func WithTimeout(d time.Duration) Option {
 	return func(c *Client) {
 		hc := *c.hc
 		hc.Timeout = d
+		c.hc = &hc
+	}
+}
+
+// WithRootCAs trusts the certificates of pool, and only them, for an
+// https:// admin URL (a cluster's own CA). It changes the transport of the
+// HTTP client set so far (the default, or WithHTTPClient's when that comes
+// first, if it is an *http.Transport). Default: the system's roots.
+func WithRootCAs(pool *x509.CertPool) Option {
+	return func(c *Client) {
+		base, ok := c.hc.Transport.(*http.Transport)
+		if !ok {
+			base = http.DefaultTransport.(*http.Transport)
+		}
+		tr := base.Clone()
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		hc := *c.hc
+		hc.Transport = tr
 		c.hc = &hc
 	}
 }
