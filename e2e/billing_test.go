@@ -303,6 +303,9 @@ func TestBillingExactlyOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process-level test")
 	}
+	// Waits on processes and intervals: runs beside the other control-plane
+	// tests, after the package's sequential ones.
+	t.Parallel()
 	agentDir := t.TempDir()
 	killDataPlaneOnCleanup(t, agentDir)
 	cpProc, cp, addr, keyFile, opKey := startControlPlaneProcess(t)

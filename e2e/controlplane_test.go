@@ -223,6 +223,9 @@ func TestUp(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process-level test")
 	}
+	// Waits on processes and intervals: runs beside the other control-plane
+	// tests, after the package's sequential ones.
+	t.Parallel()
 	dir := t.TempDir()
 	killDataPlaneOnCleanup(t, dir)
 	addr := FreeAddr(t)

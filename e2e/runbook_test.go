@@ -140,6 +140,9 @@ func TestRunbooks(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process-level test")
 	}
+	// Waits on processes and intervals: runs beside the other control-plane
+	// tests, after the package's sequential ones.
+	t.Parallel()
 	dirs := map[string]string{"r1": t.TempDir(), "r2": t.TempDir()}
 	for _, d := range dirs {
 		killDataPlaneOnCleanup(t, d)
