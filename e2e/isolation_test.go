@@ -336,10 +336,7 @@ func produceOnce(c pulsar.Client, topic string) error {
 		return err
 	}
 	defer p.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, err = p.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("x")})
-	return err
+	return sendOnce(p)
 }
 
 // roundTripErr subscribes, produces payload and receives it.

@@ -56,7 +56,7 @@ type Client struct {
 	// retired are the clients of earlier clusters, closed by sweepRetired
 	// (see the comment above Producer).
 	retired []*retiredClient
-	// ghostsClosed: when closeRetiredOn last closed clients of a cluster.
+	// ghostsClosed: when closeGhosts last closed clients of a cluster.
 	ghostsClosed map[string]time.Time
 	closed       bool
 
@@ -232,15 +232,21 @@ func (c *Client) sweepRetired() {
 	c.closeRetired(done)
 }
 
-// closeRetiredOn closes at once the retired clients of cluster's service
-// URL that no producer or consumer uses. It runs when that cluster refused
-// a successor's name as taken: the holder may be a handle of such a client
+// closeGhosts closes at once the retired clients of the cluster pc serves
+// that no producer or consumer uses. It runs when that cluster refused a
+// successor's name as taken: the holder may be a handle of such a client
 // that registered after its close. It reports whether the holder may have
 // been such a ghost: it closed clients now, or less than ghostSettle ago
 // (the broker may not have seen their connections close yet).
-func (c *Client) closeRetiredOn(cluster string) bool {
+func (c *Client) closeGhosts(pc pulsar.Client) bool {
 	now := time.Now()
 	c.mu.Lock()
+	cluster := c.cluster.ServiceURL
+	for _, r := range c.retired {
+		if r.pc == pc {
+			cluster = r.cluster.ServiceURL
+		}
+	}
 	inUse := c.inUseLocked()
 	var done []*retiredClient
 	for _, r := range c.retired {
@@ -275,21 +281,6 @@ func (c *Client) closeRetired(done []*retiredClient) {
 	for _, r := range done {
 		c.closeWithin(r.pc.Close, oldCloseWait)
 	}
-}
-
-// clusterOf returns the service URL of the cluster pc serves.
-func (c *Client) clusterOf(pc pulsar.Client) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if pc == c.cur {
-		return c.cluster.ServiceURL
-	}
-	for _, r := range c.retired {
-		if r.pc == pc {
-			return r.cluster.ServiceURL
-		}
-	}
-	return ""
 }
 
 // CreateProducer creates a producer on the current cluster; it follows
@@ -438,6 +429,7 @@ func (p *Producer) client() pulsar.Client {
 // predecessor.
 func (p *Producer) moveTo(pc pulsar.Client) error {
 	under, err := pc.CreateProducer(p.opts)
+	ghosts := busy(err) && p.c.closeGhosts(pc)
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -452,16 +444,9 @@ func (p *Producer) moveTo(pc pulsar.Client) error {
 		old = p.cur
 		p.cur, p.on, p.at, p.err = under, pc, pc, nil
 		p.epoch++
-	case busy(err):
-		p.mu.Unlock()
-		ghosts := p.c.closeRetiredOn(p.c.clusterOf(pc))
-		p.mu.Lock()
-		if ghosts {
-			p.err = err
-		} else {
-			p.at, p.err = pc, nil
-			err = nil
-		}
+	case busy(err) && !ghosts:
+		p.at, p.err = pc, nil
+		err = nil
 	default:
 		p.err = err
 	}
@@ -659,6 +644,7 @@ func (k *Consumer) client() pulsar.Client {
 // the predecessor (see the comment above Producer).
 func (k *Consumer) moveTo(pc pulsar.Client) error {
 	under, err := pc.Subscribe(k.opts)
+	ghosts := busy(err) && k.c.closeGhosts(pc)
 	k.mu.Lock()
 	if k.closed {
 		k.mu.Unlock()
@@ -669,18 +655,10 @@ func (k *Consumer) moveTo(pc pulsar.Client) error {
 	}
 	switch {
 	case err == nil:
-	case busy(err):
+	case busy(err) && !ghosts:
+		k.at, k.err = pc, nil
 		k.mu.Unlock()
-		ghosts := k.c.closeRetiredOn(k.c.clusterOf(pc))
-		k.mu.Lock()
-		if ghosts {
-			k.err = err
-		} else {
-			k.at, k.err = pc, nil
-			err = nil
-		}
-		k.mu.Unlock()
-		return err
+		return nil
 	default:
 		k.err = err
 		k.mu.Unlock()

@@ -72,6 +72,20 @@ func exchange(t *testing.T, p *failover.Producer, c *failover.Consumer, prefix s
 	}
 }
 
+// waitSwitch waits up to 10 s for the switch the OnSwitch callback sends
+// on switched, and fails the test unless it went to want.
+func waitSwitch(t *testing.T, switched <-chan string, want string) {
+	t.Helper()
+	select {
+	case to := <-switched:
+		if to != want {
+			t.Fatalf("switched to %s, want %s", to, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no switch to %s", want)
+	}
+}
+
 // TestControlledFailover: the endpoint names east, then west: the same
 // producer and consumer handles move, the consumer's replicated
 // subscription brings what was acknowledged in east, and nothing is lost
@@ -105,14 +119,7 @@ func TestControlledFailover(t *testing.T) {
 	time.Sleep(2500 * time.Millisecond) // the subscription's state reaches west (sent every second)
 
 	ep.set(rs[1].S.ServiceURL())
-	select {
-	case to := <-switched:
-		if to != rs[1].S.ServiceURL() {
-			t.Fatalf("switched to %s", to)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no switch after the endpoint changed")
-	}
+	waitSwitch(t, switched, rs[1].S.ServiceURL())
 	exchange(t, prod, cons, "west", 100) // fails if east's 100 come again first
 	if got := c.ServiceURL(); got != rs[1].S.ServiceURL() {
 		t.Fatalf("client on %s", got)
@@ -204,17 +211,6 @@ func TestSwitchBackAfterOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	waitSwitch := func(want string) {
-		t.Helper()
-		select {
-		case to := <-switched:
-			if to != want {
-				t.Fatalf("switched to %s, want %s", to, want)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("no switch to %s", want)
-		}
-	}
 	topic := "persistent://geo/back/orders"
 	prod, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic, Name: "fixed", DisableBatching: true})
 	if err != nil {
@@ -235,7 +231,7 @@ func TestSwitchBackAfterOutage(t *testing.T) {
 	px.Down()
 	time.Sleep(1500 * time.Millisecond) // the producer now retries its lookup of east
 	ep.set(west)
-	waitSwitch(west)
+	waitSwitch(t, switched, west)
 	send("west")
 	if err := px.Up(); err != nil {
 		t.Fatal(err)
@@ -265,7 +261,7 @@ func TestSwitchBackAfterOutage(t *testing.T) {
 	}
 
 	ep.set(east)
-	waitSwitch(east)
+	waitSwitch(t, switched, east)
 	deadline = time.Now().Add(15 * time.Second)
 	for holders(rs[1]) != 0 && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
