@@ -145,6 +145,12 @@ func TestUpTenantIsolation(t *testing.T) {
 		if code, body := tokenRequest(t, issuerURL, o.appUID, o.appKey, other.aud); code != http.StatusBadRequest || !strings.Contains(body, "invalid_target") {
 			t.Fatalf("%s's app asking for %s's audience: %d %s", o.name, other.name, code, body)
 		}
+		// Its organization's audience, which its own clusters accept, is
+		// refused by the other organization's brokers too.
+		orgAud := oauthClientWithin(t, refusedWithin, other.tlsURL, other.caFile, issuerURL, o.appUID, o.appKey, issuer.OrganizationAudience(o.name))
+		if err := produceOnce(orgAud, topic); err == nil {
+			t.Fatalf("%s's app produced on %s's cluster with its organization's audience", o.name, other.name)
+		}
 		// The unbound account is refused on its own namespace.
 		idle := oauthClient(t, o.tlsURL, o.caFile, issuerURL, o.idleUID, o.idleKey, o.aud)
 		if err := produceOnce(idle, topic); err == nil {
