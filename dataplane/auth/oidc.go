@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -19,6 +18,8 @@ import (
 
 	"github.com/go-jose/go-jose/v4"
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/magnetar-dev/magnetar/internal/httpjson"
 )
 
 // OIDC defaults.
@@ -282,7 +283,7 @@ func (p *OIDCProvider) fetch(ctx context.Context, ik *issuerKeys) (map[string]jo
 			Issuer  string `json:"issuer"`
 			JWKSURI string `json:"jwks_uri"`
 		}
-		if err := p.getJSON(ctx, ik.url+"/.well-known/openid-configuration", &meta); err != nil {
+		if err := httpjson.Get(ctx, p.cfg.HTTPClient, ik.url+"/.well-known/openid-configuration", maxMetadataBytes, &meta); err != nil {
 			return nil, err
 		}
 		if normIssuer(meta.Issuer) != ik.url {
@@ -296,7 +297,7 @@ func (p *OIDCProvider) fetch(ctx context.Context, ik *issuerKeys) (map[string]jo
 	var set struct {
 		Keys []json.RawMessage `json:"keys"`
 	}
-	if err := p.getJSON(ctx, jwksURL, &set); err != nil {
+	if err := httpjson.Get(ctx, p.cfg.HTTPClient, jwksURL, maxMetadataBytes, &set); err != nil {
 		return nil, err
 	}
 	keys := map[string]jose.JSONWebKey{}
@@ -320,33 +321,6 @@ func (p *OIDCProvider) fetch(ctx context.Context, ik *issuerKeys) (map[string]jo
 		return nil, fmt.Errorf("key set %s has no RSA or EC signature key", jwksURL)
 	}
 	return keys, nil
-}
-
-func (p *OIDCProvider) getJSON(ctx context.Context, url string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := p.cfg.HTTPClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxMetadataBytes+1))
-	if err != nil {
-		return fmt.Errorf("GET %s: %w", url, err)
-	}
-	if len(b) > maxMetadataBytes {
-		return fmt.Errorf("GET %s: document over %d bytes", url, maxMetadataBytes)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("GET %s: %w", url, err)
-	}
-	return nil
 }
 
 // key finds the key for a token header: by kid, or the only key of the set

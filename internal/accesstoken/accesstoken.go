@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/magnetar-dev/magnetar/controlplane/issuer"
+	"github.com/magnetar-dev/magnetar/internal/httpjson"
 )
 
 // ErrAPIKey: the API key is not of the form mgk_<uid>_<secret>.
@@ -104,7 +105,7 @@ func (s *Source) discover(ctx context.Context) (issuerURL, endpoint string, err 
 		Issuer        string `json:"issuer"`
 		TokenEndpoint string `json:"token_endpoint"`
 	}
-	if err := s.getJSON(ctx, s.controlPlane+issuer.DiscoveryPath, &doc); err != nil {
+	if err := httpjson.Get(ctx, s.hc, s.controlPlane+issuer.DiscoveryPath, 1<<20, &doc); err != nil {
 		return "", "", fmt.Errorf("accesstoken: issuer discovery: %w", err)
 	}
 	if doc.Issuer == "" || doc.TokenEndpoint == "" {
@@ -114,23 +115,6 @@ func (s *Source) discover(ctx context.Context) (issuerURL, endpoint string, err 
 	s.issuer, s.endpoint = doc.Issuer, doc.TokenEndpoint
 	s.mu.Unlock()
 	return doc.Issuer, doc.TokenEndpoint, nil
-}
-
-func (s *Source) getJSON(ctx context.Context, u string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := s.hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s: %s", u, resp.Status, body)
-	}
-	return json.Unmarshal(body, out)
 }
 
 // Token returns a valid access token for aud, asking the token endpoint
