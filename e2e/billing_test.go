@@ -46,6 +46,8 @@ type meteredTraffic struct {
 	resubscribed int // consumers subscribed again after a stall
 
 	stopping chan struct{} // stops the producer
+	stopOnce sync.Once
+	prodDone chan struct{} // closed when the producer goroutine returns
 	consStop chan struct{} // stops the consumer
 	wg       sync.WaitGroup
 	debug    func()
@@ -67,7 +69,17 @@ func (fastReconnect) Reset()                    {}
 func startTraffic(t *testing.T, client pulsar.Client, topic string, seed uint64) *meteredTraffic {
 	t.Helper()
 	m := &meteredTraffic{client: client, rng: rand.New(rand.NewPCG(seed, 7)), seen: map[uint64]bool{}, stopping: make(chan struct{}),
-		consStop: make(chan struct{})}
+		prodDone: make(chan struct{}), consStop: make(chan struct{})}
+	// A test that fails mid-traffic stops the producer goroutine before the
+	// client closes (cleanups run last first): pulsar-client-go panics on
+	// a send to a closed producer.
+	t.Cleanup(func() {
+		m.stopOnce.Do(func() { close(m.stopping) })
+		select {
+		case <-m.prodDone:
+		case <-time.After(10 * time.Second):
+		}
+	})
 	bo := func() backoff.Policy { return fastReconnect{} }
 	var err error
 	m.consOpts = pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "e2e",
@@ -96,6 +108,7 @@ func (m *meteredTraffic) fail(err error) {
 // produce sends messages of random sizes, each starting with its index.
 func (m *meteredTraffic) produce() {
 	defer m.wg.Done()
+	defer close(m.prodDone)
 	for i := uint64(0); ; i++ {
 		select {
 		case <-m.stopping:
@@ -227,7 +240,7 @@ func (m *meteredTraffic) after(t *testing.T, n int64) {
 // received, then stops the consumer.
 func (m *meteredTraffic) stop(t *testing.T) {
 	t.Helper()
-	close(m.stopping)
+	m.stopOnce.Do(func() { close(m.stopping) })
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		sent, in, out, err := m.counts()
@@ -279,11 +292,11 @@ func usageTotals(cp cpClient, key, org string) (map[string]int64, bool) {
 // startControlPlaneProcess runs `magnetar controlplane` on a free port
 // with region r1 registered, and returns it, a REST client, its address,
 // the operator key file and the key.
-func startControlPlaneProcess(t *testing.T) (p *Process, cp cpClient, addr, keyFile, opKey string) {
+func startControlPlaneProcess(t *testing.T, extra ...string) (p *Process, cp cpClient, addr, keyFile, opKey string) {
 	t.Helper()
 	cpDir := t.TempDir()
 	addr = FreeAddr(t)
-	p = Start(t, "controlplane", "controlplane", "--data-dir", cpDir, "--listen", addr)
+	p = Start(t, "controlplane", append([]string{"controlplane", "--data-dir", cpDir, "--listen", addr}, extra...)...)
 	p.WaitListening(addr, 30*time.Second)
 	keyFile = filepath.Join(cpDir, "bootstrap.key")
 	opKey = readKey(t, keyFile)
@@ -308,7 +321,9 @@ func TestBillingExactlyOnce(t *testing.T) {
 	t.Parallel()
 	agentDir := t.TempDir()
 	killDataPlaneOnCleanup(t, agentDir)
-	cpProc, cp, addr, keyFile, opKey := startControlPlaneProcess(t)
+	// The control plane is down for minutes below, and a client needs the
+	// issuer once per token lifetime: tokens here outlive the outage.
+	cpProc, cp, addr, keyFile, opKey := startControlPlaneProcess(t, "--access-token-ttl", "30m")
 	cp.mustCall(opKey, "POST", "/v1/organizations?organizationId=acme", map[string]any{})
 	agentProc := Start(t, "agent", "agent", "--region", "r1", "--control-plane", "http://"+addr, "--api-key-file", keyFile,
 		"--data-dir", agentDir, "--poll-timeout", "5s", "--metering-interval", "100ms", "--reconcile-interval", "1s")
@@ -316,14 +331,16 @@ func TestBillingExactlyOnce(t *testing.T) {
 
 	op := cp.mustCall(opKey, "POST", "/v1/organizations/acme/clusters?clusterId=c1", map[string]any{
 		"region": "regions/r1", "size": map[string]any{"brokers": 1, "bookies": 1}})
-	done := cp.waitOp(opKey, op["name"].(string), 2*time.Minute)
-	url, _ := done["response"].(map[string]any)["serviceUrl"].(string)
-	adminURL, _ := cp.mustCall(opKey, "GET", "/v1/organizations/acme/clusters/c1", nil)["adminUrl"].(string)
+	cp.waitOp(opKey, op["name"].(string), 2*time.Minute)
+	// The cluster authenticates (the default): the operator's tokens are a
+	// superuser's.
+	c1 := accessCluster(t, cp.base, cp.mustCall(opKey, "GET", "/v1/organizations/acme/clusters/c1", nil), opKey)
+	hc := c1.http(t)
 	// Deduplication, so that a message the broker stored but could not
 	// confirm before it died is not stored again when the client retries.
-	req, _ := http.NewRequest("POST", adminURL+"/admin/v2/namespaces/public/default/deduplication", strings.NewReader("true"))
+	req, _ := http.NewRequest("POST", c1.admin("/admin/v2/namespaces/public/default/deduplication"), strings.NewReader("true"))
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,12 +349,11 @@ func TestBillingExactlyOnce(t *testing.T) {
 		t.Fatalf("enable deduplication: %s", resp.Status)
 	}
 
-	client, err := pulsar.NewClient(pulsar.ClientOptions{URL: url, OperationTimeout: 30 * time.Second,
-		Logger: quietPulsarLogger()})
+	client, err := pulsar.NewClient(c1.options())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer client.Close()
+	t.Cleanup(client.Close)
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("MAGNETAR_E2E_SEED"); s != "" {
 		fmt.Sscan(s, &seed)
@@ -348,7 +364,7 @@ func TestBillingExactlyOnce(t *testing.T) {
 
 	tr.debug = func() {
 		for _, p := range []string{"/admin/v2/persistent/public/default/billed/stats", "/admin/v2/persistent/public/default/billed/internalStats"} {
-			resp, err := http.Get(adminURL + p)
+			resp, err := hc.Get(c1.admin(p))
 			if err == nil {
 				b, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()
@@ -359,7 +375,7 @@ func TestBillingExactlyOnce(t *testing.T) {
 		t.Logf("broker log tail: %s", b[max(0, len(b)-6000):])
 	}
 	tr.settled = func() bool {
-		resp, err := http.Get(adminURL + "/admin/v2/persistent/public/default/billed/stats")
+		resp, err := hc.Get(c1.admin("/admin/v2/persistent/public/default/billed/stats"))
 		if err != nil {
 			return false
 		}
@@ -438,7 +454,7 @@ func TestBillingExactlyOnce(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			if resp, err := http.Get(adminURL + "/magnetar/v1/usage"); err == nil {
+			if resp, err := hc.Get(c1.admin("/magnetar/v1/usage")); err == nil {
 				b, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()
 				t.Logf("broker usage: %s", b)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/magnetar-dev/magnetar/controlplane/issuer"
 )
 
 // cpClient calls the control plane's REST API.
@@ -180,11 +183,11 @@ func cmdline(pid int) string {
 	return strings.ReplaceAll(string(raw), "\x00", " ")
 }
 
-// roundTrip produces one message on serviceURL and consumes it.
-func roundTrip(t *testing.T, serviceURL, topic string) {
+// roundTrip produces one message on a's cluster and consumes it.
+func roundTrip(t *testing.T, a clusterAccess, topic string) {
 	t.Helper()
-	cl, err := pulsar.NewClient(pulsar.ClientOptions{URL: serviceURL, OperationTimeout: 30 * time.Second,
-		Logger: quietPulsarLogger()})
+	serviceURL := a.serviceURL
+	cl, err := pulsar.NewClient(a.options())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +252,7 @@ func TestUp(t *testing.T) {
 		t.Fatal("no API key secret")
 	}
 
-	ops, urls := map[string]string{}, map[string]string{}
+	ops, access := map[string]string{}, map[string]clusterAccess{}
 	for _, c := range []struct {
 		id, region string
 		protect    bool
@@ -258,16 +261,21 @@ func TestUp(t *testing.T) {
 			"region": c.region, "size": map[string]any{"brokers": 1, "bookies": 1}, "deletionProtection": c.protect})
 		ops[c.id] = op["name"].(string)
 	}
+	// The clusters authenticate (the default): clients use the published
+	// TLS URLs, the CA the API returns and the control plane's tokens. The
+	// operator's are a superuser's; the org.admin account administers the
+	// tenants the API creates (below).
 	for id, opName := range ops {
 		op := cp.waitOp(key, opName, 2*time.Minute)
 		resp, _ := op["response"].(map[string]any)
 		url, _ := resp["serviceUrl"].(string)
 		cl := cp.mustCall(key, "GET", "/v1/organizations/acme/clusters/"+id, nil)
-		if cl["state"] != "READY" || cl["serviceUrl"] != url || !strings.HasPrefix(url, "pulsar://127.0.0.1:") {
+		if cl["state"] != "READY" || cl["serviceUrl"] != url || !strings.HasPrefix(url, "pulsar+ssl://127.0.0.1:") ||
+			cl["tlsServiceUrl"] != url || !strings.HasPrefix(cl["adminUrl"].(string), "https://") {
 			t.Fatalf("cluster %s: %v (operation response %v)", id, cl, resp)
 		}
-		roundTrip(t, url, "persistent://public/default/"+id)
-		urls[id] = url
+		roundTrip(t, accessCluster(t, cp.base, cl, opKey), "persistent://public/default/"+id)
+		access[id] = accessCluster(t, cp.base, cl, key)
 	}
 
 	// A tenant, a namespace and a partitioned topic created through the API
@@ -288,7 +296,21 @@ func TestUp(t *testing.T) {
 			t.Fatalf("%s: %v", res, last)
 		}
 	}
-	roundTrip(t, urls["west"], "persistent://shop/orders/events")
+	// The agent turns the org.admin binding into an admin role of the
+	// tenant at its next pass over the bindings.
+	opWest := accessCluster(t, cp.base, cp.mustCall(opKey, "GET", west, nil), opKey)
+	hc, ciRole := opWest.http(t), issuer.Role("organizations/acme/serviceAccounts/ci")
+	waitFor(t, "the ci account to administer tenant shop", time.Minute, func() bool {
+		resp, err := hc.Get(opWest.admin("/admin/v2/tenants/shop"))
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var ti struct{ AdminRoles []string }
+		return resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&ti) == nil &&
+			slices.Contains(ti.AdminRoles, ciRole)
+	})
+	roundTrip(t, access["west"], "persistent://shop/orders/events")
 
 	// Deletion protection refuses the delete; turning it off allows it.
 	code, out := cp.call(key, "DELETE", "/v1/organizations/acme/clusters/east", nil)
@@ -401,9 +423,8 @@ func TestControlPlaneKill9MidProvisioning(t *testing.T) {
 
 	done := cp.waitOp(opKey, opName, 2*time.Minute)
 	resp, _ := done["response"].(map[string]any)
-	url, _ := resp["serviceUrl"].(string)
-	if !strings.HasPrefix(url, "pulsar://") {
+	if url, _ := resp["serviceUrl"].(string); !strings.HasPrefix(url, "pulsar+ssl://") {
 		t.Fatalf("operation after the restart: %v", done)
 	}
-	roundTrip(t, url, "persistent://public/default/after-cp-kill")
+	roundTrip(t, accessCluster(t, cp.base, resp, opKey), "persistent://public/default/after-cp-kill")
 }

@@ -2,9 +2,7 @@ package e2e
 
 import (
 	"net/http"
-	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -20,10 +18,12 @@ import (
 // other's cluster in their data planes, and messages produced in either
 // region arrive in the other, once each and in order.
 //
-// With --data-plane-auth (subtest auth) the clusters require the control
-// plane's tokens: the agents give each cluster's brokers the other's CA
-// and a token for its audience to replicate with, and the test's clients
-// connect over pulsar+ssl:// with the operator's credentials. Access
+// Subtest auth runs the default, authenticated clusters: the agents give
+// each cluster's brokers the other's CA and a token for its audience to
+// replicate with, and the test's clients connect over pulsar+ssl:// with
+// the operator's credentials. Subtest anonymous runs them with
+// --data-plane-auth=false: the brokers replicate over TLS with the
+// other's CA and no token, and the clients are anonymous. Access
 // tokens live 8 s there and the load runs 20 s: the replicators' and the
 // clients' connections are challenged and answer with renewed tokens
 // (the agents rewrite the peers' token files).
@@ -35,7 +35,7 @@ func TestUpCrossRegionReplication(t *testing.T) {
 	// `magnetar up` tests, after the package's sequential tests.
 	t.Parallel()
 	for _, auth := range []bool{false, true} {
-		name := "plain"
+		name := "anonymous"
 		if auth {
 			name = "auth"
 		}
@@ -50,10 +50,10 @@ func testUpCrossRegion(t *testing.T, auth bool) {
 	dir := t.TempDir()
 	killDataPlaneOnCleanup(t, dir)
 	addr := FreeAddr(t)
-	args := []string{"up", "--data-dir", dir, "--listen", addr}
+	args := []string{"up", "--data-dir", dir, "--listen", addr, "--data-plane-auth=false"}
 	load := 3 * time.Second
 	if auth {
-		args = append(args, "--data-plane-auth", "--access-token-ttl", "8s")
+		args = []string{"up", "--data-dir", dir, "--listen", addr, "--access-token-ttl", "8s"}
 		load = 20 * time.Second
 	}
 	p := Start(t, "up", args...)
@@ -74,22 +74,16 @@ func testUpCrossRegion(t *testing.T, auth bool) {
 			"region": region, "size": map[string]any{"brokers": 1, "bookies": 1}})
 		ops[id] = op["name"].(string)
 	}
-	urls, clients := map[string]string{}, map[string]pulsar.Client{}
+	clients := map[string]pulsar.Client{}
 	for id, op := range ops {
 		resp, _ := cp.waitOp(key, op, 2*time.Minute)["response"].(map[string]any)
-		urls[id], _ = resp["serviceUrl"].(string)
 		if !auth {
-			clients[id] = pulsarClient(t, strings.TrimPrefix(urls[id], "pulsar://"))
+			clients[id] = accessCluster(t, cp.base, resp, "").client(t)
 			continue
 		}
-		tlsURL, _ := resp["tlsServiceUrl"].(string)
-		ca, _ := resp["caCertificate"].(string)
-		caFile := filepath.Join(t.TempDir(), "ca.pem")
-		if err := os.WriteFile(caFile, []byte(ca), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		a := accessCluster(t, cp.base, resp, "")
 		uid, _ := accesstoken.APIKeyUID(key)
-		clients[id] = oauthClient(t, tlsURL, caFile, "http://"+addr, uid, key, issuer.ClusterAudience("organizations/acme/clusters/"+id))
+		clients[id] = oauthClient(t, a.serviceURL, a.caFile, "http://"+addr, uid, key, issuer.ClusterAudience("organizations/acme/clusters/"+id))
 	}
 	for id := range clusters {
 		other := "west"

@@ -28,7 +28,7 @@ import (
 // shop/orders) and idle (no binding).
 type isolationOrg struct {
 	name, cluster, aud string
-	tlsURL, plainURL   string
+	tlsURL             string
 	adminURL, caFile   string
 	appKey, appUID     string
 	idleKey, idleUID   string
@@ -80,7 +80,9 @@ func TestUpTenantIsolation(t *testing.T) {
 		done := cp.waitOp(opKey, ops[o.name], 3*time.Minute)
 		resp, _ := done["response"].(map[string]any)
 		o.tlsURL, _ = resp["tlsServiceUrl"].(string)
-		o.plainURL, _ = resp["serviceUrl"].(string)
+		if resp["serviceUrl"] != o.tlsURL {
+			t.Fatalf("%s's cluster: serviceUrl %v is not its TLS URL %s", o.name, resp["serviceUrl"], o.tlsURL)
+		}
 		o.adminURL, _ = resp["tlsAdminUrl"].(string)
 		ca, _ := resp["caCertificate"].(string)
 		if !strings.HasPrefix(o.tlsURL, "pulsar+ssl://") || !strings.HasPrefix(o.adminURL, "https://") || !strings.Contains(ca, "BEGIN CERTIFICATE") {
@@ -158,8 +160,9 @@ func TestUpTenantIsolation(t *testing.T) {
 		} else {
 			t.Logf("%s's unbound account: %v", o.name, err)
 		}
-		// Anonymous clients are refused, on the plain listener too.
-		anon, err := pulsar.NewClient(pulsar.ClientOptions{URL: o.plainURL, OperationTimeout: refusedWithin, Logger: quietPulsarLogger()})
+		// Anonymous clients are refused.
+		anon, err := pulsar.NewClient(pulsar.ClientOptions{URL: o.tlsURL, TLSTrustCertsFilePath: o.caFile,
+			OperationTimeout: refusedWithin, Logger: quietPulsarLogger()})
 		if err != nil {
 			t.Fatal(err)
 		}

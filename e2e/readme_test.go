@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
 )
 
 // TestREADMERestWalkthrough runs the README's REST walk-through (the sh
@@ -49,10 +51,27 @@ func TestREADMERestWalkthrough(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	url := lines[len(lines)-1]
-	if !strings.HasPrefix(url, "pulsar://") {
-		t.Fatalf("the walk-through's last line is %q, want the cluster's pulsar:// URL", url)
+	if !strings.HasPrefix(url, "pulsar+ssl://") {
+		t.Fatalf("the walk-through's last line is %q, want the cluster's pulsar+ssl:// URL", url)
 	}
-	roundTrip(t, url, "persistent://shop/orders/readme")
+	// As the text after the block says: its trust file and the oauth2
+	// plugin with the key file it wrote.
+	a := clusterAccess{serviceURL: url, caFile: filepath.Join(dir, "acme-dev-ca.pem"),
+		oauth2: map[string]string{"type": "client_credentials", "issuerUrl": "http://" + addr,
+			"audience": "urn:magnetar:cluster:acme/dev", "privateKey": "file://" + filepath.Join(dir, "oauth2.json")}}
+	roundTrip(t, a, "persistent://shop/orders/readme")
+	// Without the plugin the cluster refuses the client.
+	a.oauth2 = nil
+	anon := a.options()
+	anon.OperationTimeout = refusedWithin
+	cl, err := pulsar.NewClient(anon)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: "persistent://shop/orders/readme"}); err == nil {
+		t.Fatal("an anonymous client produced on the walk-through's cluster")
+	}
 }
 
 // shellBlock returns the fenced sh block of md whose first line is first.

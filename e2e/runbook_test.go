@@ -153,21 +153,23 @@ func TestRunbooks(t *testing.T) {
 	for _, r := range []string{"r1", "r2"} {
 		foAddr[r] = FreeAddr(t)
 		agents[r] = Start(t, "agent-"+r, "agent", "--region", r, "--control-plane", "http://"+addr, "--api-key-file", keyFile,
-			"--data-dir", dirs[r], "--poll-timeout", "5s", "--reconcile-interval", "1s", "--failover-listen", foAddr[r])
+			"--data-dir", dirs[r], "--poll-timeout", "5s", "--reconcile-interval", "1s", "--failover-listen", foAddr[r],
+			// Anonymous clients: the runbooks are the subject here; the
+			// same over authenticated clusters is TestUpGroupFailoverAuth.
+			"--data-plane-auth=false")
 		interruptOnCleanup(t, agents[r])
 	}
 	appKey := acmeViewer(cp, opKey)
 
-	urls, tlsURLs, admins := map[string]string{}, map[string]string{}, map[string]string{}
+	access, tlsURLs := map[string]clusterAccess{}, map[string]string{}
 	for id, region := range map[string]string{"east": "regions/r1", "west": "regions/r2"} {
 		op := cp.mustCall(opKey, "POST", "/v1/organizations/acme/clusters?clusterId="+id, map[string]any{
 			"region": region, "size": map[string]any{"brokers": 1, "bookies": 1}})
 		resp, _ := cp.waitOp(opKey, op["name"].(string), 2*time.Minute)["response"].(map[string]any)
-		urls[id], _ = resp["serviceUrl"].(string)
+		access[id] = accessCluster(t, cp.base, resp, "")
 		tlsURLs[id], _ = resp["tlsServiceUrl"].(string)
-		admins[id], _ = resp["adminUrl"].(string)
 	}
-	logTopicStatsOnFailure(t, admins, "persistent/shop/orders/events")
+	logTopicStatsOnFailure(t, access, "persistent/shop/orders/events")
 	retainedNamespace(cp, opKey, "east", "west")
 	group := "/v1/organizations/acme/replicationGroups/g"
 	op := cp.mustCall(opKey, "POST", "/v1/organizations/acme/replicationGroups?replicationGroupId=g", map[string]any{
@@ -202,7 +204,7 @@ func TestRunbooks(t *testing.T) {
 	waitFor(t, "the producer to move to west", time.Minute, func() bool { return fc.ServiceURL() == tlsURLs["west"] })
 	before := load.count()
 	waitFor(t, "messages acknowledged by west", time.Minute, func() bool { return load.count() > before+100 })
-	westClient := pulsarClient(t, strings.TrimPrefix(urls["west"], "pulsar://"))
+	westClient := access["west"].client(t)
 	load.mu.Lock()
 	ackedSoFar := append([]int(nil), load.acked[:before]...)
 	load.mu.Unlock()
@@ -278,7 +280,7 @@ func TestRunbooks(t *testing.T) {
 	before = load.count()
 	waitFor(t, "messages acknowledged by east after the failback", time.Minute, func() bool { return load.count() > before+50 })
 	acked := load.finish()
-	eastClient := pulsarClient(t, strings.TrimPrefix(urls["east"], "pulsar://"))
+	eastClient := access["east"].client(t)
 	checkAllPresent(t, "east at the end", acked, readCovering(t, eastClient, topic, acked))
 	java.check(t, tlsURLs["east"])
 }
@@ -302,13 +304,13 @@ func groupTrustFile(t *testing.T, cp cpClient, key, group string) string {
 
 // logTopicStatsOnFailure logs, when the test failed, the stats of topic
 // (its producers and their connections) in each cluster.
-func logTopicStatsOnFailure(t *testing.T, adminURLs map[string]string, topic string) {
+func logTopicStatsOnFailure(t *testing.T, clusters map[string]clusterAccess, topic string) {
 	t.Cleanup(func() {
 		if !t.Failed() {
 			return
 		}
-		for name, u := range adminURLs {
-			resp, err := http.Get(strings.TrimSuffix(u, "/") + "/admin/v2/" + topic + "/stats")
+		for name, a := range clusters {
+			resp, err := a.http(t).Get(a.admin("/admin/v2/" + topic + "/stats"))
 			if err != nil {
 				t.Logf("%s: topic stats: %v", name, err)
 				continue

@@ -58,7 +58,10 @@ func testUpRegions(t *testing.T, n int) {
 	// failover (failover_delay 3 s) happens while the region is lost.
 	addr := FreeAddr(t)
 	up := Start(t, "up", "up", "--data-dir", dir, "--listen", addr, "--regions", strings.Join(regions, ","),
-		"--agent-processes", "--agent-restart-delay", "20s", "--reconcile-interval", "1s")
+		"--agent-processes", "--agent-restart-delay", "20s", "--reconcile-interval", "1s",
+		// Anonymous clients: the runbooks are the subject here; the same
+		// over authenticated clusters is TestUpGroupFailoverAuth.
+		"--data-plane-auth=false")
 	interruptOnCleanup(t, up)
 	up.WaitListening(addr, 30*time.Second)
 	keyFile := filepath.Join(dir, "bootstrap.key")
@@ -66,7 +69,7 @@ func testUpRegions(t *testing.T, n int) {
 	cp := cpClient{t: t, base: "http://" + addr}
 
 	appKey := acmeViewer(cp, opKey)
-	clusters, urls, tlsURLs, ops := make([]string, n), map[string]string{}, map[string]string{}, map[string]string{}
+	clusters, access, tlsURLs, ops := make([]string, n), map[string]clusterAccess{}, map[string]string{}, map[string]string{}
 	for i, r := range regions {
 		clusters[i] = "c" + strconv.Itoa(i+1)
 		op := cp.mustCall(opKey, "POST", "/v1/organizations/acme/clusters?clusterId="+clusters[i], map[string]any{
@@ -76,7 +79,7 @@ func testUpRegions(t *testing.T, n int) {
 	members := make([]string, n)
 	for i, c := range clusters {
 		resp, _ := cp.waitOp(opKey, ops[c], 3*time.Minute)["response"].(map[string]any)
-		urls[c], _ = resp["serviceUrl"].(string)
+		access[c] = accessCluster(t, cp.base, resp, "")
 		tlsURLs[c], _ = resp["tlsServiceUrl"].(string)
 		members[i] = "organizations/acme/clusters/" + c
 	}
@@ -130,7 +133,7 @@ func testUpRegions(t *testing.T, n int) {
 	planned("planned failover c1 → c2", "runbook", "failover", "--group", "acme/g", "--to", "c2")
 	moved("c2")
 	acked := load.snapshot()
-	c2 := pulsarClient(t, strings.TrimPrefix(urls["c2"], "pulsar://"))
+	c2 := access["c2"].client(t)
 	checkAllPresent(t, "c2 after the planned failover", acked, readCovering(t, c2, topic, acked))
 
 	// (2) With three regions, an evacuation drill of r2: the group moves
@@ -145,7 +148,7 @@ func testUpRegions(t *testing.T, n int) {
 		}
 		moved("c3")
 		acked = load.snapshot()
-		c3 := pulsarClient(t, strings.TrimPrefix(urls["c3"], "pulsar://"))
+		c3 := access["c3"].client(t)
 		checkAllPresent(t, "c3 after evacuating r2", acked, readCovering(t, c3, topic, acked))
 	}
 
@@ -162,7 +165,7 @@ func testUpRegions(t *testing.T, n int) {
 	// c1 with acknowledged messages c2 does not have when r1 is lost: the
 	// unplanned RPO. c2's broker resumes at once, well within the
 	// failover delay, so c2 is the healthy member the group fails over to.
-	c1 := pulsarClient(t, strings.TrimPrefix(urls["c1"], "pulsar://"))
+	c1 := access["c1"].client(t)
 	c2Brokers := brokerPIDs(t, filepath.Join(dir, "regions", "r2"))
 	for _, pid := range c2Brokers {
 		syscall.Kill(pid, syscall.SIGSTOP)

@@ -29,7 +29,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	cpv1 "github.com/magnetar-dev/magnetar/api/controlplane/v1"
+	"github.com/magnetar-dev/magnetar/controlplane/issuer"
 	"github.com/magnetar-dev/magnetar/e2e"
+	"github.com/magnetar-dev/magnetar/internal/accesstoken"
 	"github.com/magnetar-dev/magnetar/regions/up"
 	"github.com/magnetar-dev/magnetar/terraform"
 )
@@ -88,7 +90,7 @@ func startEnv(t *testing.T) *env {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	e, err := up.Start(ctx, up.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Regions: []string{"local-a"},
-		Binary: e2e.Binary(t), Logger: quiet(), PollTimeout: 2 * time.Second})
+		Binary: e2e.Binary(t), Logger: quiet(), PollTimeout: 2 * time.Second, DataPlaneAuth: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +311,9 @@ func TestAccEstate(t *testing.T) {
 					resource.TestCheckResourceAttr(key, "state", "ACTIVE"),
 					resource.TestCheckResourceAttr(binding, "role", "roles/viewer"),
 					resource.TestCheckResourceAttr(cluster, "state", "READY"),
-					resource.TestMatchResourceAttr(cluster, "service_url", regexp.MustCompile(`^pulsar://`)),
+					resource.TestMatchResourceAttr(cluster, "service_url", regexp.MustCompile(`^pulsar\+ssl://`)),
+					resource.TestMatchResourceAttr(cluster, "admin_url", regexp.MustCompile(`^https://`)),
+					resource.TestMatchResourceAttr(cluster, "ca_certificate", regexp.MustCompile(`BEGIN CERTIFICATE`)),
 					resource.TestCheckResourceAttr(tenant, "state", "APPLIED"),
 					resource.TestCheckResourceAttr(ns, "state", "APPLIED"),
 					resource.TestCheckResourceAttr(ns, "policies.retention.time_minutes", "60"),
@@ -317,6 +321,7 @@ func TestAccEstate(t *testing.T) {
 					resource.TestCheckResourceAttr(topic, "pulsar_name", "persistent://shop/orders/payments"),
 					resource.TestCheckResourceAttr("data.magnetar_regions.all", "regions.0.name", "regions/local-a"),
 					resource.TestCheckResourceAttrPair("data.magnetar_cluster.dev", "service_url", cluster, "service_url"),
+					resource.TestCheckResourceAttrPair("data.magnetar_cluster.dev", "ca_certificate", cluster, "ca_certificate"),
 					resource.TestCheckResourceAttr("data.magnetar_organization.acme", "display_name", "Acme"),
 					resource.TestCheckResourceAttr("data.magnetar_service_account.ci", "description", "deploys"),
 					resource.TestCheckResourceAttr("data.magnetar_pulsar_tenant.shop", "admin_roles.0", "shop-admin"),
@@ -327,7 +332,7 @@ func TestAccEstate(t *testing.T) {
 					resource.TestCheckResourceAttr("data.magnetar_pulsar_topic.payments", "partitions", "2"),
 					resource.TestCheckResourceAttr(key, "expire_time", "2099-01-01T00:00:00Z"),
 					e.checkKeyWorks(key),
-					checkRoundTrip(cluster, topic),
+					e.checkRoundTrip(cluster, topic),
 				),
 			},
 			// Update in place.
@@ -348,7 +353,7 @@ func TestAccEstate(t *testing.T) {
 					resource.TestCheckResourceAttr(cluster, "display_name", "Dev"),
 					resource.TestCheckResourceAttr(cluster, "bookies", "2"),
 					resource.TestCheckResourceAttr(cluster, "state", "READY"),
-					checkRoundTrip(cluster, topic),
+					e.checkRoundTrip(cluster, topic),
 					resource.TestCheckResourceAttr(tenant, "admin_roles.#", "2"),
 					resource.TestCheckResourceAttr(topic, "partitions", "3"),
 					func(*tfterraform.State) error {
@@ -484,12 +489,30 @@ func (e *env) checkKeyWorks(key string) resource.TestCheckFunc {
 }
 
 // checkRoundTrip produces a message on the topic through the cluster's
-// service URL and consumes it.
-func checkRoundTrip(cluster, topic string) resource.TestCheckFunc {
+// service URL and consumes it, trusting the cluster's ca_certificate, with
+// the operator's access tokens (the cluster authenticates).
+func (e *env) checkRoundTrip(cluster, topic string) resource.TestCheckFunc {
 	return func(s *tfterraform.State) error {
-		url := s.RootModule().Resources[cluster].Primary.Attributes["service_url"]
+		attrs := s.RootModule().Resources[cluster].Primary.Attributes
+		url := attrs["service_url"]
 		name := s.RootModule().Resources[topic].Primary.Attributes["pulsar_name"]
-		cl, err := pulsar.NewClient(pulsar.ClientOptions{URL: url, OperationTimeout: 30 * time.Second, Logger: plog.NewLoggerWithSlog(quiet())})
+		ca, err := os.CreateTemp("", "tf-cluster-ca-*.pem")
+		if err != nil {
+			return err
+		}
+		defer os.Remove(ca.Name())
+		if _, err := ca.WriteString(attrs["ca_certificate"]); err != nil {
+			return err
+		}
+		ca.Close()
+		tokens, aud := accesstoken.New("http://"+e.up.Addr(), e.key), issuer.ClusterAudience(attrs["id"])
+		cl, err := pulsar.NewClient(pulsar.ClientOptions{URL: url, TLSTrustCertsFilePath: ca.Name(), OperationTimeout: 30 * time.Second,
+			Authentication: pulsar.NewAuthenticationTokenFromSupplier(func() (string, error) {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				return tokens.Token(ctx, aud)
+			}),
+			Logger: plog.NewLoggerWithSlog(quiet())})
 		if err != nil {
 			return err
 		}

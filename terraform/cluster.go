@@ -51,6 +51,7 @@ type clusterData struct {
 	State              types.String `tfsdk:"state"`
 	ServiceURL         types.String `tfsdk:"service_url"`
 	AdminURL           types.String `tfsdk:"admin_url"`
+	CACertificate      types.String `tfsdk:"ca_certificate"`
 	StatusMessage      types.String `tfsdk:"status_message"`
 	UID                types.String `tfsdk:"uid"`
 	Etag               types.String `tfsdk:"etag"`
@@ -88,8 +89,9 @@ func (r *clusterResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 			"deletion_protection": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 				Description: "While true, destroying or replacing the cluster fails at plan time, and the API refuses to delete it. Default false."},
 			"state":          schema.StringAttribute{Computed: true, Description: "CREATING, READY, UPDATING, DELETING or FAILED."},
-			"service_url":    schema.StringAttribute{Computed: true, Description: "Pulsar binary-protocol URL (pulsar://...) for clients, once READY."},
-			"admin_url":      schema.StringAttribute{Computed: true, Description: "Pulsar admin REST URL, once READY."},
+			"service_url":    schema.StringAttribute{Computed: true, Description: "Pulsar binary-protocol URL for clients, once READY: pulsar+ssl://... when the data plane serves TLS (as managed clusters do), pulsar://... otherwise."},
+			"admin_url":      schema.StringAttribute{Computed: true, Description: "Pulsar admin REST URL for clients, once READY: https://... when the data plane serves TLS."},
+			"ca_certificate": schema.StringAttribute{Computed: true, Description: "PEM certificate of the CA that issued the brokers' certificates: the trust file of clients of service_url and admin_url. Empty when the data plane serves no TLS."},
 			"status_message": schema.StringAttribute{Computed: true, Description: "Last status message from the region agent."},
 			"uid":            uidAttribute(),
 			"etag":           etagAttribute(),
@@ -114,6 +116,7 @@ func (m *clusterData) fill(c *cpv1.Cluster) {
 	m.State = types.StringValue(c.GetState().String())
 	m.ServiceURL = types.StringValue(c.GetServiceUrl())
 	m.AdminURL = types.StringValue(c.GetAdminUrl())
+	m.CACertificate = types.StringValue(c.GetCaCertificate())
 	m.StatusMessage = types.StringValue(c.GetStatusMessage())
 	m.UID = types.StringValue(c.GetUid())
 	m.Etag = types.StringValue(c.GetEtag())
@@ -167,7 +170,7 @@ func (r *clusterResource) keepStatus(ctx context.Context, state clusterModel, re
 		return
 	}
 	for name, v := range map[string]types.String{"state": state.State, "service_url": state.ServiceURL,
-		"admin_url": state.AdminURL, "status_message": state.StatusMessage} {
+		"admin_url": state.AdminURL, "ca_certificate": state.CACertificate, "status_message": state.StatusMessage} {
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, pathOf(name), v)...)
 	}
 }
@@ -224,7 +227,7 @@ func (r *clusterResource) settle(ctx context.Context, name string, m *clusterMod
 	// planned: an agent report landing during the apply shows up at the
 	// next refresh instead of as an inconsistent result.
 	for _, f := range []struct{ got, want *types.String }{{&m.State, &planned.State}, {&m.ServiceURL, &planned.ServiceURL},
-		{&m.AdminURL, &planned.AdminURL}, {&m.StatusMessage, &planned.StatusMessage}} {
+		{&m.AdminURL, &planned.AdminURL}, {&m.CACertificate, &planned.CACertificate}, {&m.StatusMessage, &planned.StatusMessage}} {
 		if !f.want.IsUnknown() && !f.want.IsNull() {
 			*f.got = *f.want
 		}

@@ -72,7 +72,7 @@ func newAgentCommand() *cobra.Command {
 	f.DurationVar(&cfg.MeteringInterval, "metering-interval", agent.DefaultMeteringInterval, "period of the brokers' usage scrape")
 	f.StringVar(&cfg.FailoverListen, "failover-listen", "", "serve the replication groups' failover endpoint here too, answering from its cache while the control plane is down (e.g. 127.0.0.1:7090; port 0 picks one, written to <data-dir>/failover.addr; empty: off)")
 	f.BoolVar(&pcfg.InsecureDataPlanes, "insecure-data-planes", false, insecureDataPlanesHelp)
-	f.BoolVar(&cfg.DataPlaneAuth, "data-plane-auth", false, dataPlaneAuthHelp)
+	f.BoolVar(&cfg.DataPlaneAuth, "data-plane-auth", true, dataPlaneAuthHelp)
 	f.DurationVar(&pcfg.StopGrace, "stop-grace", 10*time.Second, "time between SIGTERM and SIGKILL when stopping a process")
 	// Tiered storage of every cluster the agent runs: one bucket, a prefix
 	// per cluster; the brokers take credentials from the agent's
@@ -88,7 +88,7 @@ func newAgentCommand() *cobra.Command {
 }
 
 // dataPlaneAuthHelp documents --data-plane-auth (agent and up).
-const dataPlaneAuthHelp = "provision clusters whose brokers authenticate every client with the control plane's OAuth2 tokens (audience urn:magnetar:cluster:<org>/<cluster> or urn:magnetar:organization:<org>) and authorize it, the agent being their superuser, and turn role bindings into Pulsar permissions (default off: brokers accept anonymous clients)"
+const dataPlaneAuthHelp = "provision clusters whose brokers authenticate every client with the control plane's OAuth2 tokens (audience urn:magnetar:cluster:<org>/<cluster> or urn:magnetar:organization:<org>) and authorize it, the agent being their superuser, and turn role bindings into Pulsar permissions; --data-plane-auth=false: brokers accept anonymous clients (development only)"
 
 // insecureDataPlanesHelp documents --insecure-data-planes (agent and up).
 const insecureDataPlanesHelp = "development only: run the clusters without TLS between their brokers, bookies and metadata store and without TLS listeners on the brokers (default: mutual TLS inside every cluster with certificates of the region CA under <data-dir>/ca, and pulsar+ssl:// and https:// beside the plain listeners)"

@@ -27,6 +27,7 @@ type securityFlags struct {
 
 	oidcIssuers, oidcAudiences []string
 	oidcRoleClaim, oidcJWKSURL string
+	oidcCacheDir               string
 	oidcTrustFile              string
 	oidcRefresh                time.Duration
 	// oidc is the provider apply built; close stops its key refresh.
@@ -48,6 +49,7 @@ func (s *securityFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&s.oidcJWKSURL, "auth-oidc-jwks-url", "", "fetch the keys here instead of discovering them (only with a single --auth-oidc-issuer)")
 	f.DurationVar(&s.oidcRefresh, "auth-oidc-jwks-refresh", auth.DefaultJWKSRefresh, "how often the issuers' keys are fetched again (an unknown key id fetches them at once, at most every 5s)")
 	f.StringVar(&s.oidcTrustFile, "auth-oidc-trust-certs-file", "", "PEM CA certificates trusted for https issuers, besides the system roots")
+	f.StringVar(&s.oidcCacheDir, "auth-oidc-cache-dir", "", "keep the issuers' last key sets in files here, loaded at start: a broker restarted while an issuer is unreachable still accepts its tokens (empty: in memory only)")
 	f.StringVar(&s.htpasswd, "auth-basic-htpasswd", "", "enable basic authentication against this htpasswd file")
 	f.BoolVar(&s.tlsAuth, "auth-tls", false, "enable TLS client-certificate authentication (the certificate's CN is the role)")
 	f.StringVar(&s.anonymousRole, "anonymous-role", "", "role of clients that present no credentials (default: they are refused)")
@@ -91,7 +93,7 @@ func (s *securityFlags) apply(bc *broker.Config) (err error) {
 	}
 	if len(s.oidcIssuers) > 0 {
 		oc := auth.OIDCConfig{Audiences: s.oidcAudiences, RoleClaim: s.oidcRoleClaim, Refresh: s.oidcRefresh,
-			TrustFile: s.oidcTrustFile, Fallback: static}
+			TrustFile: s.oidcTrustFile, CacheDir: s.oidcCacheDir, Fallback: static}
 		for _, u := range s.oidcIssuers {
 			oc.Issuers = append(oc.Issuers, auth.OIDCIssuer{URL: u})
 		}

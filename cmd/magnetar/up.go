@@ -61,7 +61,7 @@ func newUpCommand() *cobra.Command {
 	f.BoolVar(&cfg.AgentProcesses, "agent-processes", false, "run each region's agent as a `magnetar agent` child process (log and PID under <data-dir>/regions/<id>/), restarted when it exits, instead of in this process")
 	f.DurationVar(&cfg.AgentRestartDelay, "agent-restart-delay", up.DefaultAgentRestartDelay, "with --agent-processes: time before an agent process that exited is started again")
 	f.BoolVar(&cfg.InsecureDataPlanes, "insecure-data-planes", false, insecureDataPlanesHelp)
-	f.BoolVar(&cfg.DataPlaneAuth, "data-plane-auth", false, dataPlaneAuthHelp)
+	f.BoolVar(&cfg.DataPlaneAuth, "data-plane-auth", true, dataPlaneAuthHelp)
 	f.DurationVar(&cfg.AccessTokenTTL, "access-token-ttl", issuer.DefaultTokenTTL, "lifetime of access tokens; a revoked API key's broker connections end within it (and the brokers' 10 s challenge grace)")
 	f.DurationVar(&cfg.ReconcileInterval, "reconcile-interval", agent.DefaultReconcileInterval, "period of the agents' full reconcile (repairs crashed processes)")
 	f.DurationVar(&cfg.MeteringInterval, "metering-interval", agent.DefaultMeteringInterval, "period of the agents' usage scrape of the brokers")

@@ -4,14 +4,20 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"crypto/rsa"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -19,6 +25,7 @@ import (
 	"github.com/go-jose/go-jose/v4"
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/magnetar-dev/magnetar/internal/atomicfile"
 	"github.com/magnetar-dev/magnetar/internal/httpjson"
 )
 
@@ -68,6 +75,12 @@ type OIDCConfig struct {
 	// TrustFile, when set and HTTPClient is nil, adds these PEM CA
 	// certificates to the roots trusted for https issuers.
 	TrustFile string
+	// CacheDir, when set, keeps each issuer's last key set in a file there
+	// (written after every fetch that changed it) and loads it at start:
+	// a broker restarted while an issuer is unreachable accepts the
+	// tokens that issuer signed before, as a running one does. The files
+	// hold public keys only.
+	CacheDir string
 	// Fallback authenticates tokens whose "iss" is none of Issuers (a
 	// TokenProvider with a static key); nil: such tokens are refused.
 	Fallback Provider
@@ -154,7 +167,9 @@ func NewOIDCProvider(cfg OIDCConfig) (*OIDCProvider, error) {
 		if _, dup := p.issuers[n]; dup {
 			return nil, fmt.Errorf("auth: OIDC issuer %q given twice", is.URL)
 		}
-		p.issuers[n] = &issuerKeys{url: n, jwksURL: is.JWKSURL}
+		ik := &issuerKeys{url: n, jwksURL: is.JWKSURL}
+		p.loadCached(ik)
+		p.issuers[n] = ik
 	}
 	p.parser = jwt.NewParser(
 		jwt.WithValidMethods([]string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512"}),
@@ -268,7 +283,11 @@ func (p *OIDCProvider) refresh(ctx context.Context, ik *issuerKeys, onDemand boo
 		}
 		return err
 	}
+	changed := !sameKeys(ik.keys, keys)
 	ik.keys, ik.fetched = keys, p.cfg.Now()
+	if changed {
+		p.storeCached(ik.url, keys)
+	}
 	return nil
 }
 
@@ -294,17 +313,30 @@ func (p *OIDCProvider) fetch(ctx context.Context, ik *issuerKeys) (map[string]jo
 		}
 		jwksURL = meta.JWKSURI
 	}
-	var set struct {
-		Keys []json.RawMessage `json:"keys"`
-	}
+	var set keySet
 	if err := httpjson.Get(ctx, p.cfg.HTTPClient, jwksURL, maxMetadataBytes, &set); err != nil {
 		return nil, err
 	}
+	keys := p.usableKeys(ik.url, set)
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("key set %s has no RSA or EC signature key", jwksURL)
+	}
+	return keys, nil
+}
+
+// keySet is a JWKS document (RFC 7517 §5).
+type keySet struct {
+	Keys []json.RawMessage `json:"keys"`
+}
+
+// usableKeys returns the signature keys of set the provider can verify
+// with, by kid.
+func (p *OIDCProvider) usableKeys(issuer string, set keySet) map[string]jose.JSONWebKey {
 	keys := map[string]jose.JSONWebKey{}
 	for _, raw := range set.Keys {
 		var k jose.JSONWebKey
 		if err := k.UnmarshalJSON(raw); err != nil {
-			p.cfg.Logger.Warn("auth: OIDC issuer key skipped", "issuer", ik.url, "err", err)
+			p.cfg.Logger.Warn("auth: OIDC issuer key skipped", "issuer", issuer, "err", err)
 			continue
 		}
 		if k.Use != "" && k.Use != "sig" {
@@ -314,13 +346,82 @@ func (p *OIDCProvider) fetch(ctx context.Context, ik *issuerKeys) (map[string]jo
 		case *rsa.PublicKey, *ecdsa.PublicKey:
 			keys[k.KeyID] = k
 		default:
-			p.cfg.Logger.Warn("auth: OIDC issuer key skipped: not an RSA or EC public key", "issuer", ik.url, "kid", k.KeyID)
+			p.cfg.Logger.Warn("auth: OIDC issuer key skipped: not an RSA or EC public key", "issuer", issuer, "kid", k.KeyID)
 		}
 	}
-	if len(keys) == 0 {
-		return nil, fmt.Errorf("key set %s has no RSA or EC signature key", jwksURL)
+	return keys
+}
+
+// sameKeys reports whether a and b hold the same key ids.
+func sameKeys(a, b map[string]jose.JSONWebKey) bool {
+	if len(a) != len(b) {
+		return false
 	}
-	return keys, nil
+	for kid := range a {
+		if _, ok := b[kid]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// cacheFile is where CacheDir keeps issuer's key set.
+func (p *OIDCProvider) cacheFile(issuer string) string {
+	sum := sha256.Sum256([]byte(issuer))
+	return filepath.Join(p.cfg.CacheDir, "oidc-"+hex.EncodeToString(sum[:8])+".jwks.json")
+}
+
+// cachedKeySet is a cache file: the issuer it belongs to and its keys.
+type cachedKeySet struct {
+	Issuer string `json:"issuer"`
+	keySet
+}
+
+// loadCached fills ik with the key set CacheDir holds for it, if any.
+func (p *OIDCProvider) loadCached(ik *issuerKeys) {
+	if p.cfg.CacheDir == "" {
+		return
+	}
+	f := p.cacheFile(ik.url)
+	raw, err := os.ReadFile(f)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			p.cfg.Logger.Warn("auth: OIDC key cache unreadable", "file", f, "err", err)
+		}
+		return
+	}
+	var c cachedKeySet
+	if err := json.Unmarshal(raw, &c); err != nil || c.Issuer != ik.url {
+		p.cfg.Logger.Warn("auth: OIDC key cache ignored: not this issuer's key set", "file", f, "issuer", ik.url, "err", err)
+		return
+	}
+	if keys := p.usableKeys(ik.url, c.keySet); len(keys) > 0 {
+		ik.keys, ik.fetched = keys, p.cfg.Now()
+		p.cfg.Logger.Info("auth: OIDC issuer keys loaded from the cache until the issuer answers", "issuer", ik.url, "keys", len(keys))
+	}
+}
+
+// storeCached writes keys to issuer's cache file; a failure is logged.
+func (p *OIDCProvider) storeCached(issuer string, keys map[string]jose.JSONWebKey) {
+	if p.cfg.CacheDir == "" {
+		return
+	}
+	c := cachedKeySet{Issuer: issuer}
+	for _, kid := range slices.Sorted(maps.Keys(keys)) {
+		raw, err := keys[kid].MarshalJSON()
+		if err != nil {
+			p.cfg.Logger.Warn("auth: OIDC key not cached", "issuer", issuer, "kid", kid, "err", err)
+			return
+		}
+		c.Keys = append(c.Keys, raw)
+	}
+	raw, err := json.Marshal(c)
+	if err == nil {
+		err = atomicfile.WriteFile(p.cacheFile(issuer), raw)
+	}
+	if err != nil {
+		p.cfg.Logger.Warn("auth: OIDC key cache not written", "issuer", issuer, "err", err)
+	}
 }
 
 // key finds the key for a token header: by kid, or the only key of the set

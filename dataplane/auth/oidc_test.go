@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -352,4 +353,42 @@ func TestOIDCConfigChecks(t *testing.T) {
 			t.Errorf("config %+v accepted", c)
 		}
 	}
+}
+
+// TestOIDCKeyCacheSurvivesRestartWhileIssuerDown: a provider with CacheDir
+// stores the keys it fetched; a new provider on the same directory (a
+// restarted broker) accepts the issuer's tokens while the issuer is down,
+// one without the cache refuses them, and a cache file of another issuer
+// is ignored.
+func TestOIDCKeyCacheSurvivesRestartWhileIssuerDown(t *testing.T) {
+	is := newTestIssuer(t)
+	is.addKey(t, "k1", "ES256")
+	dir := t.TempDir()
+	cfg := OIDCConfig{Issuers: []OIDCIssuer{{URL: is.srv.URL}}, Refresh: time.Hour, MinRefresh: time.Nanosecond, CacheDir: dir}
+	first := newOIDC(t, cfg)
+	authOK(t, first, is.token(t, "a"))
+	first.Close()
+
+	is.down.Store(true)
+	restarted := newOIDC(t, cfg)
+	if id := authOK(t, restarted, is.token(t, "a")); id.Role != "a" {
+		t.Fatalf("role %q", id.Role)
+	}
+	uncached := cfg
+	uncached.CacheDir = ""
+	authFails(t, newOIDC(t, uncached), is.token(t, "a"), "not available")
+
+	// The cache is per issuer: another issuer's file under this issuer's
+	// name is not trusted.
+	other := newTestIssuer(t)
+	ocfg := OIDCConfig{Issuers: []OIDCIssuer{{URL: other.srv.URL}}, Refresh: time.Hour, CacheDir: dir}
+	raw, err := os.ReadFile(restarted.cacheFile(is.srv.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(restarted.cacheFile(other.srv.URL), raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	other.down.Store(true)
+	authFails(t, newOIDC(t, ocfg), is.token(t, "a", withIss(other.srv.URL)), "not available")
 }

@@ -60,8 +60,14 @@ type Source struct {
 type cached struct {
 	token   string
 	renewAt time.Time
+	expires time.Time
 	life    time.Duration
 }
+
+// expiryMargin is how long before its expiry a cached token is no longer
+// handed out when its renewal fails: a token must not expire on its way
+// to the broker.
+const expiryMargin = 5 * time.Second
 
 // Option configures a Source.
 type Option func(*Source)
@@ -118,14 +124,30 @@ func (s *Source) discover(ctx context.Context) (issuerURL, endpoint string, err 
 }
 
 // Token returns a valid access token for aud, asking the token endpoint
-// when the cached one is due for renewal (at half its life).
+// when the cached one is due for renewal (at half its life). When the
+// renewal fails (the control plane is unreachable, or refuses) the cached
+// token is returned while it has more than expiryMargin left: the
+// caller's data-plane connections outlive a control-plane outage by the
+// rest of the token's life. A refusal that outlives the token is then
+// the caller's error.
 func (s *Source) Token(ctx context.Context, aud string) (string, error) {
 	s.mu.Lock()
 	c, ok := s.byAud[aud]
 	s.mu.Unlock()
-	if ok && time.Now().Before(c.renewAt) {
+	now := time.Now()
+	if ok && now.Before(c.renewAt) {
 		return c.token, nil
 	}
+	tok, err := s.fetch(ctx, aud)
+	if err != nil && ok && time.Now().Add(expiryMargin).Before(c.expires) {
+		return c.token, nil
+	}
+	return tok, err
+}
+
+// fetch asks the token endpoint for a token for aud and caches it.
+func (s *Source) fetch(ctx context.Context, aud string) (string, error) {
+	requested := time.Now()
 	endpoint := s.fixed
 	if endpoint == "" {
 		var err error
@@ -160,7 +182,7 @@ func (s *Source) Token(ctx context.Context, aud string) (string, error) {
 	}
 	life := time.Duration(tr.ExpiresIn) * time.Second
 	s.mu.Lock()
-	s.byAud[aud] = cached{token: tr.AccessToken, renewAt: time.Now().Add(life / 2), life: life}
+	s.byAud[aud] = cached{token: tr.AccessToken, renewAt: requested.Add(life / 2), expires: requested.Add(life), life: life}
 	if s.subject == "" {
 		s.subject = SubjectOf(tr.AccessToken)
 	}

@@ -10,7 +10,9 @@
 // dials: WithTokenEndpoint).
 //
 // A Source caches one token per audience and asks for a new one at half
-// its life. A refusal of the token endpoint is a *RefusedError carrying
+// its life; while the renewal fails it keeps handing out the cached token
+// until 5 s before it expires, so a control-plane outage costs nothing for
+// half a token's life. A refusal of the token endpoint is a *RefusedError carrying
 // the RFC 6749 error code.
 //
 // # Concurrency

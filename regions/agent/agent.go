@@ -23,6 +23,7 @@ import (
 
 	cpv1 "github.com/magnetar-dev/magnetar/api/controlplane/v1"
 	"github.com/magnetar-dev/magnetar/internal/accesstoken"
+	"github.com/magnetar-dev/magnetar/internal/atomicfile"
 	"github.com/magnetar-dev/magnetar/regions/provisioner"
 	"github.com/magnetar-dev/magnetar/regions/pulsaradmin"
 )
@@ -88,12 +89,14 @@ type Config struct {
 	// DataPlaneAuth provisions clusters whose brokers authenticate every
 	// client with the control plane's tokens (their own audience) and
 	// authorize it, the agent being their superuser, and turns the role
-	// bindings into Pulsar permissions (dataplaneauth.go). Default off.
+	// bindings into Pulsar permissions (dataplaneauth.go). Off when
+	// zero; `magnetar agent` and `magnetar up` turn it on by default.
 	DataPlaneAuth bool
-	// PeerCredentialsDir holds, with DataPlaneAuth, what the clusters'
-	// brokers need to replicate to other authenticated clusters: each
-	// peer's CA certificate and a token for its audience, renewed by the
-	// agent (dataplaneauth.go). Required with DataPlaneAuth.
+	// PeerCredentialsDir holds what the clusters' brokers need to
+	// replicate to clusters of other regions that serve TLS: each peer's
+	// CA certificate and, with DataPlaneAuth, a token for its audience,
+	// renewed by the agent (dataplaneauth.go). Required with DataPlaneAuth
+	// and for replicating to peers that serve TLS.
 	PeerCredentialsDir string
 	// FailoverAddrFile, when set, receives the endpoint's bound address
 	// (host:port and a newline) once it listens, so a supervisor that
@@ -261,7 +264,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		a.log.Info("agent: serving the failover endpoint", "addr", fo.Addr().String())
 		if f := a.cfg.FailoverAddrFile; f != "" {
-			if err := writeFileAtomic(f, []byte(fo.Addr().String()+"\n")); err != nil {
+			if err := atomicfile.WriteFile(f, []byte(fo.Addr().String()+"\n")); err != nil {
 				fo.Shutdown(context.Background())
 				return fmt.Errorf("agent: failover endpoint: %w", err)
 			}
@@ -499,9 +502,10 @@ func (a *Agent) reconcile(ctx context.Context, name string) (done, ready bool) {
 	req := &cpv1.ReportClusterStatusRequest{Name: name, ObservedRevision: rev, Message: st.Message}
 	switch st.State {
 	case provisioner.StateReady:
-		req.State, req.ServiceUrl, req.AdminUrl = cpv1.ReportClusterStatusRequest_READY, st.ServiceURL, st.AdminURL
+		req.State = cpv1.ReportClusterStatusRequest_READY
+		req.ServiceUrl, req.AdminUrl = clientURLs(st)
 		req.TlsServiceUrl, req.TlsAdminUrl, req.CaCertificate = st.TLSServiceURL, st.TLSAdminURL, st.CACertPEM
-		if cl.GetState() == cpv1.Cluster_READY && cl.GetServiceUrl() == st.ServiceURL && cl.GetAdminUrl() == st.AdminURL &&
+		if cl.GetState() == cpv1.Cluster_READY && cl.GetServiceUrl() == req.ServiceUrl && cl.GetAdminUrl() == req.AdminUrl &&
 			cl.GetTlsServiceUrl() == st.TLSServiceURL && cl.GetTlsAdminUrl() == st.TLSAdminURL && cl.GetCaCertificate() == st.CACertPEM &&
 			cl.GetStatusMessage() == "" {
 			return true, true // the record already says so
@@ -538,6 +542,19 @@ func (a *Agent) reconcile(ctx context.Context, name string) (done, ready bool) {
 	}
 	a.mu.Unlock()
 	return st.State == provisioner.StateReady, st.State == provisioner.StateReady
+}
+
+// clientURLs returns the URLs a cluster's status publishes for clients:
+// the TLS ones when its data plane serves TLS. The plain-text listeners of
+// such a cluster stay for the agent on the region's network and are not
+// published: a client given only these URLs cannot send a token or data
+// in the clear by mistake.
+func clientURLs(st provisioner.ClusterStatus) (service, admin string) {
+	service, admin = st.ServiceURL, st.AdminURL
+	if st.TLSServiceURL != "" && st.TLSAdminURL != "" {
+		service, admin = st.TLSServiceURL, st.TLSAdminURL
+	}
+	return service, admin
 }
 
 // forget drops a cluster that is gone, unless the watch brought a newer

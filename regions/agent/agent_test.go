@@ -212,7 +212,8 @@ func TestCreateUpdateDelete(t *testing.T) {
 	}
 	cl := must[*cpv1.Cluster](t)(cp.clusters.GetCluster(cp.ctx(), &cpv1.GetClusterRequest{Name: c1}))
 	st := must[provisioner.ClusterStatus](t)(mem.Status(t.Context(), c1))
-	if cl.State != cpv1.Cluster_READY || cl.ServiceUrl != st.ServiceURL || cl.AdminUrl != st.AdminURL || cl.ServiceUrl == "" {
+	// A cluster that serves TLS publishes its TLS URLs as the client URLs.
+	if cl.State != cpv1.Cluster_READY || cl.ServiceUrl != st.TLSServiceURL || cl.AdminUrl != st.TLSAdminURL || cl.ServiceUrl == "" {
 		t.Fatalf("cluster %v; provisioner status %+v", cl, st)
 	}
 	if cl.TlsServiceUrl != st.TLSServiceURL || cl.TlsAdminUrl != st.TLSAdminURL || cl.CaCertificate != st.CACertPEM ||

@@ -39,6 +39,7 @@ import (
 
 	cpv1 "github.com/magnetar-dev/magnetar/api/controlplane/v1"
 	"github.com/magnetar-dev/magnetar/controlplane/issuer"
+	"github.com/magnetar-dev/magnetar/internal/atomicfile"
 	"github.com/magnetar-dev/magnetar/regions/provisioner"
 	"github.com/magnetar-dev/magnetar/regions/pulsaradmin"
 )
@@ -298,39 +299,50 @@ func (a *Agent) applyGrants(ctx context.Context, cluster, adminURL string, g gra
 const peerTokenEvery = 5 * time.Second
 
 // peerCredentials fills cd, the record of replication peer rc (described
-// by p) in a data plane, with how to reach it when it authenticates: its
-// TLS URLs, its CA certificate (written to PeerCredentialsDir) and a token
-// file for its audience, which peerTokenLoop keeps fresh and the brokers
-// read at every CONNECT and authentication challenge (Pulsar's
+// by p) in a data plane, with how to reach it: when it serves TLS, its TLS
+// URLs and its CA certificate (written to PeerCredentialsDir); when the
+// agent authenticates to data planes (DataPlaneAuth), also a token file
+// for its audience, which peerTokenLoop keeps fresh and the brokers read
+// at every CONNECT and authentication challenge (Pulsar's
 // AuthenticationToken with file:// parameters). The token's role is the
 // agent's own (an operator's; brokers of authenticated clusters take
 // operators as superusers).
 func (a *Agent) peerCredentials(ctx context.Context, rc string, p *cpv1.Cluster, cd *pulsaradmin.ClusterData) error {
 	if p.GetTlsServiceUrl() == "" || p.GetCaCertificate() == "" {
-		return errors.New("the peer serves no TLS (provisioned with --insecure-data-planes?)")
+		if a.tokens != nil {
+			return errors.New("the peer serves no TLS (provisioned with --insecure-data-planes?)")
+		}
+		return nil // a plain-text peer: its URLs are all there is
 	}
 	dir := a.cfg.PeerCredentialsDir
+	if dir == "" {
+		return errors.New("the peer serves TLS and Config.PeerCredentialsDir, where its CA certificate goes, is not set")
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
 	base := filepath.Join(dir, a.pulsarName(rc))
-	caFile, tokenFile := base+".ca.pem", base+".token"
-	if err := writeFileAtomic(caFile, []byte(p.GetCaCertificate())); err != nil {
+	caFile := base + ".ca.pem"
+	if err := atomicfile.WriteFile(caFile, []byte(p.GetCaCertificate())); err != nil {
 		return err
 	}
+	cd.ServiceURLTLS, cd.BrokerServiceURLTLS = p.GetTlsAdminUrl(), p.GetTlsServiceUrl()
+	cd.BrokerClientTLSEnabled, cd.BrokerClientTrustCertsFile = true, caFile
+	if a.tokens == nil {
+		return nil
+	}
+	tokenFile := base + ".token"
 	aud := issuer.ClusterAudience(rc)
 	tok, err := a.tokens.Token(ctx, aud)
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(tokenFile, []byte(tok)); err != nil {
+	if err := atomicfile.WriteFile(tokenFile, []byte(tok)); err != nil {
 		return err
 	}
 	a.mu.Lock()
 	a.peerTokens[aud] = tokenFile
 	a.mu.Unlock()
-	cd.ServiceURLTLS, cd.BrokerServiceURLTLS = p.GetTlsAdminUrl(), p.GetTlsServiceUrl()
-	cd.BrokerClientTLSEnabled, cd.BrokerClientTrustCertsFile = true, caFile
 	cd.AuthenticationPlugin = "org.apache.pulsar.client.impl.auth.AuthenticationToken"
 	cd.AuthenticationParameters = "file://" + tokenFile
 	return nil
@@ -358,7 +370,7 @@ func (a *Agent) peerTokenLoop(ctx context.Context) {
 		for aud, f := range files {
 			tok, err := a.tokens.Token(ctx, aud)
 			if err == nil {
-				err = writeFileAtomic(f, []byte(tok))
+				err = atomicfile.WriteFile(f, []byte(tok))
 			}
 			if err != nil && ctx.Err() == nil {
 				a.log.Warn("agent: a replication peer's token was not renewed", "audience", aud, "err", err)

@@ -21,7 +21,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"regexp"
 	"sync"
 	"time"
@@ -33,6 +32,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	cpv1 "github.com/magnetar-dev/magnetar/api/controlplane/v1"
+	"github.com/magnetar-dev/magnetar/internal/atomicfile"
 )
 
 var failoverPath = regexp.MustCompile(`^/v1/(organizations/[^/]+/replicationGroups/[^/]+)/failoverTarget$`)
@@ -196,24 +196,9 @@ func (f *FailoverServer) saveLocked() {
 	}
 	raw, err := json.Marshal(f.cache)
 	if err == nil {
-		err = writeFileAtomic(f.file, raw)
+		err = atomicfile.WriteFile(f.file, raw)
 	}
 	if err != nil {
 		f.log.Warn("agent: save failover cache", "file", f.file, "err", err)
 	}
-}
-
-// writeFileAtomic replaces path with raw (through a temporary file and a
-// rename, so a reader sees the old or the new content, never part), making
-// its directory if needed. It does not fsync: the files it writes are caches
-// a crash may lose.
-func writeFileAtomic(path string, raw []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, raw, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

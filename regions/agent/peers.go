@@ -77,10 +77,8 @@ func (a *Agent) preparePeers(ctx context.Context, c *pulsaradmin.Client, ch *cpv
 		}
 		name := a.pulsarName(rc)
 		cd := pulsaradmin.ClusterData{ServiceURL: p.GetAdminUrl(), BrokerServiceURL: p.GetServiceUrl()}
-		if a.tokens != nil {
-			if err := a.peerCredentials(ctx, rc, p, &cd); err != nil {
-				return calls, fmt.Errorf("credentials for replication cluster %s: %w", rc, err)
-			}
+		if err := a.peerCredentials(ctx, rc, p, &cd); err != nil {
+			return calls, fmt.Errorf("credentials for replication cluster %s: %w", rc, err)
 		}
 		did, err := c.EnsureCluster(ctx, name, cd)
 		if err != nil {

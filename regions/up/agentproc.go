@@ -44,9 +44,8 @@ func (e *Env) agentArgs(region, rdir string) []string {
 	if e.cfg.InsecureDataPlanes {
 		args = append(args, "--insecure-data-planes")
 	}
-	if e.cfg.DataPlaneAuth {
-		args = append(args, "--data-plane-auth")
-	}
+	// Always explicit: the command's default is on, Config's zero value off.
+	args = append(args, fmt.Sprintf("--data-plane-auth=%t", e.cfg.DataPlaneAuth))
 	return args
 }
 

@@ -67,7 +67,8 @@ type Config struct {
 	// issuer.DefaultTokenTTL.
 	AccessTokenTTL time.Duration
 	// DataPlaneAuth turns on the agents' agent.Config.DataPlaneAuth:
-	// brokers that require the control plane's tokens. Default false.
+	// brokers that require the control plane's tokens. Off when zero
+	// (`magnetar up` turns it on by default).
 	DataPlaneAuth bool
 	// AgentRestartDelay is how long an agent process that exited waits
 	// before it is started again, as a supervisor such as systemd would;

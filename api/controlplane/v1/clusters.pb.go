@@ -1321,11 +1321,12 @@ func (x *WatchDesiredStateResponse) GetPeerChanges() []*ClusterChange {
 type ReportClusterStatusRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// "organizations/{org}/clusters/{cluster}".
-	Name       string                           `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	State      ReportClusterStatusRequest_State `protobuf:"varint,2,opt,name=state,proto3,enum=magnetar.controlplane.v1.ReportClusterStatusRequest_State" json:"state,omitempty"`
-	ServiceUrl string                           `protobuf:"bytes,3,opt,name=service_url,json=serviceUrl,proto3" json:"service_url,omitempty"`
-	AdminUrl   string                           `protobuf:"bytes,4,opt,name=admin_url,json=adminUrl,proto3" json:"admin_url,omitempty"`
-	Message    string                           `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	Name  string                           `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	State ReportClusterStatusRequest_State `protobuf:"varint,2,opt,name=state,proto3,enum=magnetar.controlplane.v1.ReportClusterStatusRequest_State" json:"state,omitempty"`
+	// The URLs clients use: the TLS ones when the data plane serves TLS.
+	ServiceUrl string `protobuf:"bytes,3,opt,name=service_url,json=serviceUrl,proto3" json:"service_url,omitempty"`
+	AdminUrl   string `protobuf:"bytes,4,opt,name=admin_url,json=adminUrl,proto3" json:"admin_url,omitempty"`
+	Message    string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
 	// The desired-state revision the agent acted on.
 	ObservedRevision int64 `protobuf:"varint,6,opt,name=observed_revision,json=observedRevision,proto3" json:"observed_revision,omitempty"`
 	// The same brokers over TLS, and the PEM certificate of the CA clients of

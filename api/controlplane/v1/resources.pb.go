@@ -1290,9 +1290,14 @@ type Cluster struct {
 	DeletionProtection bool `protobuf:"varint,6,opt,name=deletion_protection,json=deletionProtection,proto3" json:"deletion_protection,omitempty"`
 	// Output only.
 	State Cluster_State `protobuf:"varint,7,opt,name=state,proto3,enum=magnetar.controlplane.v1.Cluster_State" json:"state,omitempty"`
-	// Pulsar binary protocol URL, set when READY. Output only.
+	// The Pulsar binary protocol URL clients use, set when READY: the
+	// "pulsar+ssl://" one (tls_service_url) when the data plane serves TLS,
+	// as managed clusters do unless provisioned with --insecure-data-planes;
+	// "pulsar://" otherwise. Output only.
 	ServiceUrl string `protobuf:"bytes,8,opt,name=service_url,json=serviceUrl,proto3" json:"service_url,omitempty"`
-	// Pulsar admin REST URL, set when READY. Output only.
+	// The Pulsar admin REST URL clients use, set when READY: "https://"
+	// (tls_admin_url) when the data plane serves TLS, "http://" otherwise.
+	// Output only.
 	AdminUrl string `protobuf:"bytes,9,opt,name=admin_url,json=adminUrl,proto3" json:"admin_url,omitempty"`
 	// Last status message from the region agent. Output only.
 	StatusMessage string `protobuf:"bytes,10,opt,name=status_message,json=statusMessage,proto3" json:"status_message,omitempty"`
@@ -1302,9 +1307,10 @@ type Cluster struct {
 	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
 	Etag       string                 `protobuf:"bytes,14,opt,name=etag,proto3" json:"etag,omitempty"`
 	// Pulsar binary protocol over TLS ("pulsar+ssl://"), set when READY and
-	// the data plane serves TLS. Output only.
+	// the data plane serves TLS (then equal to service_url). Output only.
 	TlsServiceUrl string `protobuf:"bytes,15,opt,name=tls_service_url,json=tlsServiceUrl,proto3" json:"tls_service_url,omitempty"`
-	// Pulsar admin REST URL over TLS ("https://"), likewise. Output only.
+	// Pulsar admin REST URL over TLS ("https://"), likewise (then equal to
+	// admin_url). Output only.
 	TlsAdminUrl string `protobuf:"bytes,16,opt,name=tls_admin_url,json=tlsAdminUrl,proto3" json:"tls_admin_url,omitempty"`
 	// PEM certificate of the CA that issued the brokers' certificates: what
 	// clients of the TLS URLs trust (the Pulsar clients' trust certs file).

@@ -423,7 +423,10 @@ func (p *Provisioner) args(c *cluster, m *member) []string {
 			"--ensemble", strconv.Itoa(e), "--write-quorum", strconv.Itoa(e), "--ack-quorum", strconv.Itoa(min(2, e))}
 		args = append(args, p.offloadArgs(c)...)
 		if a := c.st.Auth; a != nil {
-			args = append(args, "--auth-oidc-issuer", a.Issuer)
+			// The issuer's keys are kept under the broker's directory: a
+			// broker restarted while the control plane is down still
+			// accepts the tokens clients hold.
+			args = append(args, "--auth-oidc-issuer", a.Issuer, "--auth-oidc-cache-dir", filepath.Join(c.dir, m.id(), "oidc"))
 			for _, aud := range a.Audiences {
 				args = append(args, "--auth-oidc-audience", aud)
 			}
