@@ -101,11 +101,14 @@ class EndpointProvider(pulsar.ServiceInfoProvider):
     """Polls the failover endpoint every interval and switches the client when what the endpoint
     names differs from what it uses. As with ControlledClusterFailover, a tlsTrustCertsFilePath in
     the answer replaces the trust file, and authPluginClassName with authParamsString (both set)
-    the authentication; without them the client keeps what it has, from the command line or an
-    earlier answer."""
+    the authentication; without them the client keeps what it has, from its arguments or an
+    earlier answer. default_url, tls_trust_certs_file and the authentication (a Java plugin class
+    name and its parameters, see make_authentication) are what it starts with; token is the key
+    sent as "Authorization: Bearer <token>" to the endpoint."""
 
-    def __init__(self, default, endpoint, token, interval_s):
-        self._target = default
+    def __init__(self, default_url, endpoint, token, interval_s, tls_trust_certs_file=None,
+                 auth_plugin=None, auth_params=""):
+        self._target = Target(default_url, tls_trust_certs_file, auth_plugin, auth_params)
         self._endpoint = endpoint
         self._token = token
         self._interval = interval_s
@@ -191,17 +194,19 @@ def build_client(flags, stopping):
     url = flags.get("service-url", "")
     if not url:
         raise ValueError("flag --service-url is required")
-    target = Target(url, flags.get("tls-trust-certs-file", ""), flags.get("auth-plugin", ""),
-                    flags.get("auth-params", ""))
+    trust, plugin, params = (flags.get("tls-trust-certs-file", ""), flags.get("auth-plugin", ""),
+                             flags.get("auth-params", ""))
     endpoint = flags.get("provider-url", "")
     if endpoint:
         # A client on a provider takes its URL, trust file and authentication from the provider's
         # ServiceInfo, never from its own arguments.
-        provider = EndpointProvider(target, endpoint, flags.get("provider-token", ""),
-                                    int(flags.get("check-interval-ms", "1000")) / 1000.0)
+        provider = EndpointProvider(url, endpoint, flags.get("provider-token", ""),
+                                    int(flags.get("check-interval-ms", "1000")) / 1000.0,
+                                    trust, plugin, params)
         client = pulsar.Client(provider, operation_timeout_seconds=30, logger=_log)
         current = provider.current
     else:
+        target = Target(url, trust, plugin, params)
         kwargs = {}
         if target.trust:
             kwargs["tls_trust_certs_file_path"] = target.trust
