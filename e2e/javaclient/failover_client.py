@@ -46,14 +46,15 @@ def emit(line):
         sys.stdout.flush()
 
 
-# The plugins whose JSON parameters the C++ client spells otherwise than the Java one: for each,
-# the Java name of a parameter and the C++ name.
-_OAUTH2_NAMES = {"issuerUrl": "issuer_url", "privateKey": "private_key"}
-_BASIC_NAMES = {"userId": "username"}
 # The plugins the C++ client has, by the names it knows them: the Java class names and its own.
 _KNOWN_PLUGINS = {"org.apache.pulsar.client.impl.auth." + c for c in (
     "AuthenticationToken", "oauth2.AuthenticationOAuth2", "AuthenticationTls", "AuthenticationBasic",
     "AuthenticationAthenz")} | {"token", "oauth2", "tls", "basic", "athenz"}
+
+# The plugins whose JSON parameters the C++ client spells otherwise than the Java one: for each,
+# the Java name of a parameter and the C++ name.
+_OAUTH2_NAMES = {"issuerUrl": "issuer_url", "privateKey": "private_key"}
+_BASIC_NAMES = {"userId": "username"}
 _RENAMED_PARAMS = {
     "org.apache.pulsar.client.impl.auth.oauth2.AuthenticationOAuth2": _OAUTH2_NAMES,
     "oauth2": _OAUTH2_NAMES,
