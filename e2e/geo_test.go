@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +15,9 @@ import (
 	"github.com/apache/pulsar-client-go/pulsaradmin"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin/config"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+
+	"github.com/magnetar-dev/magnetar/dataplane/auth"
+	"github.com/magnetar-dev/magnetar/dataplane/auth/authtest"
 )
 
 // geoRegion is one "region" of a geo-replication test: a `magnetar
@@ -23,6 +28,10 @@ type geoRegion struct {
 	sp    *standaloneProc
 	admin pulsaradmin.Client
 	links map[string]*Proxy
+	// tlsURL and caFile are set by startGeoSecured: the region's
+	// pulsar+ssl:// URL and the PEM file of the CA its certificate is
+	// signed by.
+	tlsURL, caFile string
 }
 
 // startGeo starts one standalone per name and registers every cluster in
@@ -31,14 +40,79 @@ type geoRegion struct {
 // tenant "geo" and namespace "geo/ns" replicated between all of them.
 func startGeo(t *testing.T, names ...string) []*geoRegion {
 	t.Helper()
+	return startGeoWith(t, nil, names...)
+}
+
+// geoSecurity is what startGeoSecured's regions share: the secret key
+// their brokers verify tokens with, each broker requiring a token for its
+// own region's name as audience (--auth-token-audience).
+type geoSecurity struct {
+	secret     []byte
+	secretFile string
+	// token is valid in every region (its aud lists them all): the test's
+	// admin calls and the replicators present it.
+	token string
+}
+
+// mint returns a token for subject that the regions named in audiences
+// accept, valid for an hour.
+func (g *geoSecurity) mint(t testing.TB, subject string, audiences ...string) string {
+	t.Helper()
+	aud := make([]any, len(audiences))
+	for i, a := range audiences {
+		aud[i] = a
+	}
+	tok, err := auth.Mint(g.secret, auth.MintOptions{Subject: subject, Expiry: time.Hour, Claims: map[string]any{"aud": aud}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// startGeoSecured is startGeo with TLS and token authentication: each
+// region's standalone serves pulsar+ssl:// too (geoRegion.tlsURL), with a
+// certificate of a CA of its own (geoRegion.caFile), and refuses clients
+// without a token for its name (see geoSecurity); the plain listener
+// carries the replication, with the shared token.
+func startGeoSecured(t *testing.T, names ...string) ([]*geoRegion, *geoSecurity) {
+	t.Helper()
+	secret, err := auth.NewSecretKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec := &geoSecurity{secret: secret, secretFile: filepath.Join(t.TempDir(), "secret.key")}
+	if err := os.WriteFile(sec.secretFile, secret, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sec.token = sec.mint(t, "geo-admin", names...)
+	return startGeoWith(t, sec, names...), sec
+}
+
+func startGeoWith(t *testing.T, sec *geoSecurity, names ...string) []*geoRegion {
+	t.Helper()
 	var rs []*geoRegion
+	token := ""
+	if sec != nil {
+		token = sec.token
+	}
 	for _, n := range names {
-		sp := startStandaloneProc(t, t.TempDir(), "--cluster", n)
-		adm, err := pulsaradmin.NewClient(&config.Config{WebServiceURL: "http://" + sp.httpAddr})
+		r := &geoRegion{name: n, links: map[string]*Proxy{}}
+		args := []string{"--cluster", n}
+		if sec != nil {
+			ca := authtest.NewCA(t)
+			cert, key := ca.Issue(t, n, "broker", "127.0.0.1", "localhost")
+			tlsAddr := FreeAddr(t)
+			r.tlsURL, r.caFile = "pulsar+ssl://"+tlsAddr, ca.File
+			args = append(args, "--tls-addr", tlsAddr, "--tls-cert-file", cert, "--tls-key-file", key,
+				"--auth-token-secret-key", sec.secretFile, "--auth-token-audience", n)
+		}
+		r.sp = startStandaloneProc(t, t.TempDir(), args...)
+		adm, err := pulsaradmin.NewClient(&config.Config{WebServiceURL: "http://" + r.sp.httpAddr, Token: token})
 		if err != nil {
 			t.Fatal(err)
 		}
-		rs = append(rs, &geoRegion{name: n, sp: sp, admin: adm, links: map[string]*Proxy{}})
+		r.admin = adm
+		rs = append(rs, r)
 	}
 	for _, r := range rs {
 		for _, o := range rs {
@@ -48,10 +122,16 @@ func startGeo(t *testing.T, names ...string) []*geoRegion {
 			px := StartProxy(t, o.sp.brokerAddr)
 			r.links[o.name] = px
 			// pulsaradmin's ClusterData has no proxy fields: plain REST.
-			body := fmt.Sprintf(`{"serviceUrl":"http://%s","brokerServiceUrl":"pulsar://%s","proxyServiceUrl":"pulsar://%s","proxyProtocol":"SNI"}`,
+			body := fmt.Sprintf(`{"serviceUrl":"http://%s","brokerServiceUrl":"pulsar://%s","proxyServiceUrl":"pulsar://%s","proxyProtocol":"SNI"`,
 				o.sp.httpAddr, o.sp.brokerAddr, px.Addr())
-			req, _ := http.NewRequest(http.MethodPut, "http://"+r.sp.httpAddr+"/admin/v2/clusters/"+o.name, strings.NewReader(body))
+			if token != "" {
+				body += fmt.Sprintf(`,"authenticationPlugin":"org.apache.pulsar.client.impl.auth.AuthenticationToken","authenticationParameters":"token:%s"`, token)
+			}
+			req, _ := http.NewRequest(http.MethodPut, "http://"+r.sp.httpAddr+"/admin/v2/clusters/"+o.name, strings.NewReader(body+"}"))
 			req.Header.Set("Content-Type", "application/json")
+			if token != "" {
+				req.Header.Set("Authorization", "Bearer "+token)
+			}
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Fatalf("%s: register cluster %s: %v", r.name, o.name, err)

@@ -185,9 +185,11 @@ func tailBytes(b []byte, n int) []byte {
 	return b
 }
 
-// ClientOptions configure one Java producer or consumer. ServiceURL is
-// the cluster it starts on; with ProviderURL set it follows that failover
-// endpoint (ControlledClusterFailover, ServiceURL as its default URL).
+// ClientOptions configure one producer or consumer, Java or Python: both
+// programs take the same flags. ServiceURL is the cluster it starts on;
+// with ProviderURL set it follows that failover endpoint
+// (ControlledClusterFailover, or failover_client.py's EndpointProvider,
+// ServiceURL as its default URL).
 type ClientOptions struct {
 	ServiceURL string
 	// ProviderURL is the failover endpoint polled every CheckInterval
@@ -198,11 +200,16 @@ type ClientOptions struct {
 	CheckInterval time.Duration
 	// AuthPlugin and AuthParams authenticate the client to the brokers
 	// (ClientBuilder.authentication), e.g.
-	// org.apache.pulsar.client.impl.auth.AuthenticationToken, "token:...".
+	// org.apache.pulsar.client.impl.auth.AuthenticationToken and
+	// "token:..." or "file:///path"; the Python client takes the same Java
+	// names and parameters (failover_client.py's make_authentication). On
+	// every cluster the endpoint names, unless its answer names another
+	// authentication.
 	AuthPlugin, AuthParams string
 	// TLSTrustCertsFile is the PEM file of the CAs the client trusts on
-	// pulsar+ssl:// URLs (ClientBuilder.tlsTrustCertsFilePath); the Java
-	// client only (the Python one ignores it).
+	// pulsar+ssl:// URLs (ClientBuilder.tlsTrustCertsFilePath), on every
+	// cluster the endpoint names unless its answer names another trust
+	// file (tlsTrustCertsFilePath).
 	TLSTrustCertsFile string
 
 	Topic string

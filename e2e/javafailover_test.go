@@ -110,7 +110,14 @@ func (ep *httpFailoverEndpoint) get(t *testing.T, auth string) (int, string) {
 // switch, from west after), in order, none lost.
 func TestJavaControlledFailover(t *testing.T) {
 	SkipIfNoJava(t)
-	testControlledFailover(t, "java", StartJavaProducer, StartJavaConsumer)
+	testControlledFailover(t, "java", StartJavaProducer, StartJavaConsumer, false)
+}
+
+// TestJavaControlledFailoverTLS is TestJavaControlledFailover over TLS with
+// token authentication (testControlledFailover, secure).
+func TestJavaControlledFailoverTLS(t *testing.T) {
+	SkipIfNoJava(t)
+	testControlledFailover(t, "java", StartJavaProducer, StartJavaConsumer, true)
 }
 
 // TestPythonControlledFailover is the same with pulsar-client for Python,
@@ -118,43 +125,124 @@ func TestJavaControlledFailover(t *testing.T) {
 // through a ServiceInfoProvider of ours (e2e/javaclient/failover_client.py).
 func TestPythonControlledFailover(t *testing.T) {
 	SkipIfNoPythonPulsar(t)
-	testControlledFailover(t, "python", StartPythonProducer, StartPythonConsumer)
+	testControlledFailover(t, "python", StartPythonProducer, StartPythonConsumer, false)
 }
 
+// TestPythonControlledFailoverTLS is TestPythonControlledFailover over TLS
+// with token authentication (testControlledFailover, secure).
+func TestPythonControlledFailoverTLS(t *testing.T) {
+	SkipIfNoPythonPulsar(t)
+	testControlledFailover(t, "python", StartPythonProducer, StartPythonConsumer, true)
+}
+
+// tokenPlugin is the Java client's token authentication plugin, which
+// failover_client.py takes by the same name.
+const tokenPlugin = "org.apache.pulsar.client.impl.auth.AuthenticationToken"
+
+// testControlledFailover runs the failover scenario of
+// TestJavaControlledFailover with the clients of one language.
+//
+// secure: the standalones serve TLS (startGeoSecured), each with a
+// certificate of its own CA that no system trusts, and refuse clients
+// without a token for their own name, and the clients connect to their
+// pulsar+ssl:// URLs. The producer and the consumer then follow two
+// endpoints, both naming east and then west:
+//   - the producer's, as Magnetar's failover endpoint does, names URLs only:
+//     the producer is started with the group's trust file (both CAs) and a
+//     token for both clusters (a file:// parameter), and keeps them on west;
+//   - the consumer's names west with the trust bundle and a token for west
+//     (tlsTrustCertsFilePath, authPluginClassName, authParamsString), the
+//     consumer being started with east's CA alone and a token for east
+//     alone: it reaches west only by taking both from the endpoint's answer.
+//     The Java consumer starts with the bundle: its client does not apply
+//     a trust file from the answer to new connections.
 func testControlledFailover(t *testing.T, lang string,
 	startProducer func(testing.TB, string, ClientOptions) *ClientProducer,
-	startConsumer func(testing.TB, string, ClientOptions) *ClientConsumer) {
-	rs := startGeo(t, "east", "west")
+	startConsumer func(testing.TB, string, ClientOptions) *ClientConsumer, secure bool) {
+	var rs []*geoRegion
+	var sec *geoSecurity
+	if secure {
+		rs, sec = startGeoSecured(t, "east", "west")
+	} else {
+		rs = startGeo(t, "east", "west")
+	}
 	east, west := "pulsar://"+rs[0].sp.brokerAddr, "pulsar://"+rs[1].sp.brokerAddr
+	if secure {
+		east, west = rs[0].tlsURL, rs[1].tlsURL
+	}
 	const key = "e2e-failover-key"
-	ep := startHTTPFailoverEndpoint(t, key, failoverDoc{ServiceURL: east})
+	prodEp := startHTTPFailoverEndpoint(t, key, failoverDoc{ServiceURL: east})
+	consEp := prodEp
+	if secure {
+		consEp = startHTTPFailoverEndpoint(t, key, failoverDoc{ServiceURL: east})
+	}
+	endpoints := []*httpFailoverEndpoint{prodEp}
+	if consEp != prodEp {
+		endpoints = append(endpoints, consEp)
+	}
 
-	if code, _ := ep.get(t, ""); code != http.StatusUnauthorized {
-		t.Fatalf("endpoint without a bearer header: HTTP %d, want 401", code)
+	for _, ep := range endpoints {
+		if code, _ := ep.get(t, ""); code != http.StatusUnauthorized {
+			t.Fatalf("endpoint without a bearer header: HTTP %d, want 401", code)
+		}
+		if code, _ := ep.get(t, "Bearer wrong"); code != http.StatusUnauthorized {
+			t.Fatalf("endpoint with a wrong key: HTTP %d, want 401", code)
+		}
+		if code, body := ep.get(t, "Bearer "+key); code != http.StatusOK || !strings.Contains(body, east) {
+			t.Fatalf("endpoint with the key: HTTP %d %s", code, body)
+		}
 	}
-	if code, _ := ep.get(t, "Bearer wrong"); code != http.StatusUnauthorized {
-		t.Fatalf("endpoint with a wrong key: HTTP %d, want 401", code)
+	var refusedBefore, servedBefore int64
+	for _, ep := range endpoints {
+		refusedBefore += ep.refused.Load()
+		servedBefore += ep.served.Load()
 	}
-	if code, body := ep.get(t, "Bearer "+key); code != http.StatusOK || !strings.Contains(body, east) {
-		t.Fatalf("endpoint with the key: HTTP %d %s", code, body)
-	}
-	refusedBefore := ep.refused.Load()
 
 	topic := "persistent://geo/ns/" + lang + "-failover"
-	base := ClientOptions{ServiceURL: east, ProviderURL: ep.URL, ProviderToken: key,
-		CheckInterval: 500 * time.Millisecond, Topic: topic}
+	base := ClientOptions{ServiceURL: east, ProviderToken: key, CheckInterval: 500 * time.Millisecond, Topic: topic}
 	co := base
-	co.Subscription, co.SubscriptionType = "app", "Shared"
-	cons := startConsumer(t, lang+"-consumer", co)
+	co.ProviderURL, co.Subscription, co.SubscriptionType = consEp.URL, "app", "Shared"
 	po := base
-	po.Name, po.Rate = lang[:1]+"1", 50
+	po.ProviderURL, po.Name, po.Rate = prodEp.URL, lang[:1]+"1", 50
+	prodWest, consWest := failoverDoc{ServiceURL: west}, failoverDoc{ServiceURL: west}
+	if secure {
+		// The group's trust file: both regions' CAs.
+		var pem []byte
+		for _, r := range rs {
+			b, err := os.ReadFile(r.caFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pem = append(pem, b...)
+		}
+		bundle := filepath.Join(t.TempDir(), "group-ca.pem")
+		if err := os.WriteFile(bundle, pem, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		groupToken := filepath.Join(t.TempDir(), "group.token")
+		if err := os.WriteFile(groupToken, []byte(sec.mint(t, lang+"-app", "east", "west")), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		po.TLSTrustCertsFile, po.AuthPlugin, po.AuthParams = bundle, tokenPlugin, "file://"+groupToken
+		co.TLSTrustCertsFile, co.AuthPlugin, co.AuthParams = rs[0].caFile, tokenPlugin, "token:"+sec.mint(t, lang+"-app", "east")
+		if lang == "java" {
+			// The Java client (4.2.4) records a trust file the endpoint
+			// names but keeps verifying new connections against the one
+			// it was built with: its consumer starts with the bundle.
+			co.TLSTrustCertsFile = bundle
+		}
+		consWest = failoverDoc{ServiceURL: west, TLSTrustCertsFilePath: bundle,
+			AuthPluginClassName: tokenPlugin, AuthParamsString: "token:" + sec.mint(t, lang+"-app", "west")}
+	}
+	cons := startConsumer(t, lang+"-consumer", co)
 	prod := startProducer(t, lang+"-producer", po)
 
 	prod.WaitAcked(100, 60*time.Second)
 	cons.WaitReceived(100, 60*time.Second)
 
 	switchAt := time.Now()
-	ep.set(failoverDoc{ServiceURL: west})
+	prodEp.set(prodWest)
+	consEp.set(consWest)
 	pu := prod.WaitURL(west, 30*time.Second)
 	cu := cons.WaitURL(west, 30*time.Second)
 	prod.WaitAckedAfter(pu.At, 100, 60*time.Second)
@@ -249,11 +337,16 @@ func testControlledFailover(t *testing.T, lang string,
 	if onWest == 0 || (knowsOrigin && onWest == replicated) {
 		t.Errorf("after the switch %d messages received, %d of them replicated: none produced in west", onWest, replicated)
 	}
-	if refused := ep.refused.Load() - refusedBefore; refused != 0 {
-		t.Errorf("the endpoint refused %d requests of the clients (bearer header missing?)", refused)
+	var refused, served int64
+	for _, ep := range endpoints {
+		refused += ep.refused.Load()
+		served += ep.served.Load()
 	}
-	if ep.served.Load() < 4 {
-		t.Errorf("the endpoint served the clients only %d times", ep.served.Load()-1)
+	if refused -= refusedBefore; refused != 0 {
+		t.Errorf("the endpoints refused %d requests of the clients (bearer header missing?)", refused)
+	}
+	if served -= servedBefore; served < 3 {
+		t.Errorf("the endpoints served the clients only %d times", served)
 	}
 
 	ackGap, afterSwitch := time.Duration(0), time.Duration(0)
