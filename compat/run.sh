@@ -4,7 +4,7 @@
 #
 # Environment:
 #   COMPAT_RUN=regex        only tests whose name matches
-#   COMPAT_GROUPS=M1,M2     only these milestones ("all": every group, even M6/M7/X)
+#   COMPAT_GROUPS=M1,M2     only these milestones ("all": every group, even M7/M10/X)
 #   COMPAT_TIMEOUT=60s      -test.timeout of each test
 #   COMPAT_RESTART_EVERY=25 fresh broker after this many tests
 #   COMPAT_BUDGET=55m       stop starting tests after this long (0: no limit)

@@ -228,7 +228,8 @@ func waitPortFree(ctx context.Context, addr string, d time.Duration) error {
 // and Magnetar supports: tenant public with admin role anonymous,
 // produce+consume for anonymous on public/default, tenant private and
 // namespace private/auth with produce+consume for token-principal.
-// Permissions are stored, not enforced.
+// The M6 broker (authorization on) enforces the permissions; the plain one
+// stores them.
 func setupLikeUpstreamCI(ctx context.Context, token string) error {
 	steps := []struct {
 		method, path, body string

@@ -24,12 +24,15 @@ type testCase struct {
 // result is one test's outcome, as stored in results.json.
 type result struct {
 	testCase
-	Status   string        `json:"status"`
-	Reason   string        `json:"reason,omitempty"`
-	Hint     string        `json:"hint,omitempty"`
-	Broker   string        `json:"broker,omitempty"` // what happened to the broker
-	Duration time.Duration `json:"duration_ns"`
-	Log      string        `json:"log,omitempty"`
+	Status string `json:"status"`
+	Reason string `json:"reason,omitempty"`
+	Hint   string `json:"hint,omitempty"`
+	Broker string `json:"broker,omitempty"` // what happened to the broker
+	// BrokerLog is the broker log and the byte range it grew by while the
+	// test ran: "broker-003.log:1200-5400".
+	BrokerLog string        `json:"broker_log,omitempty"`
+	Duration  time.Duration `json:"duration_ns"`
+	Log       string        `json:"log,omitempty"`
 }
 
 // run is the state of one compatibility run, saved as results.json.
@@ -284,6 +287,7 @@ func runOne(ctx context.Context, o options, t testCase, logDir string, sa *stand
 	began := time.Now()
 	err = cmd.Run()
 	res.Duration = time.Since(began)
+	res.BrokerLog = fmt.Sprintf("%s:%d-%d", filepath.Base(sa.logPath), from, sa.logSize())
 	killed := cctx.Err() != nil && ctx.Err() == nil
 	var exitErr *exec.ExitError
 	if err != nil && !errors.As(err, &exitErr) && !killed {
