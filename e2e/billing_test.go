@@ -321,9 +321,10 @@ func TestBillingExactlyOnce(t *testing.T) {
 	t.Parallel()
 	agentDir := t.TempDir()
 	killDataPlaneOnCleanup(t, agentDir)
-	// The control plane is down for minutes below, and a client needs the
-	// issuer once per token lifetime: tokens here outlive the outage.
-	cpProc, cp, addr, keyFile, opKey := startControlPlaneProcess(t, "--access-token-ttl", "30m")
+	// The control plane is down for minutes below: the clients' tokens
+	// (an hour by default) outlive the outage, and the broker restarted
+	// during it has the issuer's keys from its cache.
+	cpProc, cp, addr, keyFile, opKey := startControlPlaneProcess(t)
 	cp.mustCall(opKey, "POST", "/v1/organizations?organizationId=acme", map[string]any{})
 	agentProc := Start(t, "agent", "agent", "--region", "r1", "--control-plane", "http://"+addr, "--api-key-file", keyFile,
 		"--data-dir", agentDir, "--poll-timeout", "5s", "--metering-interval", "100ms", "--reconcile-interval", "1s")

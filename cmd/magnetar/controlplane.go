@@ -77,7 +77,7 @@ func newControlPlaneCommand() *cobra.Command {
 	f.StringVar(&dsn, "store", "", "store DSN: sqlite:///path.db or postgres://... (default sqlite:///<data-dir>/controlplane.db)")
 	f.StringVar(&cfg.BootstrapKeyFile, "bootstrap-key-file", "", "where the first start writes the operator API key (default <data-dir>/bootstrap.key)")
 	f.StringVar(&cfg.IssuerURL, "issuer-url", "", "OAuth2/OIDC issuer URL of the access tokens this control plane issues: the URL clients and brokers reach it at (default http://<listen address>)")
-	f.DurationVar(&cfg.AccessTokenTTL, "access-token-ttl", issuer.DefaultTokenTTL, "lifetime of access tokens; a revoked API key's broker connections end within it")
+	f.DurationVar(&cfg.AccessTokenTTL, "access-token-ttl", issuer.DefaultTokenTTL, "lifetime of access tokens: how long clients ride out a control-plane outage (revoked API keys' connections end within seconds through the revocation list brokers fetch)")
 	f.StringVar(&cfg.SigningAlg, "token-signing-alg", issuer.DefaultAlg, "algorithm of new token signing keys: ES256 or RS256")
 	f.DurationVar(&cfg.SigningKeyRotation, "signing-key-rotation", issuer.DefaultRotation, "age at which the token signing key is replaced by a new one")
 	f.DurationVar(&cfg.SigningKeyGrace, "signing-key-grace", issuer.DefaultGrace, "how long a replaced signing key stays in the JWKS")

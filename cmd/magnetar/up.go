@@ -62,7 +62,7 @@ func newUpCommand() *cobra.Command {
 	f.DurationVar(&cfg.AgentRestartDelay, "agent-restart-delay", up.DefaultAgentRestartDelay, "with --agent-processes: time before an agent process that exited is started again")
 	f.BoolVar(&cfg.InsecureDataPlanes, "insecure-data-planes", false, insecureDataPlanesHelp)
 	f.BoolVar(&cfg.DataPlaneAuth, "data-plane-auth", true, dataPlaneAuthHelp)
-	f.DurationVar(&cfg.AccessTokenTTL, "access-token-ttl", issuer.DefaultTokenTTL, "lifetime of access tokens; a revoked API key's broker connections end within it (and the brokers' 10 s challenge grace)")
+	f.DurationVar(&cfg.AccessTokenTTL, "access-token-ttl", issuer.DefaultTokenTTL, "lifetime of access tokens: how long clients ride out a control-plane outage (revoked API keys' connections end within seconds through the revocation list brokers fetch)")
 	f.DurationVar(&cfg.ReconcileInterval, "reconcile-interval", agent.DefaultReconcileInterval, "period of the agents' full reconcile (repairs crashed processes)")
 	f.DurationVar(&cfg.MeteringInterval, "metering-interval", agent.DefaultMeteringInterval, "period of the agents' usage scrape of the brokers")
 	return cmd

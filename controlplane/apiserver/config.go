@@ -53,8 +53,8 @@ type Config struct {
 	// host). Set it to the URL clients reach this server at.
 	IssuerURL string
 	// AccessTokenTTL is the lifetime of access tokens; default
-	// issuer.DefaultTokenTTL (50 s: a revoked key's broker connections end
-	// within a minute).
+	// issuer.DefaultTokenTTL (an hour: revocations reach brokers through
+	// the revocation list, not through expiry).
 	AccessTokenTTL time.Duration
 	// SigningAlg of new token signing keys: "ES256" (default) or "RS256".
 	SigningAlg string

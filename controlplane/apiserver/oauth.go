@@ -43,6 +43,7 @@ func (s *Server) registerOAuth(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+issuer.MetadataPath, s.oauthDiscovery)
 	mux.HandleFunc("GET "+issuer.JWKSPath, s.oauthJWKS)
 	mux.HandleFunc("POST "+issuer.TokenPath, s.oauthToken)
+	mux.HandleFunc("GET "+issuer.RevokedPath, s.oauthRevoked)
 }
 
 func writeJSONDoc(w http.ResponseWriter, status int, v any) {

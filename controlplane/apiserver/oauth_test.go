@@ -6,8 +6,10 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 	"google.golang.org/grpc/codes"
@@ -85,7 +87,7 @@ func TestOAuthIssuer(t *testing.T) {
 	// Client credentials in the form (client_id: the key's uid) and with
 	// HTTP Basic (client_id: the key's name).
 	code, resp := h.postToken(ccForm(key.Uid, key.Secret, issuer.ClusterAudience(prod)), nil, "")
-	if code != 200 || resp["token_type"] != "Bearer" || resp["expires_in"] != float64(45) {
+	if code != 200 || resp["token_type"] != "Bearer" || resp["expires_in"] != float64(expiresIn(h.srv.issuer.TokenTTL())) || expiresIn(h.srv.issuer.TokenTTL()) != 3240 {
 		t.Fatalf("token (form): %d %v", code, resp)
 	}
 	tok := resp["access_token"].(string)
@@ -178,5 +180,69 @@ func TestOAuthIssuer(t *testing.T) {
 	must[*emptyResp](t)(h.sas.DeleteApiKey(op, &cpv1.DeleteApiKeyRequest{Name: key.Name}))
 	if code, resp := h.postToken(ccForm(key.Uid, key.Secret, ""), nil, ""); code != 401 || resp["error"] != "invalid_client" {
 		t.Fatalf("deleted key: %d %v", code, resp)
+	}
+}
+
+// TestOAuthRevocationList: the discovery document names the revocation
+// list; a revoked key and a deleted key are on it (an active one is not),
+// with an ETag that answers 304 until the list changes; an entry leaves
+// once every token issued before the revocation has expired.
+func TestOAuthRevocationList(t *testing.T) {
+	h := newHarness(t, "sqlite://"+filepath.Join(t.TempDir(), "cp.db"))
+	op := h.authCtx(h.opKey)
+	acme := h.setup("acme")[0]
+	sa := must[*cpv1.ServiceAccount](t)(h.sas.CreateServiceAccount(op, &cpv1.CreateServiceAccountRequest{Parent: acme.org, ServiceAccountId: "app"}))
+	keys := map[string]*cpv1.ApiKey{}
+	for _, id := range []string{"active", "revoked", "deleted"} {
+		keys[id] = must[*cpv1.ApiKey](t)(h.sas.CreateApiKey(op, &cpv1.CreateApiKeyRequest{Parent: sa.Name, ApiKeyId: id}))
+	}
+	iss := h.srv.IssuerURL()
+	if code, doc := h.rest("", "GET", issuer.DiscoveryPath, nil); code != 200 || doc[issuer.DiscoveryRevokedKey] != iss+issuer.RevokedPath {
+		t.Fatalf("discovery: %d %v", code, doc)
+	}
+	get := func(etag string) (int, []string, string) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", iss+issuer.RevokedPath, nil)
+		if etag != "" {
+			req.Header.Set("If-None-Match", etag)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var doc struct {
+			ClientIDs []string `json:"client_ids"`
+		}
+		if resp.StatusCode == http.StatusOK {
+			if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return resp.StatusCode, doc.ClientIDs, resp.Header.Get("ETag")
+	}
+	code, ids, etag := get("")
+	if code != 200 || len(ids) != 0 || etag == "" {
+		t.Fatalf("before any revocation: %d %v etag %q", code, ids, etag)
+	}
+	must[*cpv1.ApiKey](t)(h.sas.RevokeApiKey(op, &cpv1.RevokeApiKeyRequest{Name: keys["revoked"].Name}))
+	if _, err := h.sas.DeleteApiKey(op, &cpv1.DeleteApiKeyRequest{Name: keys["deleted"].Name}); err != nil {
+		t.Fatal(err)
+	}
+	code, ids, etag2 := get(etag)
+	want := []string{keys["revoked"].Uid, keys["deleted"].Uid}
+	slices.Sort(want)
+	if code != 200 || !slices.Equal(ids, want) || etag2 == etag {
+		t.Fatalf("after revoking and deleting: %d %v etag %q; want %v and a new etag", code, ids, etag2, want)
+	}
+	if code, _, _ := get(etag2); code != http.StatusNotModified {
+		t.Fatalf("unchanged list with its etag: %d, want 304", code)
+	}
+	// Past every token's lifetime (TokenTTL + skew) the entries leave.
+	h.srv.revoked.mu.Lock()
+	h.srv.revoked.now = func() time.Time { return time.Now().Add(h.srv.issuer.TokenTTL() + revocationSkew + time.Second) }
+	h.srv.revoked.mu.Unlock()
+	if code, ids, _ := get(""); code != 200 || len(ids) != 0 {
+		t.Fatalf("after every token expired: %d %v, want an empty list", code, ids)
 	}
 }

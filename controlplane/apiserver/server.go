@@ -39,6 +39,7 @@ type Server struct {
 	metrics *metrics
 	changed *notifier
 	issuer  *issuer.Issuer
+	revoked *revocations // the issuer's revocation list
 	// repl is the replication monitor's memory (replmonitor.go).
 	repl *replState
 	// inflight maps the token of each HTTP request being served to its
@@ -188,6 +189,10 @@ func New(cfg Config) (*Server, error) {
 		Alg: cfg.SigningAlg, TokenTTL: cfg.AccessTokenTTL, Rotation: cfg.SigningKeyRotation, Grace: cfg.SigningKeyGrace})
 	if err == nil {
 		_, err = s.issuer.JWKS(ctx) // the first start makes the signing key
+	}
+	if err == nil {
+		iss := s.issuer
+		s.revoked = newRevocations(cfg.Store, func() time.Duration { return iss.TokenTTL() + revocationSkew })
 	}
 	if err != nil {
 		s.lis.Close()

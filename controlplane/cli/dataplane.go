@@ -53,8 +53,8 @@ access tokens for the cluster's audience
 (urn:magnetar:cluster:ORG/CLUSTER) that the control plane's token endpoint
 (/oauth2/token at --endpoint) issues for the API key, renewed while the
 command runs; the broker then allows what the key's role bindings give
-(roles/pulsar.producer, roles/pulsar.consumer). Reading the cluster's URLs
-takes a binding that reads the cluster too, e.g. roles/viewer on it.
+(roles/pulsar.producer, roles/pulsar.consumer), which also let the key read
+the cluster's URLs.
 --token (env ` + EnvPulsarToken + `) sends that Pulsar token instead, on any
 cluster.`
 
@@ -111,7 +111,7 @@ func (s *session) dataPlane(ctx context.Context, cluster string, d *dpFlags, ser
 	}
 	c, err := s.clusters().GetCluster(ctx, &cpv1.GetClusterRequest{Name: cluster})
 	if status.Code(err) == codes.PermissionDenied {
-		return dp, fmt.Errorf("%w (reading the cluster's URLs takes a role binding that reads it, e.g. roles/viewer on the cluster; or give --service-url and --admin-url)", plainError(err))
+		return dp, fmt.Errorf("%w (reading the cluster's URLs takes a role binding on it or on a namespace of it, e.g. roles/pulsar.producer or roles/viewer; or give --service-url and --admin-url)", plainError(err))
 	}
 	if err != nil {
 		return dp, err

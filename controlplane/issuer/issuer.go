@@ -23,11 +23,13 @@ import (
 
 // Defaults of Config.
 const (
-	// DefaultTokenTTL is an access token's lifetime. A revoked key's
-	// connections to a broker end at most 10 s after it (the broker
-	// challenges at exp, the client cannot get a new token, and the broker
-	// waits 10 s for an answer): within a minute.
-	DefaultTokenTTL = 50 * time.Second
+	// DefaultTokenTTL is an access token's lifetime: how long a client
+	// holding one rides out a control-plane outage (its token source
+	// renews at half life and keeps the token while renewal fails). A
+	// revocation does not wait for it: brokers fetch the revocation list
+	// (RevokedPath) every few seconds and close the revoked key's
+	// connections.
+	DefaultTokenTTL = time.Hour
 	// DefaultRotation is a signing key's age when a new one replaces it.
 	DefaultRotation = 30 * 24 * time.Hour
 	// DefaultGrace is how long a replaced key stays published.
@@ -46,6 +48,14 @@ const (
 	MetadataPath = "/.well-known/oauth-authorization-server"
 	JWKSPath     = "/.well-known/jwks.json"
 	TokenPath    = "/oauth2/token"
+	// RevokedPath serves the revocation list: {"client_ids": [...]}, the
+	// API keys whose unexpired tokens must be refused. The discovery
+	// document names it as DiscoveryRevokedKey.
+	RevokedPath = "/oauth2/revoked"
+	// DiscoveryRevokedKey is the discovery document's field holding the
+	// revocation list's URL (a Magnetar extension; other issuers have
+	// none, and brokers then rely on token expiry alone).
+	DiscoveryRevokedKey = "magnetar_revoked_clients_uri"
 )
 
 // ErrInvalidToken wraps every Verify failure.
@@ -185,6 +195,7 @@ func (i *Issuer) Discovery() map[string]any {
 	return map[string]any{
 		"issuer":                                i.cfg.URL,
 		"jwks_uri":                              i.cfg.URL + JWKSPath,
+		DiscoveryRevokedKey:                     i.cfg.URL + RevokedPath,
 		"token_endpoint":                        i.cfg.URL + TokenPath,
 		"grant_types_supported":                 []string{"client_credentials"},
 		"token_endpoint_auth_methods_supported": []string{"client_secret_basic", "client_secret_post"},

@@ -43,6 +43,10 @@ type Identity struct {
 	Method string
 	// Expires is when the credentials stop being valid; zero: never.
 	Expires time.Time
+	// Issuer and ClientID name, for a token of an OAuth2 issuer, that
+	// issuer and the client it issued the token to (its client_id claim):
+	// what a revocation names.
+	Issuer, ClientID string
 }
 
 // Credentials are what a client presents.
@@ -93,6 +97,13 @@ func (a *Authenticator) Methods() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// Revoked reports whether the credentials id was authenticated with have
+// been revoked since (an OAuth2 issuer's revocation list names its client).
+func (a *Authenticator) Revoked(id Identity) bool {
+	p, ok := a.providers[id.Method].(interface{ Revoked(Identity) bool })
+	return ok && p.Revoked(id)
 }
 
 // Authenticate checks c. A client that names no method is anonymous (when

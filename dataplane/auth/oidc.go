@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"maps"
@@ -40,6 +41,12 @@ const (
 	maxMetadataBytes = 1 << 20
 	// fetchTimeout bounds one discovery + key set fetch.
 	fetchTimeout = 10 * time.Second
+	// DefaultRevokedRefresh is how often an issuer's revocation list is
+	// fetched.
+	DefaultRevokedRefresh = 5 * time.Second
+	// discoveryRevokedKey is the discovery document's field naming the
+	// revocation list (controlplane/issuer.DiscoveryRevokedKey).
+	discoveryRevokedKey = "magnetar_revoked_clients_uri"
 )
 
 // OIDCIssuer is one trusted issuer.
@@ -69,6 +76,12 @@ type OIDCConfig struct {
 	// MinRefresh rate-limits the fetches made because a token names an
 	// unknown key id; default DefaultJWKSMinRefresh.
 	MinRefresh time.Duration
+	// RevokedRefresh is how often the revocation list of an issuer whose
+	// discovery document names one (issuer.DiscoveryRevokedKey) is
+	// fetched; default DefaultRevokedRefresh. Tokens whose client_id is
+	// on it are refused, and Revoked reports the connections they opened.
+	// A failed fetch keeps the last list.
+	RevokedRefresh time.Duration
 	// HTTPClient fetches discovery documents and key sets; default a
 	// client with a 10 s timeout trusting the system roots (plus TrustFile).
 	HTTPClient *http.Client
@@ -104,6 +117,7 @@ type OIDCProvider struct {
 	ctx     context.Context        // of the background refresh; Close cancels it
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
+	cacheMu sync.Mutex // serializes storeCached
 }
 
 var _ Provider = (*OIDCProvider)(nil)
@@ -115,6 +129,9 @@ type issuerKeys struct {
 	jwksURL string // configured; "" means discover
 
 	mu          sync.Mutex
+	revokedURL  string                     // from discovery; "" when the issuer has none
+	revoked     map[string]struct{}        // client ids on the last revocation list fetched
+	revokedTag  string                     // its ETag
 	keys        map[string]jose.JSONWebKey // by kid
 	fetched     time.Time                  // last successful fetch; zero: never
 	lastAttempt time.Time                  // last fetch started
@@ -141,6 +158,9 @@ func NewOIDCProvider(cfg OIDCConfig) (*OIDCProvider, error) {
 	}
 	if cfg.MinRefresh <= 0 {
 		cfg.MinRefresh = DefaultJWKSMinRefresh
+	}
+	if cfg.RevokedRefresh <= 0 {
+		cfg.RevokedRefresh = DefaultRevokedRefresh
 	}
 	if cfg.MaxTokenSize <= 0 {
 		cfg.MaxTokenSize = DefaultMaxTokenSize
@@ -180,8 +200,9 @@ func NewOIDCProvider(cfg OIDCConfig) (*OIDCProvider, error) {
 	)
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	for _, ik := range p.issuers {
-		p.wg.Add(1)
+		p.wg.Add(2)
 		go p.refreshLoop(ik)
+		go p.revokedLoop(ik)
 	}
 	return p, nil
 }
@@ -241,6 +262,89 @@ func (p *OIDCProvider) refreshLoop(ik *issuerKeys) {
 	}
 }
 
+// revokedLoop fetches ik's revocation list every RevokedRefresh, once
+// discovery named one, until Close.
+func (p *OIDCProvider) revokedLoop(ik *issuerKeys) {
+	defer p.wg.Done()
+	t := time.NewTicker(p.cfg.RevokedRefresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := p.fetchRevoked(p.ctx, ik); err != nil {
+			p.cfg.Logger.Warn("auth: OIDC revocation list not refreshed, keeping the last one", "issuer", ik.url, "err", err)
+		}
+	}
+}
+
+// fetchRevoked reads ik's revocation list (unless unchanged: If-None-Match).
+func (p *OIDCProvider) fetchRevoked(ctx context.Context, ik *issuerKeys) error {
+	ik.mu.Lock()
+	u, tag := ik.revokedURL, ik.revokedTag
+	ik.mu.Unlock()
+	if u == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, fetchTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "application/json")
+	if tag != "" {
+		req.Header.Set("If-None-Match", tag)
+	}
+	resp, err := p.cfg.HTTPClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotModified {
+		return nil
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", u, resp.Status)
+	}
+	var doc struct {
+		ClientIDs []string `json:"client_ids"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxMetadataBytes)).Decode(&doc); err != nil {
+		return fmt.Errorf("GET %s: %w", u, err)
+	}
+	set := make(map[string]struct{}, len(doc.ClientIDs))
+	for _, id := range doc.ClientIDs {
+		set[id] = struct{}{}
+	}
+	ik.mu.Lock()
+	changed := !maps.Equal(ik.revoked, set)
+	ik.revoked, ik.revokedTag = set, resp.Header.Get("ETag")
+	ik.mu.Unlock()
+	if changed {
+		p.storeCached(ik)
+	}
+	return nil
+}
+
+// Revoked reports whether id's token was issued to a client (an API key)
+// its issuer has since revoked: the broker closes such connections.
+func (p *OIDCProvider) Revoked(id Identity) bool {
+	if id.ClientID == "" {
+		return false
+	}
+	ik := p.issuers[normIssuer(id.Issuer)]
+	if ik == nil {
+		return false
+	}
+	ik.mu.Lock()
+	defer ik.mu.Unlock()
+	_, ok := ik.revoked[id.ClientID]
+	return ok
+}
+
 // errRateLimited: an on-demand fetch was skipped because one ran less than
 // MinRefresh ago.
 var errRateLimited = errors.New("auth: key set fetched moments ago")
@@ -272,7 +376,6 @@ func (p *OIDCProvider) refresh(ctx context.Context, ik *issuerKeys, onDemand boo
 	keys, err := p.fetch(ctx, ik)
 
 	ik.mu.Lock()
-	defer ik.mu.Unlock()
 	ik.inflight, ik.lastErr = nil, err
 	close(ch)
 	if err != nil {
@@ -281,12 +384,14 @@ func (p *OIDCProvider) refresh(ctx context.Context, ik *issuerKeys, onDemand boo
 		} else {
 			p.cfg.Logger.Warn("auth: OIDC issuer keys not refreshed, keeping the last ones", "issuer", ik.url, "keys", len(ik.keys), "err", err)
 		}
+		ik.mu.Unlock()
 		return err
 	}
 	changed := !sameKeys(ik.keys, keys)
 	ik.keys, ik.fetched = keys, p.cfg.Now()
+	ik.mu.Unlock()
 	if changed {
-		p.storeCached(ik.url, keys)
+		p.storeCached(ik)
 	}
 	return nil
 }
@@ -298,13 +403,17 @@ func (p *OIDCProvider) fetch(ctx context.Context, ik *issuerKeys) (map[string]jo
 	defer cancel()
 	jwksURL := ik.jwksURL
 	if jwksURL == "" {
-		var meta struct {
-			Issuer  string `json:"issuer"`
-			JWKSURI string `json:"jwks_uri"`
-		}
-		if err := httpjson.Get(ctx, p.cfg.HTTPClient, ik.url+"/.well-known/openid-configuration", maxMetadataBytes, &meta); err != nil {
+		var doc map[string]any
+		if err := httpjson.Get(ctx, p.cfg.HTTPClient, ik.url+"/.well-known/openid-configuration", maxMetadataBytes, &doc); err != nil {
 			return nil, err
 		}
+		var meta struct{ Issuer, JWKSURI string }
+		meta.Issuer, _ = doc["issuer"].(string)
+		meta.JWKSURI, _ = doc["jwks_uri"].(string)
+		revoked, _ := doc[discoveryRevokedKey].(string)
+		ik.mu.Lock()
+		ik.revokedURL = revoked
+		ik.mu.Unlock()
 		if normIssuer(meta.Issuer) != ik.url {
 			return nil, fmt.Errorf("discovery document names issuer %q, not %q", meta.Issuer, ik.url)
 		}
@@ -371,10 +480,13 @@ func (p *OIDCProvider) cacheFile(issuer string) string {
 	return filepath.Join(p.cfg.CacheDir, "oidc-"+hex.EncodeToString(sum[:8])+".jwks.json")
 }
 
-// cachedKeySet is a cache file: the issuer it belongs to and its keys.
+// cachedKeySet is a cache file: the issuer it belongs to, its keys and
+// its revocation list.
 type cachedKeySet struct {
 	Issuer string `json:"issuer"`
 	keySet
+	RevokedURL string   `json:"revoked_url,omitempty"`
+	Revoked    []string `json:"revoked,omitempty"`
 }
 
 // loadCached fills ik with the key set CacheDir holds for it, if any.
@@ -395,32 +507,44 @@ func (p *OIDCProvider) loadCached(ik *issuerKeys) {
 		p.cfg.Logger.Warn("auth: OIDC key cache ignored: not this issuer's key set", "file", f, "issuer", ik.url, "err", err)
 		return
 	}
+	if c.RevokedURL != "" {
+		ik.revokedURL, ik.revoked = c.RevokedURL, map[string]struct{}{}
+		for _, id := range c.Revoked {
+			ik.revoked[id] = struct{}{}
+		}
+	}
 	if keys := p.usableKeys(ik.url, c.keySet); len(keys) > 0 {
 		ik.keys, ik.fetched = keys, p.cfg.Now()
 		p.cfg.Logger.Info("auth: OIDC issuer keys loaded from the cache until the issuer answers", "issuer", ik.url, "keys", len(keys))
 	}
 }
 
-// storeCached writes keys to issuer's cache file; a failure is logged.
-func (p *OIDCProvider) storeCached(issuer string, keys map[string]jose.JSONWebKey) {
+// storeCached writes ik's keys and revocation list to its cache file; a
+// failure is logged.
+func (p *OIDCProvider) storeCached(ik *issuerKeys) {
 	if p.cfg.CacheDir == "" {
 		return
 	}
-	c := cachedKeySet{Issuer: issuer}
+	p.cacheMu.Lock() // the last file written holds the newest state
+	defer p.cacheMu.Unlock()
+	ik.mu.Lock()
+	c := cachedKeySet{Issuer: ik.url, RevokedURL: ik.revokedURL, Revoked: slices.Sorted(maps.Keys(ik.revoked))}
+	keys := maps.Clone(ik.keys)
+	ik.mu.Unlock()
 	for _, kid := range slices.Sorted(maps.Keys(keys)) {
 		raw, err := keys[kid].MarshalJSON()
 		if err != nil {
-			p.cfg.Logger.Warn("auth: OIDC key not cached", "issuer", issuer, "kid", kid, "err", err)
+			p.cfg.Logger.Warn("auth: OIDC key not cached", "issuer", ik.url, "kid", kid, "err", err)
 			return
 		}
 		c.Keys = append(c.Keys, raw)
 	}
 	raw, err := json.Marshal(c)
 	if err == nil {
-		err = atomicfile.WriteFile(p.cacheFile(issuer), raw)
+		err = atomicfile.WriteFile(p.cacheFile(ik.url), raw)
 	}
 	if err != nil {
-		p.cfg.Logger.Warn("auth: OIDC key cache not written", "issuer", issuer, "err", err)
+		p.cfg.Logger.Warn("auth: OIDC key cache not written", "issuer", ik.url, "err", err)
 	}
 }
 
@@ -509,7 +633,11 @@ func (p *OIDCProvider) Authenticate(ctx context.Context, c Credentials) (Identit
 	if role == "" {
 		return Identity{}, failf("token has no %q claim", p.cfg.RoleClaim)
 	}
-	id := Identity{Role: role, Method: MethodToken}
+	id := Identity{Role: role, Method: MethodToken, Issuer: ik.url}
+	id.ClientID, _ = claims["client_id"].(string)
+	if p.Revoked(id) {
+		return Identity{}, failf("the token's client %s was revoked by its issuer", id.ClientID)
+	}
 	if exp, err := claims.GetExpirationTime(); err == nil && exp != nil {
 		id.Expires = exp.Time
 	}

@@ -30,7 +30,8 @@ type testIssuer struct {
 	keys      []jose.JSONWebKey // public keys served
 	down      atomic.Bool
 	jwksGets  atomic.Int32
-	discoIss  string // issuer named by discovery; default the URL
+	discoIss  string   // issuer named by discovery; default the URL
+	revoked   []string // the revocation list's client ids
 	signers   map[string]any
 	signerKid string
 }
@@ -48,7 +49,17 @@ func newTestIssuer(t *testing.T) *testIssuer {
 		if iss == "" {
 			iss = is.srv.URL
 		}
-		json.NewEncoder(w).Encode(map[string]string{"issuer": iss, "jwks_uri": is.srv.URL + "/keys"})
+		json.NewEncoder(w).Encode(map[string]string{"issuer": iss, "jwks_uri": is.srv.URL + "/keys",
+			discoveryRevokedKey: is.srv.URL + "/revoked"})
+	})
+	mux.HandleFunc("GET /revoked", func(w http.ResponseWriter, r *http.Request) {
+		if is.down.Load() {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		is.mu.Lock()
+		defer is.mu.Unlock()
+		json.NewEncoder(w).Encode(map[string][]string{"client_ids": is.revoked})
 	})
 	mux.HandleFunc("GET /keys", func(w http.ResponseWriter, r *http.Request) {
 		if is.down.Load() {
@@ -391,4 +402,55 @@ func TestOIDCKeyCacheSurvivesRestartWhileIssuerDown(t *testing.T) {
 	}
 	other.down.Store(true)
 	authFails(t, newOIDC(t, ocfg), is.token(t, "a", withIss(other.srv.URL)), "not available")
+}
+
+// TestOIDCRevocationList: a token whose client_id is on the issuer's
+// revocation list is refused and Revoked reports its identity, other
+// clients' tokens are not; the list survives a restart while the issuer is
+// down (CacheDir), and leaving the list readmits the client.
+func TestOIDCRevocationList(t *testing.T) {
+	is := newTestIssuer(t)
+	is.addKey(t, "k1", "ES256")
+	dir := t.TempDir()
+	cfg := OIDCConfig{Issuers: []OIDCIssuer{{URL: is.srv.URL}}, Refresh: time.Hour, MinRefresh: time.Nanosecond,
+		RevokedRefresh: 10 * time.Millisecond, CacheDir: dir}
+	p := newOIDC(t, cfg)
+	bad, good := is.token(t, "a", withClaim("client_id", "c1")), is.token(t, "b", withClaim("client_id", "c2"))
+	id := authOK(t, p, bad)
+	if id.ClientID != "c1" || id.Issuer != is.srv.URL || p.Revoked(id) {
+		t.Fatalf("identity %+v, revoked %v", id, p.Revoked(id))
+	}
+	is.mu.Lock()
+	is.revoked = []string{"c1"}
+	is.mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for !p.Revoked(id) {
+		if time.Now().After(deadline) {
+			t.Fatal("the revocation list was never applied")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	authFails(t, p, bad, "revoked")
+	authOK(t, p, good)
+	p.Close()
+
+	is.down.Store(true)
+	restarted := newOIDC(t, cfg)
+	authFails(t, restarted, bad, "revoked")
+	authOK(t, restarted, good)
+	restarted.Close()
+
+	is.down.Store(false)
+	is.mu.Lock()
+	is.revoked = nil
+	is.mu.Unlock()
+	again := newOIDC(t, cfg)
+	deadline = time.Now().Add(10 * time.Second)
+	for again.Revoked(id) {
+		if time.Now().After(deadline) {
+			t.Fatal("the emptied revocation list was never applied")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	authOK(t, again, bad)
 }

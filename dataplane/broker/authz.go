@@ -36,6 +36,11 @@ import (
 // authRefreshGrace is how long a client has to answer AUTH_CHALLENGE.
 const authRefreshGrace = 10 * time.Second
 
+// revokedCheckEvery is how often a connection's credentials are checked
+// against the revocations its authentication provider knows of
+// (auth.Authenticator.Revoked).
+const revokedCheckEvery = 2 * time.Second
+
 // refreshChallenge is the challenge data asking a client for fresh
 // credentials: the Java client fetches new ones from its authentication
 // plugin only for exactly these bytes (Pulsar's AuthData.REFRESH_AUTH_DATA)
@@ -286,13 +291,20 @@ func (c *conn) handleAuthResponse(r *pb.CommandAuthResponse) error {
 }
 
 // authRefresher challenges the client when its credentials expire and
-// closes the connection when no valid answer arrives in time.
+// closes the connection when no valid answer arrives in time, or as soon
+// as it sees them revoked.
 func (c *conn) authRefresher() {
 	defer c.wg.Done()
 	for {
 		c.mu.Lock()
-		exp, challenged := c.ident.Expires, c.challenged
+		id, exp, challenged := c.ident, c.ident.Expires, c.challenged
 		c.mu.Unlock()
+		if c.s.cfg.Authenticator.Revoked(id) {
+			c.log.Warn("broker closing connection: credentials revoked", "role", id.Role, "client", id.ClientID)
+			c.send(protocol.NewError(0, pb.ServerError_AuthenticationError, "credentials revoked by their issuer"))
+			c.flushAndClose()
+			return
+		}
 		var wait time.Duration
 		switch {
 		case !challenged.IsZero():
@@ -303,6 +315,9 @@ func (c *conn) authRefresher() {
 			wait = time.Until(exp)
 		}
 		if wait > 0 {
+			if id.ClientID != "" {
+				wait = min(wait, revokedCheckEvery)
+			}
 			t := time.NewTimer(wait)
 			select {
 			case <-c.closeCh:

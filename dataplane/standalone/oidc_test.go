@@ -49,6 +49,14 @@ type issuerSetup struct {
 
 func startIssuerSetup(t *testing.T) *issuerSetup {
 	t.Helper()
+	return startIssuerSetupWith(t, tokenTTL, 0)
+}
+
+// startIssuerSetupWith is startIssuerSetup with access tokens living ttl
+// and the broker fetching the revocation list every revokedRefresh (0:
+// the default).
+func startIssuerSetupWith(t *testing.T, ttl, revokedRefresh time.Duration) *issuerSetup {
+	t.Helper()
 	dir := t.TempDir()
 	st, err := sqlstore.Open(context.Background(), "sqlite://"+filepath.Join(dir, "cp.db"))
 	if err != nil {
@@ -61,7 +69,7 @@ func startIssuerSetup(t *testing.T) *issuerSetup {
 	}
 	keyFile := filepath.Join(dir, "bootstrap.key")
 	cp, err := apiserver.New(apiserver.Config{Listen: "127.0.0.1:0", Store: st, Authorizer: eng, Logger: standalonetest.QuietLogger(),
-		BootstrapKeyFile: keyFile, AccessTokenTTL: tokenTTL, TokenAudiences: []string{oidcAudience}})
+		BootstrapKeyFile: keyFile, AccessTokenTTL: ttl, TokenAudiences: []string{oidcAudience}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +107,7 @@ func startIssuerSetup(t *testing.T) *issuerSetup {
 		t.Fatal(err)
 	}
 	oidc, err := auth.NewOIDCProvider(auth.OIDCConfig{Issuers: []auth.OIDCIssuer{{URL: cp.IssuerURL()}}, Audiences: []string{oidcAudience},
-		Fallback: static, Logger: standalonetest.QuietLogger()})
+		Fallback: static, RevokedRefresh: revokedRefresh, Logger: standalonetest.QuietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,6 +263,74 @@ func TestOIDCControlPlaneIssuer(t *testing.T) {
 			t.Fatalf("audience %s: producer created", aud)
 		}
 	}
+}
+
+// TestOIDCRevocationList: with hour-long access tokens, revoking a key
+// still ends its live connection within seconds (the broker fetches the
+// issuer's revocation list, named in its discovery document), its token is
+// refused by the admin API and a new connection with it is refused, while
+// another key's producer keeps sending.
+func TestOIDCRevocationList(t *testing.T) {
+	is := startIssuerSetupWith(t, time.Hour, 500*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ciKey, batchKey := is.serviceAccount(t, "ci"), is.serviceAccount(t, "batch")
+	ciProd, err := is.oauth2Client(t, ciKey, oidcAudience).CreateProducer(pulsar.ProducerOptions{Topic: "persistent://public/default/ci-rl"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ciProd.Close()
+	batchProd, err := is.oauth2Client(t, batchKey, oidcAudience).CreateProducer(pulsar.ProducerOptions{Topic: "persistent://public/default/batch-rl"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer batchProd.Close()
+	if _, err := batchProd.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("before")}); err != nil {
+		t.Fatal(err)
+	}
+	batchTok := fetchAccessToken(t, is.cp.IssuerURL(), batchKey, oidcAudience)
+	if code, body := is.sc.admin(t, http.MethodGet, "/admin/v2/persistent/public/default/batch-rl/stats", batchTok, ""); code != http.StatusOK {
+		t.Fatalf("stats with batch's token before the revocation: %d %s", code, body)
+	}
+
+	if _, err := is.sas.RevokeApiKey(is.op, &cpv1.RevokeApiKeyRequest{Name: batchKey.Name}); err != nil {
+		t.Fatal(err)
+	}
+	revoked := time.Now()
+	// An hour-long token expires long after this wait: only the
+	// revocation list can end the connection.
+	waitFor(t, 30*time.Second, "the revoked key's producer to be disconnected", func() bool { return is.publishers(t, "batch-rl") == 0 })
+	t.Logf("revoked key's producer gone %v after the revocation (token lifetime 1h)", time.Since(revoked).Round(100*time.Millisecond))
+	if code, body := is.sc.admin(t, http.MethodGet, "/admin/v2/persistent/public/default/batch-rl/stats", batchTok, ""); code != http.StatusUnauthorized {
+		t.Fatalf("stats with the revoked key's unexpired token: %d %s, want 401", code, body)
+	}
+	for i := 0; i < 3; i++ {
+		if n := is.publishers(t, "batch-rl"); n != 0 {
+			t.Fatalf("the revoked key's producer is back (%d publishers)", n)
+		}
+		if _, err := ciProd.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("still here")}); err != nil {
+			t.Fatalf("ci send after batch's revocation: %v", err)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// fetchAccessToken gets an access token for key and aud from the issuer.
+func fetchAccessToken(t *testing.T, issuerURL string, key *cpv1.ApiKey, aud string) string {
+	t.Helper()
+	resp, err := http.PostForm(issuerURL+issuer.TokenPath, url.Values{"grant_type": {"client_credentials"},
+		"client_id": {key.Uid}, "client_secret": {key.Secret}, "audience": {aud}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var tr struct {
+		AccessToken string `json:"access_token"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&tr); err != nil || tr.AccessToken == "" {
+		t.Fatalf("token: %s %v", resp.Status, err)
+	}
+	return tr.AccessToken
 }
 
 // TestOIDCBrokerClosesStaleCredentials: a client that answers the

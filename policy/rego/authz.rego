@@ -169,6 +169,21 @@ granted if {
 	under(target, b.resource)
 }
 
+# ... and get of the cluster holding the namespace (or of the clusters
+# under the binding): its URLs and CA certificate are what the member's
+# clients need to reach it.
+granted if {
+	some b in input.principal.bindings
+	pulsar_roles[b.role]
+	input.action == "clusters.get"
+	regex.match(`^organizations/[^/]+/clusters/[^/]+$`, target)
+	cluster_related(target, b.resource)
+}
+
+cluster_related(cluster, scope) if under(scope, cluster)
+
+cluster_related(cluster, scope) if under(cluster, scope)
+
 # reasons say why a request was denied, in words the caller may see. They
 # name nothing the caller did not send.
 reasons contains "unauthenticated principal" if not authenticated

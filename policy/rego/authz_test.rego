@@ -118,6 +118,17 @@ test_producer_consumer if {
 	authz.allow with input as req(cons, "topics.consume", "topics", topic)
 	not authz.allow with input as req(cons, "topics.produce", "topics", topic)
 	not authz.allow with input as req(cons, "topics.consume", "topics", "organizations/acme/clusters/prod/tenants/t/namespaces/ns2/topics/x")
+
+	# Their clients need the cluster's URLs: they read the cluster holding
+	# the namespace, not another one, and change nothing of it.
+	authz.allow with input as req(prod_p, "clusters.get", "clusters", prod)
+	authz.allow with input as req(cons, "clusters.get", "clusters", prod)
+	not authz.allow with input as req(cons, "clusters.get", "clusters", "organizations/acme/clusters/dev")
+	not authz.allow with input as req(cons, "clusters.update", "clusters", prod)
+	not authz.allow with input as req(cons, "tenants.get", "tenants", "organizations/acme/clusters/prod/tenants/t")
+	org_wide := user([{"role": "roles/pulsar.producer", "resource": acme}])
+	authz.allow with input as req(org_wide, "clusters.get", "clusters", "organizations/acme/clusters/dev")
+	not authz.allow with input as req(org_wide, "clusters.get", "clusters", "organizations/acme2/clusters/dev")
 }
 
 test_unknown_action if {
