@@ -255,7 +255,7 @@ func settledFootprint(ctx context.Context, pid int) (rss int64, fds int, err err
 		for len(window) > 0 && now.Sub(window[0].at) > settleWindow {
 			window = window[1:]
 		}
-		if now.Sub(window[0].at) < settleWindow-250*time.Millisecond {
+		if now.Sub(window[0].at) < settleSpan {
 			return false // not a full window yet
 		}
 		for _, w := range window {
@@ -268,9 +268,13 @@ func settledFootprint(ctx context.Context, pid int) (rss int64, fds int, err err
 	return rss, fds, err
 }
 
-// settleWindow and settleLimit bound settledFootprint.
+// settleWindow and settleLimit bound settledFootprint; settleSpan is the
+// least time its readings must span to count as a full window (readings
+// come every 200 ms or later, so a window's first one may be up to that
+// much younger than settleWindow).
 const (
 	settleWindow = 2 * time.Second
+	settleSpan   = settleWindow - 250*time.Millisecond
 	settleLimit  = 15 * time.Second
 )
 
