@@ -58,10 +58,11 @@ bench-geo:
 bench-noisy:
 	$(GO) run ./bench/noisybench -markdown $${BENCH_MD:-/dev/null}
 
-# W1 and W2 over plain text against TLS + token authentication +
-# authorization, in one run (streambench's system magnetar-secure).
+# W1 and W2 over plain text against TLS alone and TLS + token authentication +
+# authorization, in one run (streambench's systems magnetar-tls and
+# magnetar-secure), with the loopback TLS copy that is its floor.
 bench-secure:
-	$(GO) run ./bench/streambench -systems magnetar,magnetar-secure -workloads W1,W2 -rounds 9 -markdown $${BENCH_MD:-/dev/null}
+	$(GO) run ./bench/streambench -systems magnetar,magnetar-tls,magnetar-secure -workloads W1,W2 -rounds 9 -markdown $${BENCH_MD:-/dev/null}
 
 # The Apache Pulsar Go client's integration tests against a fresh
 # `magnetar standalone`, one at a time; writes docs/compatibility.md.

@@ -7,8 +7,6 @@ import (
 	"math"
 	"sync/atomic"
 	"time"
-
-	"github.com/magnetar-dev/magnetar/bench/internal/machine"
 )
 
 // catchupResult is one W6 run: a backlog built, then read from the start by
@@ -122,8 +120,8 @@ func runCatchup(ctx context.Context, a adapter, spec topicSpec, o options) (res 
 	}
 
 	// Baseline: the producer alone.
-	noUsage := func(*machine.ProcUsage) {}
-	var u machine.ProcUsage
+	noUsage := func(*usageMark) {}
+	var u usageMark
 	ls := loadSpec{rate: float64(o.catchupRate), size: o.size, warmup: o.warmup, duration: o.duration, filler: filler}
 	resume := pauseGC(!o.gcDuringRuns) // both phases alike, as in every other run
 	start := time.Now()

@@ -83,9 +83,17 @@
 // TLS listener (pulsar+ssl://, a CA and certificate made by internal/pki),
 // token authentication (an HS256 key, tokens minted as `magnetar token`
 // does) and authorization on, the load generator's role granted produce
-// and consume on public/default: `-systems magnetar,magnetar-secure
-// -workloads W1,W2` measures what security costs (W5 and the paced W6 run
-// plain only).
+// and consume on public/default; system magnetar-tls is TLS alone, without
+// authentication or authorization. `-systems
+// magnetar,magnetar-tls,magnetar-secure -workloads W1,W2` (`make
+// bench-secure`) measures what security costs and what of it is TLS (W5
+// and the paced W6 run plain only). With a TLS system in the run, the
+// machine limits include a loopback copy of W2's batches (1000 messages a
+// frame) in plain text and over TLS in the load generator's process
+// (machine.LoopbackCopy): CPU seconds per GB for both ends, whose
+// difference is what encryption alone costs this machine; the table
+// "Security cost and its floor" puts it at each system's W2 rate, next to
+// the CPU the server and the load generator used.
 //
 // Rounds are interleaved (Magnetar, the peers, Magnetar, the peers ...);
 // the tables show each system's median over rounds and, per peer, the

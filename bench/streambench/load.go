@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -31,7 +32,10 @@ type runResult struct {
 	elapsed  time.Duration
 	pub, e2e *latency.Histogram
 	usage    machine.ProcUsage // the server's CPU and disk writes during the window
-	hasUsage bool
+	// generator is the load generator's own usage during the window: the
+	// clients (the Pulsar client's TLS included) and the pacing.
+	generator machine.ProcUsage
+	hasUsage  bool
 	// disk is the machine's fsync'd 1 MiB append rate (bytes/s) measured
 	// just before and just after the run (bracketDisk; zero when not
 	// measured): what "W2 at 80% of the fsync'd bandwidth" compares with,
@@ -229,6 +233,10 @@ func pauseGC(on bool) (resume func()) {
 // run's own -timeout still bounds a server that never answers.
 const teardownTimeout = 2 * time.Minute
 
+// usageMark is the server's and the load generator's cumulative usage at
+// one end of a run's measured window.
+type usageMark struct{ server, generator machine.ProcUsage }
+
 // runLoad sets up a, runs the load and tears a down.
 func runLoad(ctx context.Context, a adapter, spec topicSpec, ls loadSpec) (res runResult, err error) {
 	rec := newRecorder(time.Time{}, time.Time{})
@@ -267,11 +275,14 @@ func runLoad(ctx context.Context, a adapter, spec topicSpec, ls loadSpec) (res r
 	rec.start, rec.from, rec.to = start.UnixNano(), from.UnixNano(), to.UnixNano()
 	rec.mu.Unlock()
 
-	var u0, u1 machine.ProcUsage
+	var u0, u1 usageMark
 	var usageErr error = fmt.Errorf("streambench: no server process")
-	readUsage := func(dst *machine.ProcUsage) {
+	readUsage := func(dst *usageMark) {
 		if ls.pid > 0 {
-			*dst, usageErr = machine.ReadProc(ls.pid)
+			dst.server, usageErr = machine.ReadProc(ls.pid)
+			if usageErr == nil {
+				dst.generator, usageErr = machine.ReadProc(os.Getpid())
+			}
 		}
 	}
 	if ls.rate > 0 {
@@ -298,7 +309,7 @@ func runLoad(ctx context.Context, a adapter, spec topicSpec, ls loadSpec) (res r
 	res.subs = int(rec.subs)
 	res.elapsed = ls.duration
 	if usageErr == nil && ls.pid > 0 {
-		res.usage, res.hasUsage = u1.Sub(u0), true
+		res.usage, res.generator, res.hasUsage = u1.server.Sub(u0.server), u1.generator.Sub(u0.generator), true
 	}
 	return res, nil
 }
@@ -309,7 +320,7 @@ func runLoad(ctx context.Context, a adapter, spec topicSpec, ls loadSpec) (res r
 // the window even when the system has fallen behind: the messages due but
 // not published by then are counted in behind.
 func openLoop(ctx context.Context, a adapter, rec *recorder, ls loadSpec, start, from, to time.Time,
-	readUsage func(*machine.ProcUsage), u0, u1 *machine.ProcUsage) error {
+	readUsage func(*usageMark), u0, u1 *usageMark) error {
 	total := int64(ls.rate * to.Sub(start).Seconds())
 	nsPer := float64(time.Second) / ls.rate
 	schedOf := func(i int64) int64 { return start.UnixNano() + int64(float64(i)*nsPer) }
@@ -364,7 +375,7 @@ func openLoop(ctx context.Context, a adapter, rec *recorder, ls loadSpec, start,
 
 // closedLoop keeps ls.window messages in flight for warm-up plus duration.
 func closedLoop(ctx context.Context, a adapter, rec *recorder, ls loadSpec, start, from, to time.Time,
-	readUsage func(*machine.ProcUsage), u0, u1 *machine.ProcUsage) error {
+	readUsage func(*usageMark), u0, u1 *usageMark) error {
 	pctx, cancel := context.WithDeadline(ctx, to)
 	defer cancel()
 	defer readUsage(u1)

@@ -34,8 +34,9 @@ type magnetarSystem struct {
 	// extraArgs are appended to the standalone's command line
 	// (-magnetar-flags), for example an operator's setting to measure.
 	extraArgs []string
-	// secure (system "magnetar-secure") serves the clients over TLS with
-	// token authentication and authorization on (secure.go).
+	// secure (systems "magnetar-secure" and "magnetar-tls") serves the
+	// clients over TLS, with token authentication and authorization on
+	// unless secure.tlsOnly (secure.go).
 	secure *secureSetup
 }
 
@@ -43,6 +44,8 @@ func (m *magnetarSystem) name() string {
 	switch {
 	case m.copyToEntryLogs:
 		return "magnetar-copied"
+	case m.secure != nil && m.secure.tlsOnly:
+		return "magnetar-tls"
 	case m.secure != nil:
 		return "magnetar-secure"
 	}
@@ -105,7 +108,7 @@ func (m *magnetarSystem) startAt(ctx context.Context, dir string, d durability, 
 	err = p.waitReady(ctx, func(ctx context.Context) error {
 		return s.httpDo(ctx, http.MethodGet, "/admin/v2/brokers/health", "")
 	})
-	if err == nil && m.secure != nil {
+	if err == nil && m.secure.authenticated() {
 		err = s.httpDo(ctx, http.MethodPost, "/admin/v2/namespaces/public/default/permissions/"+secureClientRole, `["produce","consume"]`)
 	}
 	if err != nil {
@@ -123,7 +126,8 @@ type magnetarServer struct {
 }
 
 // clientOptions are the Pulsar client's options for this server: plain
-// text, or TLS trusting the bench CA with the client role's token.
+// text, or TLS trusting the bench CA, with the client role's token when the
+// server authenticates.
 func (s *magnetarServer) clientOptions() pulsar.ClientOptions {
 	o := pulsar.ClientOptions{
 		URL:              "pulsar://" + s.broker,
@@ -133,7 +137,9 @@ func (s *magnetarServer) clientOptions() pulsar.ClientOptions {
 	if s.secure != nil {
 		o.URL = "pulsar+ssl://" + s.broker
 		o.TLSTrustCertsFilePath = s.secure.caFile
-		o.Authentication = pulsar.NewAuthenticationToken(s.secure.clientToken)
+		if s.secure.authenticated() {
+			o.Authentication = pulsar.NewAuthenticationToken(s.secure.clientToken)
+		}
 	}
 	return o
 }
@@ -146,7 +152,7 @@ func (s *magnetarServer) httpDo(ctx context.Context, method, path, body string) 
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if s.secure != nil {
+	if s.secure.authenticated() {
 		req.Header.Set("Authorization", "Bearer "+s.secure.adminToken)
 	}
 	resp, err := http.DefaultClient.Do(req)
@@ -159,6 +165,10 @@ func (s *magnetarServer) httpDo(ctx context.Context, method, path, body string) 
 	}
 	return nil
 }
+
+// batchMessages is the producer's largest batch, in messages: a W2 batch
+// of 1 KiB messages fills at it.
+const batchMessages = 1000
 
 // pulsarAdapter drives Magnetar through pulsar-client-go: a partitioned
 // topic, one producer with batching, one exclusive consumer per
@@ -194,7 +204,7 @@ func (a *pulsarAdapter) setup(ctx context.Context, spec topicSpec, onAck func([]
 		Topic:                   a.topic,
 		MaxPendingMessages:      32768,
 		BatchingMaxPublishDelay: time.Millisecond, // latency runs: what pulsar-perf does by default
-		BatchingMaxMessages:     1000,
+		BatchingMaxMessages:     batchMessages,
 		SendTimeout:             time.Minute,
 	}
 	if spec.throughput {

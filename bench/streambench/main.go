@@ -170,7 +170,7 @@ func parseArgs(args []string) (options, cliExtras, error) {
 	var short bool
 	fs := flag.NewFlagSet("streambench", flag.ContinueOnError)
 	fs.StringVar(&workloads, "workloads", "W1,W2,W3,W4,W5,W6,W7", "workloads to run")
-	fs.StringVar(&systems, "systems", strings.Join(o.systems, ","), "systems to run: magnetar first, then peers (nats, redis, magnetar-cluster: 3 bookies + 2 brokers, magnetar-copied: the standalone with --copy-to-entry-logs, magnetar-secure: the standalone over TLS with token authentication and authorization)")
+	fs.StringVar(&systems, "systems", strings.Join(o.systems, ","), "systems to run: magnetar first, then peers (nats, redis, magnetar-cluster: 3 bookies + 2 brokers, magnetar-copied: the standalone with --copy-to-entry-logs, magnetar-secure: the standalone over TLS with token authentication and authorization, magnetar-tls: over TLS without them)")
 	fs.IntVar(&o.rounds, "rounds", o.rounds, "interleaved rounds per system")
 	fs.DurationVar(&o.duration, "duration", o.duration, "measured time of each run")
 	fs.DurationVar(&o.warmup, "warmup", o.warmup, "warm-up before each measurement (excluded)")
@@ -357,6 +357,8 @@ func buildSystems(o options) []system {
 			out = append(out, &magnetarSystem{root: o.root, backlogReadRate: o.backlogReadRate, copyToEntryLogs: true, extraArgs: o.magnetarFlags})
 		case "magnetar-secure":
 			out = append(out, &magnetarSystem{root: o.root, backlogReadRate: o.backlogReadRate, pprofAddr: o.pprofAddr, secure: &secureSetup{}, extraArgs: o.magnetarFlags})
+		case "magnetar-tls":
+			out = append(out, &magnetarSystem{root: o.root, backlogReadRate: o.backlogReadRate, pprofAddr: o.pprofAddr, secure: &secureSetup{tlsOnly: true}, extraArgs: o.magnetarFlags})
 		case "redis":
 			out = append(out, &redisSystem{install: o.installRedis})
 		}
@@ -430,10 +432,10 @@ func parseSystems(s string) ([]string, error) {
 	for _, f := range strings.Split(s, ",") {
 		switch n := strings.ToLower(strings.TrimSpace(f)); n {
 		case "magnetar":
-		case "nats", "redis", "magnetar-cluster", "magnetar-copied", "magnetar-secure":
+		case "nats", "redis", "magnetar-cluster", "magnetar-copied", "magnetar-secure", "magnetar-tls":
 			out = append(out, n)
 		default:
-			return nil, fmt.Errorf("unknown system %q (magnetar, nats, redis, magnetar-cluster, magnetar-copied, magnetar-secure)", f)
+			return nil, fmt.Errorf("unknown system %q (magnetar, nats, redis, magnetar-cluster, magnetar-copied, magnetar-secure, magnetar-tls)", f)
 		}
 	}
 	return out, nil

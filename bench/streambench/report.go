@@ -71,6 +71,24 @@ func cpuPerGB(r runResult) float64 {
 	return r.usage.CPUSeconds / (float64(r.ackBytes) / 1e9)
 }
 
+// generatorCPUPerGB is the load generator's CPU seconds per GB
+// acknowledged (its clients included).
+func generatorCPUPerGB(r runResult) float64 {
+	if !r.hasUsage || r.ackBytes == 0 {
+		return -1
+	}
+	return r.generator.CPUSeconds / (float64(r.ackBytes) / 1e9)
+}
+
+// coresUsed is the CPU the server and the load generator used over the
+// measured window, in cores.
+func coresUsed(r runResult) float64 {
+	if !r.hasUsage || r.elapsed <= 0 {
+		return -1
+	}
+	return (r.usage.CPUSeconds + r.generator.CPUSeconds) / r.elapsed.Seconds()
+}
+
 // writeAmp is the server's disk bytes written per payload byte acknowledged.
 func writeAmp(r runResult) float64 {
 	if !r.hasUsage || r.ackBytes == 0 {
@@ -226,6 +244,15 @@ func buildReport(o options, res *results) *report {
 			lim.t.Add(fmt.Sprintf("group commit at %d msg/s of %s, p%v", o.rate, sizeName(o.size), q*100), fmtDur(float64(h.Quantile(q))))
 		}
 	}
+	if c := res.limits.copyTLS; c.Bytes > 0 {
+		frames := fmt.Sprintf("loopback copy of %d x %s frames", batchMessages, sizeName(o.size))
+		for _, cc := range []struct {
+			name string
+			c    machine.CopyCost
+		}{{"plain TCP", res.limits.copyPlain}, {c.Cipher, c}} {
+			lim.t.Add(fmt.Sprintf("%s, %s: MB/s; CPU s/GB (both ends)", frames, cc.name), fmt.Sprintf("%.0f; %.2f", cc.c.BytesPerSec()/1e6, cc.c.CPUSecondsPerGB()))
+		}
+	}
 	if res.limits.damon != "" {
 		// Its sampling stalls every process at once on the machine these
 		// benchmarks were written on (machine.DAMON).
@@ -293,6 +320,9 @@ func buildReport(o options, res *results) *report {
 				res.medianCell(k, cpuPerGB, fmtNum("%.1f")), res.medianCell(k, writeAmp, fmtNum("%.2f")), ratio)
 		}
 		rep.sections = append(rep.sections, s)
+	}
+	if w["W2"] && res.limits.copyTLS.Bytes > 0 {
+		rep.sections = append(rep.sections, securityFloor(o, res))
 	}
 	if w["W7"] {
 		s := section{title: fmt.Sprintf("W7: W1 (%d msg/s) with fsync on (a) and off (b), median over rounds; on/off is the median of per-round ratios", o.rate),
@@ -409,6 +439,30 @@ func buildReport(o options, res *results) *report {
 	}
 	rep.sections = append(rep.sections, ld)
 	return rep
+}
+
+// securityFloor is W2 of the plain and the TLS systems next to what the
+// loopback copies say encryption alone costs at each one's rate.
+func securityFloor(o options, res *results) section {
+	extra := res.limits.copyTLS.CPUSecondsPerGB() - res.limits.copyPlain.CPUSecondsPerGB()
+	s := section{title: fmt.Sprintf("Security cost and its floor: W2 (median over rounds) by system; \"TLS crypto at this rate\": the TLS loopback copy's CPU per GB minus the plain copy's (%.2f s/GB, machine limits), times the system's W2 MB/s: the cores encrypting in the client and decrypting in the broker take at that rate, of the machine's %d CPUs", extra, runtime.NumCPU()),
+		t: table.Table{Header: []string{"system", "msg/s", "of plain text, median of per-round ratios [min–max]", "MB/s", "server CPU s/GB", "generator CPU s/GB", "cores used (server + generator)", "TLS crypto at this rate (cores)"}}}
+	ours := cellKey{"W2", durFsync, 0, "magnetar", 0}
+	for _, sys := range o.systems {
+		if sys != "magnetar" && sys != "magnetar-tls" && sys != "magnetar-secure" {
+			continue
+		}
+		k := cellKey{"W2", durFsync, 0, sys, 0}
+		of := ""
+		if sys != "magnetar" {
+			of = res.ratioCell(k, ours, ackedRate)
+		}
+		s.t.Add(sys, res.medianCell(k, ackedRate, fmtNum("%.0f")), of, res.medianCell(k, mbRate, fmtNum("%.1f")),
+			res.medianCell(k, cpuPerGB, fmtNum("%.1f")), res.medianCell(k, generatorCPUPerGB, fmtNum("%.1f")),
+			res.medianCell(k, coresUsed, fmtNum("%.2f")),
+			res.medianCell(k, func(r runResult) float64 { return extra * r.mbPerSec() / 1e3 }, fmtNum("%.2f")))
+	}
+	return s
 }
 
 // firstPressure returns the "some" line of a pressure reading.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -47,6 +48,11 @@ type limits struct {
 	// of durability column (a) on this disk.
 	groupCommit *latency.Histogram
 	damon       string // the kernel's running DAMON monitors (machine.DAMON)
+	// copyPlain and copyTLS are a loopback copy of W2's batches in plain
+	// text and over TLS (machine.LoopbackCopy), measured when a TLS system
+	// runs (copyTLS.Bytes > 0): what encryption alone costs this machine
+	// per byte, to read the TLS systems' W2 against.
+	copyPlain, copyTLS machine.CopyCost
 }
 
 // results holds every measurement of a harness run.
@@ -112,6 +118,11 @@ func run(ctx context.Context, o options, systems []system, progress io.Writer) (
 		return nil, err
 	}
 	res.limits.damon = machine.DAMON(machine.DAMONRoot)
+	if slices.ContainsFunc(systems, func(s system) bool { ms, ok := s.(*magnetarSystem); return ok && ms.secure != nil }) {
+		if err := measureCopies(ctx, o, &res.limits, progress); err != nil {
+			return nil, err
+		}
+	}
 	fmt.Fprintf(progress, "limits: fsync'd appends 4KiB %.1f MB/s, 64KiB %.1f MB/s, 1MiB %.1f MB/s; loopback RTT p50 %v p99 %v; group commit at %d msg/s p50 %v p99 %v; kernel DAMON %s\n",
 		res.limits.fsyncBps[4<<10]/1e6, res.limits.fsyncBps[64<<10]/1e6, res.limits.fsyncBps[1<<20]/1e6,
 		res.limits.rtt.Quantile(0.5), res.limits.rtt.Quantile(0.99),
@@ -133,6 +144,24 @@ func run(ctx context.Context, o options, systems []system, progress io.Writer) (
 	}
 	res.ended = time.Now()
 	return res, nil
+}
+
+// measureCopies measures the loopback copies of W2's batches (a producer's
+// full batch: batchMessages messages of o.size bytes) in plain text and
+// over TLS, each for at least 2 s.
+func measureCopies(ctx context.Context, o options, lim *limits, progress io.Writer) error {
+	d := max(o.limitDuration, 2*time.Second)
+	var err error
+	if lim.copyPlain, err = machine.LoopbackCopy(ctx, batchMessages*o.size, false, d); err != nil {
+		return err
+	}
+	if lim.copyTLS, err = machine.LoopbackCopy(ctx, batchMessages*o.size, true, d); err != nil {
+		return err
+	}
+	fmt.Fprintf(progress, "limits: loopback copy of %d x %s frames: plain %.0f MB/s at %.2f CPU s/GB; %s %.0f MB/s at %.2f CPU s/GB\n",
+		batchMessages, sizeName(o.size), lim.copyPlain.BytesPerSec()/1e6, lim.copyPlain.CPUSecondsPerGB(),
+		lim.copyTLS.Cipher, lim.copyTLS.BytesPerSec()/1e6, lim.copyTLS.CPUSecondsPerGB())
+	return nil
 }
 
 // plannedRun is one run within a server's lifetime.

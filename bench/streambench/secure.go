@@ -19,17 +19,26 @@ const secureClientRole = "bench"
 // secureAdminRole is the superuser role of the harness's admin calls.
 const secureAdminRole = "admin"
 
-// secureSetup is what system "magnetar-secure" adds to the standalone: a
-// CA and a server certificate for 127.0.0.1 (internal/pki), an HS256
-// secret key and two tokens minted with it (the logic of `magnetar token`).
+// secureSetup is what systems "magnetar-secure" and "magnetar-tls" add to
+// the standalone: a CA and a server certificate for 127.0.0.1
+// (internal/pki) and, for magnetar-secure, an HS256 secret key and two
+// tokens minted with it (the logic of `magnetar token`).
 type secureSetup struct {
+	// tlsOnly (system "magnetar-tls") serves the clients over TLS without
+	// authentication or authorization: the cost of TLS alone, apart from
+	// that of the tokens and the authorizer.
+	tlsOnly bool
+
 	caFile, certFile, keyFile string
 	secretFile                string
 	adminToken, clientToken   string
 }
 
-// prepare writes the CA, certificate, key and secret key under dir and
-// mints the tokens.
+// authenticated reports whether the server checks tokens and grants.
+func (s *secureSetup) authenticated() bool { return s != nil && !s.tlsOnly }
+
+// prepare writes the CA, certificate, key and (unless tlsOnly) the secret
+// key under dir and mints the tokens.
 func (s *secureSetup) prepare(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("streambench: %w", err)
@@ -51,6 +60,9 @@ func (s *secureSetup) prepare(dir string) error {
 	if err := pki.WriteLeaf(leaf, s.certFile, s.keyFile); err != nil {
 		return fmt.Errorf("streambench: %w", err)
 	}
+	if s.tlsOnly {
+		return nil
+	}
 	key, err := auth.NewSecretKey()
 	if err != nil {
 		return fmt.Errorf("streambench: %w", err)
@@ -68,8 +80,11 @@ func (s *secureSetup) prepare(dir string) error {
 }
 
 // args are the standalone's flags: the Pulsar protocol over TLS on
-// tlsAddr, token authentication and authorization.
+// tlsAddr and, unless tlsOnly, token authentication and authorization.
 func (s *secureSetup) args(tlsAddr string) []string {
-	return []string{"--tls-addr", tlsAddr, "--tls-cert-file", s.certFile, "--tls-key-file", s.keyFile,
-		"--auth-token-secret-key", s.secretFile, "--authorization", "--superuser-roles", secureAdminRole}
+	a := []string{"--tls-addr", tlsAddr, "--tls-cert-file", s.certFile, "--tls-key-file", s.keyFile}
+	if s.tlsOnly {
+		return a
+	}
+	return append(a, "--auth-token-secret-key", s.secretFile, "--authorization", "--superuser-roles", secureAdminRole)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,16 +15,23 @@ import (
 // adapter publishes and receives over pulsar+ssl:// with its token, and
 // that the server really enforces what the variant is meant to cost: a
 // client without a token is refused, and so is a token of a role without
-// a grant.
+// a grant. System magnetar-tls publishes and receives over pulsar+ssl://
+// without a token.
 func TestSecureServer(t *testing.T) {
 	root, err := moduleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, tlsOnly := range []bool{false, true} {
+		m := &magnetarSystem{root: root, secure: &secureSetup{tlsOnly: tlsOnly}}
+		t.Run(m.name(), func(t *testing.T) { testSecureServer(t, m) })
+	}
+}
+
+func testSecureServer(t *testing.T, m *magnetarSystem) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	m := &magnetarSystem{root: root, secure: &secureSetup{}}
 	if err := m.prepare(ctx, dir); err != nil {
 		t.Fatal(err)
 	}
@@ -55,6 +63,12 @@ func TestSecureServer(t *testing.T) {
 	}
 
 	ms := srv.(*magnetarServer)
+	if !strings.HasPrefix(ms.clientOptions().URL, "pulsar+ssl://") {
+		t.Fatalf("client URL %s", ms.clientOptions().URL)
+	}
+	if m.secure.tlsOnly {
+		return
+	}
 	key, err := auth.ReadSecretKey(m.secure.secretFile)
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -196,5 +197,24 @@ func TestDAMON(t *testing.T) {
 	}
 	if got := DAMON(filepath.Join(root, "absent")); got != "" {
 		t.Errorf("without DAMON sysfs: %q, want empty", got)
+	}
+}
+
+func TestLoopbackCopy(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc")
+	}
+	ctx := context.Background()
+	for _, withTLS := range []bool{false, true} {
+		c, err := LoopbackCopy(ctx, 64<<10, withTLS, 100*time.Millisecond)
+		if err != nil {
+			t.Fatalf("TLS %v: %v", withTLS, err)
+		}
+		if c.Bytes <= 0 || c.Bytes%(64<<10) != 0 || c.Elapsed < 100*time.Millisecond || c.CPUSeconds < 0 {
+			t.Errorf("TLS %v: %+v: want whole frames moved over at least 100ms", withTLS, c)
+		}
+		if withTLS != strings.HasPrefix(c.Cipher, "TLS 1.3 ") {
+			t.Errorf("TLS %v: cipher %q", withTLS, c.Cipher)
+		}
 	}
 }
