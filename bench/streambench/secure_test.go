@@ -8,6 +8,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
+	"github.com/magnetar-dev/magnetar/bench/internal/machine"
 	"github.com/magnetar-dev/magnetar/dataplane/auth"
 )
 
@@ -90,5 +91,41 @@ func testSecureServer(t *testing.T, m *magnetarSystem) {
 			t.Errorf("%s: a producer was created on the secure server", name)
 		}
 		c.Close()
+	}
+}
+
+// TestSecurityFloor checks the W2 security section on made-up rounds: the
+// TLS crypto is the TLS copy's CPU per GB minus the plain copy's, and the
+// CPU-bound ceiling is plain text's CPU per GB over that plus the crypto.
+func TestSecurityFloor(t *testing.T) {
+	round := func(msgs, cpuServer, cpuGen float64) runResult {
+		return runResult{acked: uint64(msgs), ackBytes: uint64(msgs * 1e3), elapsed: time.Second, hasUsage: true,
+			usage: machine.ProcUsage{CPUSeconds: cpuServer}, generator: machine.ProcUsage{CPUSeconds: cpuGen}}
+	}
+	plain := cellKey{"W2", durFsync, 0, "magnetar", 0}
+	tlsKey := cellKey{"W2", durFsync, 0, "magnetar-tls", 0}
+	res := &results{cells: map[cellKey][]runResult{
+		// 1 GB/s at 0.8 + 1.2 CPU-s: 2 s/GB.
+		plain:  {round(1e6, 0.8, 1.2), round(1e6, 0.8, 1.2)},
+		tlsKey: {round(0.6e6, 0.7, 1.1), round(0.7e6, 0.8, 1.2)},
+	}, failed: map[string]error{}, unsupported: map[cellKey]bool{}}
+	res.limits.copyPlain = machine.CopyCost{Bytes: 1e9, Elapsed: time.Second, CPUSeconds: 0.2}
+	res.limits.copyTLS = machine.CopyCost{Bytes: 1e9, Elapsed: time.Second, CPUSeconds: 1.2}
+	s := securityFloor(options{systems: []string{"magnetar", "magnetar-tls"}}, res)
+	if len(s.t.Rows) != 2 {
+		t.Fatalf("rows %v, want plain and TLS", s.t.Rows)
+	}
+	if !strings.Contains(s.title, "(1.00 s/GB") {
+		t.Errorf("title %q: want the crypto's 1.00 s/GB", s.title)
+	}
+	got := s.t.Rows[1]
+	if got[0] != "magnetar-tls" || got[3] != "0.67" {
+		t.Errorf("TLS row %v: want the ceiling 2/(2+1) = 0.67", got)
+	}
+	if !strings.HasPrefix(got[2], "0.65 [0.60–0.70]") {
+		t.Errorf("TLS row ratio %q, want 0.65 [0.60–0.70]", got[2])
+	}
+	if s.t.Rows[0][2] != "" || s.t.Rows[0][3] != "" {
+		t.Errorf("plain row %v: no ratio or ceiling against itself", s.t.Rows[0])
 	}
 }
