@@ -42,6 +42,7 @@ func (h *Handler) check(w http.ResponseWriter, r *http.Request, seg []string) bo
 		if errors.As(err, &ae) {
 			reason = "Authentication failed: " + ae.Reason
 		}
+		h.svc.NoteAuthenticationFailure()
 		w.Header().Set("WWW-Authenticate", `Bearer realm="pulsar"`)
 		writeError(w, http.StatusUnauthorized, reason)
 		return false
@@ -52,6 +53,7 @@ func (h *Handler) check(w http.ResponseWriter, r *http.Request, seg []string) bo
 	if err := h.authorize(r, seg, id.Role); err != nil {
 		var de *auth.DeniedError
 		if errors.As(err, &de) {
+			h.svc.NoteDenied("admin", de)
 			writeError(w, http.StatusForbidden, de.Error())
 		} else {
 			h.log.Warn("admin authorization failed", "err", err)

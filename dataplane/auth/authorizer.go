@@ -23,8 +23,15 @@ const (
 // ErrUnauthorized is wrapped by every denial.
 var ErrUnauthorized = errors.New("not authorized")
 
-// DeniedError is a denial with the reasons the client is told.
-type DeniedError struct{ Reasons []string }
+// DeniedError is a denial with the reasons the client is told, and the
+// request it answers (for the broker's log and metrics; Error does not
+// repeat them).
+type DeniedError struct {
+	Reasons  []string
+	Role     string
+	Action   Action
+	Resource string
+}
 
 func (e *DeniedError) Error() string { return "not authorized: " + strings.Join(e.Reasons, "; ") }
 
@@ -92,5 +99,5 @@ func (a *Authorizer) Authorize(ctx context.Context, r Request) error {
 	if d.Allow {
 		return nil
 	}
-	return &DeniedError{Reasons: d.Reasons}
+	return &DeniedError{Reasons: d.Reasons, Role: r.Role, Action: r.Action, Resource: r.Resource}
 }

@@ -25,6 +25,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"errors"
+	"sync"
 	"time"
 
 	pb "github.com/magnetar-dev/magnetar/api/pulsarwire"
@@ -86,6 +87,53 @@ func (s *Service) AuthzEnabled() bool { return s.cfg.Authenticator != nil && s.c
 
 // Authenticator returns the configured authenticator (nil: off).
 func (s *Service) Authenticator() *auth.Authenticator { return s.cfg.Authenticator }
+
+// NoteAuthenticationFailure counts an admin request refused for its
+// credentials (pulsar_authentication_failures_total, with the binary
+// protocol's refused connections).
+func (s *Service) NoteAuthenticationFailure() { s.metrics.authFailures.Inc() }
+
+// NoteDenied counts a refusal by the authorization policy on surface
+// ("binary" or "admin") and logs it, at most denialLogBurst lines per
+// denialLogWindow (a client retrying a refused request is not a log
+// flood); the lines left out are counted in the next one.
+func (s *Service) NoteDenied(surface string, de *auth.DeniedError) {
+	s.metrics.authzDenials.WithLabelValues(surface, string(de.Action)).Inc()
+	dl := &s.denialLog
+	dl.mu.Lock()
+	now := time.Now()
+	if now.Sub(dl.windowStart) >= denialLogWindow {
+		dl.windowStart, dl.logged = now, 0
+	}
+	if dl.logged >= denialLogBurst {
+		dl.suppressed++
+		dl.mu.Unlock()
+		return
+	}
+	dl.logged++
+	suppressed := dl.suppressed
+	dl.suppressed = 0
+	dl.mu.Unlock()
+	args := []any{"surface", surface, "role", de.Role, "action", string(de.Action), "resource", de.Resource, "reasons", de.Reasons}
+	if suppressed > 0 {
+		args = append(args, "denials_not_logged_before", suppressed)
+	}
+	s.log.Info("broker authorization denied", args...)
+}
+
+// denialLogBurst lines at most per denialLogWindow log refusals.
+const (
+	denialLogBurst  = 20
+	denialLogWindow = 10 * time.Second
+)
+
+// denialLog rate-limits NoteDenied's log lines.
+type denialLog struct {
+	mu          sync.Mutex
+	windowStart time.Time
+	logged      int
+	suppressed  int
+}
 
 // bumpAuthGen invalidates every connection's cached decisions.
 func (s *Service) bumpAuthGen() { s.authGen.Add(1) }
@@ -190,6 +238,9 @@ func (c *conn) authorize(ctx context.Context, action auth.Action, t TopicName, s
 	c.s.pw.mu.Unlock()
 	gen := c.s.authGen.Load()
 	if d, ok := c.authCache[key]; ok && live && d.gen == gen {
+		if d.err != nil {
+			c.s.metrics.authzDenials.WithLabelValues("binary", string(action)).Inc()
+		}
 		return d.err
 	}
 	err := c.s.AuthorizeTopic(ctx, c.identity().Role, action, t, sub)
@@ -197,6 +248,7 @@ func (c *conn) authorize(ctx context.Context, action auth.Action, t TopicName, s
 	switch {
 	case err == nil:
 	case errors.As(err, &denied):
+		c.s.NoteDenied("binary", denied)
 		err = protocol.ErrAuthorization.WithMessage(denied.Error())
 	default:
 		// Evaluation or store failures are not cached: the next request

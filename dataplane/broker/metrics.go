@@ -28,6 +28,7 @@ type metrics struct {
 	dispatchThrottled prometheus.Counter
 	rateRefused       *prometheus.CounterVec // by limit
 	authFailures      prometheus.Counter
+	authzDenials      *prometheus.CounterVec // by surface (binary, admin) and action
 	authRefreshes     prometheus.Counter
 	compactions       *prometheus.CounterVec // by outcome: success, error (compaction.go)
 	compactionRemoved prometheus.Counter
@@ -78,8 +79,11 @@ func newMetrics(s *Service) *metrics {
 		Name: "magnetar_load_manager_actions_total", Help: "Bundle unloads and splits ordered by the load manager (on the leader).",
 	}, []string{"action"})
 	m.authFailures = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "pulsar_authentication_failures_total", Help: "Connections refused because their credentials failed authentication.",
+		Name: "pulsar_authentication_failures_total", Help: "Connections and admin requests refused because their credentials failed authentication.",
 	})
+	m.authzDenials = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "magnetar_broker_authorization_denials_total", Help: "Requests the authorization policy refused, by surface (binary, admin) and action (produce, consume, lookup, tenant_admin, superuser).",
+	}, []string{"surface", "action"})
 	m.authRefreshes = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "magnetar_broker_auth_refreshes_total", Help: "Credentials refreshed on live connections (AUTH_RESPONSE).",
 	})
@@ -107,7 +111,7 @@ func newMetrics(s *Service) *metrics {
 		Name: "pulsar_topics_count", Help: "Topics open on this broker.",
 	}, func() float64 { return float64(len(s.openTopics())) })
 	m.reg.MustRegister(m.lookups, m.bundleAcquired, m.bundleReleased, m.topicLoads, m.inMessages, m.inBytes, m.publishSeconds,
-		m.outMessages, m.outBytes, m.sessionLost, m.loadManagerMoves, m.publishThrottled, m.dispatchThrottled, m.rateRefused, m.authFailures, m.authRefreshes, topics,
+		m.outMessages, m.outBytes, m.sessionLost, m.loadManagerMoves, m.publishThrottled, m.dispatchThrottled, m.rateRefused, m.authFailures, m.authzDenials, m.authRefreshes, topics,
 		m.compactions, m.compactionRemoved, m.compactionSeconds,
 		newReplCollector(s), newUsageCollector(m.usage),
 		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(forcedCycles)),

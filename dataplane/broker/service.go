@@ -63,6 +63,8 @@ type Service struct {
 	// authGen changes whenever a tenant or namespace record may have
 	// changed: cached authorization decisions of an older gen are stale.
 	authGen atomic.Uint64
+	// denialLog rate-limits the log lines of authorization refusals.
+	denialLog denialLog
 }
 
 // topicSlot is a registered topic: loaded (topic) or being opened (fut).

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -242,6 +243,40 @@ func TestSecurityTokensAndPermissions(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+
+	// Every refusal above is counted, by surface and action.
+	for series, least := range map[string]float64{
+		"pulsar_authentication_failures_total":                                               7, // two admin requests, five clients
+		`magnetar_broker_authorization_denials_total{action="lookup",surface="binary"}`:      1, // no grant at all
+		`magnetar_broker_authorization_denials_total{action="produce",surface="binary"}`:     1, // consume only
+		`magnetar_broker_authorization_denials_total{action="superuser",surface="admin"}`:    1,
+		`magnetar_broker_authorization_denials_total{action="tenant_admin",surface="admin"}`: 1,
+	} {
+		if got := metricValue(t, sc.s.WebServiceURL(), series); got < least {
+			t.Errorf("%s = %v, want at least %v", series, got, least)
+		}
+	}
+}
+
+// metricValue reads one series from base's /metrics (0 when absent).
+func metricValue(t *testing.T, base, series string) float64 {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return f
+		}
+	}
+	return 0
 }
 
 // TestSecurityTLS: pulsar+ssl:// and https:// serve with the configured
