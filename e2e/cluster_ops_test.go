@@ -59,16 +59,22 @@ func contains(xs []int, x int) bool {
 func (c *dataCluster) ownedBy(i int, bundle string) bool {
 	b := c.brokers[i]
 	var owned map[string]any
-	if getJSON("http://"+b.httpAddr+"/admin/v2/brokers/standalone/"+b.httpAddr+"/ownedNamespaces", &owned) != nil {
+	if c.getJSON("http://"+b.httpAddr+"/admin/v2/brokers/standalone/"+b.httpAddr+"/ownedNamespaces", &owned) != nil {
 		return false
 	}
 	_, ok := owned[bundle]
 	return ok
 }
 
-func put(t *testing.T, u string) {
+func put(t *testing.T, u string) { putWith(t, u, "") }
+
+// putWith PUTs u with a bearer token ("" for none) and wants a 2xx.
+func putWith(t *testing.T, u, token string) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPut, u, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("PUT %s: %v", u, err)
@@ -238,11 +244,14 @@ func TestBrokerMetadataCut(t *testing.T) {
 
 // TestLoadManagerShedsBundle gathers every bundle of a namespace with open
 // topics on one broker; the elected load manager then moves a bundle to the
-// idle broker, and the producers keep working.
+// idle broker, and the producers keep working. The brokers authenticate
+// and authorize, as provisioned clusters do: the load manager's call to
+// the bundle's owner, and a namespace unload forwarded to the other
+// broker, carry the brokers' internal credential.
 func TestLoadManagerShedsBundle(t *testing.T) {
-	c := newDataClusterFlags(t, 3, 2, nil, []string{"--load-shedding=true",
+	c := newAuthDataCluster(t, 3, 2, []string{"--load-shedding=true",
 		"--load-report-interval", "500ms", "--load-manager-interval", "1s"})
-	cl := newClusterClient(t, c.serviceURL())
+	cl := newClusterClientAuth(t, c.serviceURL(), c.clientAuth())
 	var producers []pulsar.Producer
 	for i := range 40 {
 		p, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: fmt.Sprintf("persistent://public/default/shed-%d", i)})
@@ -256,13 +265,13 @@ func TestLoadManagerShedsBundle(t *testing.T) {
 	var bundles struct {
 		Boundaries []string `json:"boundaries"`
 	}
-	if err := getJSON("http://"+c.brokers[0].httpAddr+"/admin/v2/namespaces/public/default/bundles", &bundles); err != nil {
+	if err := c.getJSON("http://"+c.brokers[0].httpAddr+"/admin/v2/namespaces/public/default/bundles", &bundles); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i+1 < len(bundles.Boundaries); i++ {
 		rng := bundles.Boundaries[i] + "_" + bundles.Boundaries[i+1]
 		if c.ownedBy(1, "public/default/"+rng) {
-			put(t, "http://"+c.brokers[1].httpAddr+"/admin/v2/namespaces/public/default/"+rng+"/unload?destinationBroker="+c.brokers[0].brokerAddr)
+			putWith(t, "http://"+c.brokers[1].httpAddr+"/admin/v2/namespaces/public/default/"+rng+"/unload?destinationBroker="+c.brokers[0].brokerAddr, c.token)
 		}
 	}
 	sendAll := func() {
@@ -279,7 +288,7 @@ func TestLoadManagerShedsBundle(t *testing.T) {
 	owned := func(i int) int {
 		b := c.brokers[i]
 		var m map[string]any
-		if getJSON("http://"+b.httpAddr+"/admin/v2/brokers/standalone/"+b.httpAddr+"/ownedNamespaces", &m) != nil {
+		if c.getJSON("http://"+b.httpAddr+"/admin/v2/brokers/standalone/"+b.httpAddr+"/ownedNamespaces", &m) != nil {
 			return -1
 		}
 		return len(m)
@@ -303,7 +312,7 @@ func TestLoadManagerShedsBundle(t *testing.T) {
 	if n1 < 1 {
 		t.Fatalf("broker 1 owns no bundle before the namespace unload (broker 0 owns %d)", n0)
 	}
-	put(t, "http://"+c.brokers[0].httpAddr+"/admin/v2/namespaces/public/default/unload")
+	putWith(t, "http://"+c.brokers[0].httpAddr+"/admin/v2/namespaces/public/default/unload", c.token)
 	r0, r1 := c.metricSum(t, unloads, 1)-b0, c.metricSum(t, unloads, 0)-b1
 	if r0 < float64(n0) || r1 < float64(n1) {
 		t.Fatalf("namespace unload asked of broker 0: broker 0 released %v of its %d bundles, broker 1 %v of its %d", r0, n0, r1, n1)

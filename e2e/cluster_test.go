@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/magnetar-dev/magnetar/dataplane/auth"
 )
 
 // dataCluster is a storage cluster (real etcd, three `magnetar bookie`
@@ -22,6 +25,9 @@ import (
 type dataCluster struct {
 	*storageCluster
 	brokers []*brokerProc
+	// token is a superuser's token when the brokers authenticate
+	// (newAuthDataCluster); "" otherwise.
+	token string
 }
 
 type brokerProc struct {
@@ -44,8 +50,32 @@ func newDataClusterWith(t *testing.T, bookies, brokers int, metadataURL func(c *
 }
 
 func newDataClusterFlags(t *testing.T, bookies, brokers int, metadataURL func(c *dataCluster, i int) string, flags []string) *dataCluster {
+	return startDataCluster(t, bookies, brokers, metadataURL, flags, "")
+}
+
+// newAuthDataCluster starts brokers with token authentication and
+// authorization on (an HS256 secret key, superuser role "admin"); the
+// cluster's token is the superuser's.
+func newAuthDataCluster(t *testing.T, bookies, brokers int, flags []string) *dataCluster {
+	key, err := auth.NewSecretKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(t.TempDir(), "secret.key")
+	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := auth.Mint(key, auth.MintOptions{Subject: "admin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	flags = append(slices.Clone(flags), "--auth-token-secret-key", keyFile, "--authorization", "--superuser-roles", "admin")
+	return startDataCluster(t, bookies, brokers, nil, flags, tok)
+}
+
+func startDataCluster(t *testing.T, bookies, brokers int, metadataURL func(c *dataCluster, i int) string, flags []string, token string) *dataCluster {
 	// A real three-member etcd cluster of `magnetar metadata` processes.
-	c := &dataCluster{storageCluster: newStorageClusterOnEtcdCluster(t, bookies)}
+	c := &dataCluster{storageCluster: newStorageClusterOnEtcdCluster(t, bookies), token: token}
 	for i := range brokers {
 		md := c.etcdURL
 		if metadataURL != nil {
@@ -61,9 +91,22 @@ func newDataClusterFlags(t *testing.T, bookies, brokers int, metadataURL func(c 
 	}
 	waitFor(t, "all brokers registered", 30*time.Second, func() bool {
 		var list []string
-		return getJSON("http://"+c.brokers[0].httpAddr+"/admin/v2/brokers/standalone", &list) == nil && len(list) == brokers
+		return c.getJSON("http://"+c.brokers[0].httpAddr+"/admin/v2/brokers/standalone", &list) == nil && len(list) == brokers
 	})
 	return c
+}
+
+// getJSON is getJSON with the cluster's token, if any.
+func (c *dataCluster) getJSON(u string, v any) error {
+	return getJSONWith(u, c.token, v)
+}
+
+// clientAuth is the Pulsar client's authentication for the cluster.
+func (c *dataCluster) clientAuth() pulsar.Authentication {
+	if c.token == "" {
+		return nil
+	}
+	return pulsar.NewAuthenticationToken(c.token)
 }
 
 func httpOK(u string) bool {
@@ -75,8 +118,18 @@ func httpOK(u string) bool {
 	return resp.StatusCode == http.StatusOK
 }
 
-func getJSON(u string, v any) error {
-	resp, err := http.Get(u)
+func getJSON(u string, v any) error { return getJSONWith(u, "", v) }
+
+// getJSONWith GETs u with a bearer token ("" for none) and decodes v.
+func getJSONWith(u, token string, v any) error {
+	req, err := http.NewRequest(http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err
 	}
@@ -114,9 +167,13 @@ func (c *dataCluster) owner(t *testing.T, topic string, alive ...int) int {
 }
 
 func newClusterClient(t *testing.T, url string) pulsar.Client {
+	return newClusterClientAuth(t, url, nil)
+}
+
+func newClusterClientAuth(t *testing.T, url string, a pulsar.Authentication) pulsar.Client {
 	t.Helper()
 	cl, err := pulsar.NewClient(pulsar.ClientOptions{
-		URL: url, OperationTimeout: 60 * time.Second, ConnectionTimeout: 3 * time.Second,
+		URL: url, OperationTimeout: 60 * time.Second, ConnectionTimeout: 3 * time.Second, Authentication: a,
 		// A paused broker keeps its TCP connections open: the client finds
 		// out through its keep-alive pings (default 30s).
 		KeepAliveInterval: 3 * time.Second,

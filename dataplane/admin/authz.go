@@ -5,7 +5,9 @@ package admin
 // Pulsar's: "Authorization: Bearer <token>", "Authorization: Basic ...", or
 // the verified client certificate on the HTTPS listener. A request without
 // valid credentials is answered 401 before its body is read; one the policy
-// denies 403, both with Pulsar's {"reason": ...} body.
+// denies 403, both with Pulsar's {"reason": ...} body. Calls from the
+// cluster's other brokers carry broker.InternalTokenHeader instead and act
+// as a superuser when it is valid (broker/internalauth.go).
 //
 // What each route needs follows Pulsar's broker: superuser for clusters,
 // tenants and broker configuration writes; tenant admin for a tenant's
@@ -33,6 +35,19 @@ func open(seg []string) bool {
 func (h *Handler) check(w http.ResponseWriter, r *http.Request, seg []string) bool {
 	a := h.svc.Authenticator()
 	if a == nil || open(seg) {
+		return true
+	}
+	if tok := r.Header.Get(broker.InternalTokenHeader); tok != "" {
+		// Another broker of the cluster (broker/internalauth.go): a
+		// superuser when its credential is valid, refused otherwise.
+		from, err := h.svc.VerifyInternal(r.Context(), tok)
+		if err != nil {
+			h.svc.NoteAuthenticationFailure()
+			h.log.Warn("admin refused an internal call", "err", err)
+			writeError(w, http.StatusUnauthorized, "Authentication failed: invalid internal broker credential")
+			return false
+		}
+		h.log.Debug("admin internal call", "from", from, "method", r.Method, "path", r.URL.Path)
 		return true
 	}
 	id, err := a.AuthenticateHTTP(r)

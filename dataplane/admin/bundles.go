@@ -201,6 +201,10 @@ func (h *Handler) unloadNamespace(q *request, tenant, ns string) error {
 		}
 		u := strings.TrimSuffix(owner.HTTPURL, "/") + "/admin/v2/namespaces/" + tenant + "/" + ns + "/" + r.String() + "/unload"
 		req, err := http.NewRequestWithContext(q.ctx, http.MethodPut, u, nil)
+		if err == nil {
+			// The caller was authorized here; the owner trusts this broker.
+			err = h.svc.SignInternal(req)
+		}
 		if err != nil {
 			errs = append(errs, err)
 			continue

@@ -160,6 +160,9 @@ func (lm *loadManager) apply(ctx context.Context, d loadDecision) error {
 	if err != nil {
 		return err
 	}
+	if err := lm.o.s.SignInternal(req); err != nil {
+		return err
+	}
 	resp, err := lm.client.Do(req)
 	if err != nil {
 		return err

@@ -65,6 +65,9 @@ type Service struct {
 	authGen atomic.Uint64
 	// denialLog rate-limits the log lines of authorization refusals.
 	denialLog denialLog
+	// internalKey signs and checks calls between the cluster's brokers
+	// (internalauth.go).
+	internalKey internalKey
 }
 
 // topicSlot is a registered topic: loaded (topic) or being opened (fut).

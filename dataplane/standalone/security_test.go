@@ -21,6 +21,7 @@ import (
 
 	"github.com/magnetar-dev/magnetar/dataplane/auth"
 	"github.com/magnetar-dev/magnetar/dataplane/auth/authtest"
+	"github.com/magnetar-dev/magnetar/dataplane/broker"
 	"github.com/magnetar-dev/magnetar/dataplane/standalone"
 	"github.com/magnetar-dev/magnetar/dataplane/standalone/standalonetest"
 	"github.com/magnetar-dev/magnetar/policy"
@@ -92,6 +93,12 @@ func (sc *secured) admin(t *testing.T, method, path, token, body string) (int, s
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	return do(t, req)
+}
+
+// do sends req and returns its status and body.
+func do(t *testing.T, req *http.Request) (int, string) {
+	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -419,5 +426,31 @@ func TestSecurityTokenRefresh(t *testing.T) {
 	}
 	if minted.Load() <= first {
 		t.Fatalf("the client was never challenged: %d tokens minted", minted.Load())
+	}
+}
+
+// TestSecurityInternalBrokerCredential: a call signed by a broker of the
+// cluster (broker.SignInternal) is a superuser's; a garbage credential, or
+// a token signed with another key, is refused with 401.
+func TestSecurityInternalBrokerCredential(t *testing.T) {
+	sc := startSecured(t)
+	call := func(sign func(*http.Request)) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, sc.s.WebServiceURL()+"/admin/v2/tenants", nil)
+		sign(req)
+		return do(t, req)
+	}
+	if code, body := call(func(r *http.Request) {
+		if err := sc.s.Broker().SignInternal(r); err != nil {
+			t.Fatal(err)
+		}
+	}); code != http.StatusOK {
+		t.Fatalf("internal call: %d %s", code, body)
+	}
+	forged, _ := auth.Mint(sc.secret, auth.MintOptions{Subject: "broker", Audience: "magnetar-broker-internal", Expiry: time.Minute})
+	for name, tok := range map[string]string{"garbage": "not-a-jwt", "signed with the clients' key": forged} {
+		code, body := call(func(r *http.Request) { r.Header.Set(broker.InternalTokenHeader, tok) })
+		if code != http.StatusUnauthorized || !strings.Contains(body, "invalid internal broker credential") {
+			t.Errorf("%s: %d %s, want 401", name, code, body)
+		}
 	}
 }
