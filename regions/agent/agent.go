@@ -147,9 +147,12 @@ func (c *Config) Validate() error {
 
 // Agent reconciles one region. See the package doc.
 type Agent struct {
-	cfg  Config
-	log  *slog.Logger
-	conn *grpc.ClientConn
+	cfg Config
+	log *slog.Logger
+	// grantsDone is what each tenant's and namespace's grants were last
+	// made to match (dataplaneauth.go); owned by the grant loop.
+	grantsDone map[string]grantMark
+	conn       *grpc.ClientConn
 	// userConn carries the failover endpoint's requests with the callers'
 	// credentials (no operator key).
 	userConn *grpc.ClientConn

@@ -13,7 +13,10 @@ package agent
 // Role bindings become Pulsar permissions: every grantInterval the agent
 // reads the role bindings of the organizations whose clusters it runs and
 // makes each namespace's permissions and each tenant's admin roles match
-// them (grants below), as Pulsar roles issuer.Role(member):
+// them (grants below), as Pulsar roles issuer.Role(member). A resource
+// whose grants were made to match is not read again while its grants, its
+// spec as applied and its cluster's admin URL stay the same, for up to
+// grantResync:
 //
 //   - roles/pulsar.producer on a namespace or above it (its tenant, its
 //     cluster, the organization): "produce" on the namespace;
@@ -42,6 +45,7 @@ import (
 	"github.com/magnetar-dev/magnetar/internal/atomicfile"
 	"github.com/magnetar-dev/magnetar/regions/provisioner"
 	"github.com/magnetar-dev/magnetar/regions/pulsaradmin"
+	"google.golang.org/protobuf/proto"
 )
 
 // operatorRolePrefix starts the data-plane role of every control-plane
@@ -50,6 +54,31 @@ const operatorRolePrefix = "operators:"
 
 // grantInterval is the period of the role bindings' sync.
 const grantInterval = 5 * time.Second
+
+// grantResync is how long a tenant's or namespace's grants, once made to
+// match, are trusted without reading them back from the data plane while
+// nothing the agent knows of changed (the role bindings, the resource as
+// applied, the cluster's admin URL). Reading them back repairs changes
+// made behind the agent's back, such as a tenant admin revoking a managed
+// role, within this time.
+const grantResync = time.Minute
+
+// grantMark is what a tenant's or namespace's grants in a data plane were
+// last made to match.
+type grantMark struct {
+	want     string        // the managed grants, canonical
+	applied  proto.Message // the resource's spec as last applied: a re-created namespace is another one
+	adminURL string
+	at       time.Time
+}
+
+// grantsCurrent reports whether name's grants were made to match want
+// recently enough to be trusted (grantResync). Called only from the grant
+// loop's goroutine, which owns a.grantsDone.
+func (a *Agent) grantsCurrent(name, want string, applied proto.Message, adminURL string, now time.Time) bool {
+	m, ok := a.grantsDone[name]
+	return ok && m.want == want && m.applied == applied && m.adminURL == adminURL && now.Sub(m.at) < grantResync
+}
 
 // clusterAuth is the Auth of cluster's spec when DataPlaneAuth is on.
 func (a *Agent) clusterAuth(ctx context.Context, cluster string) (*provisioner.Auth, error) {
@@ -168,8 +197,9 @@ func (a *Agent) grantLoop(ctx context.Context) {
 func (a *Agent) syncGrants(ctx context.Context) error {
 	type target struct {
 		cluster, adminURL string
-		tenants           map[string]bool // resource names
-		namespaces        map[string]bool
+		// tenants and namespaces map resource names to the spec last
+		// applied.
+		tenants, namespaces map[string]proto.Message
 	}
 	byOrg := map[string][]*target{}
 	a.mu.Lock()
@@ -178,7 +208,7 @@ func (a *Agent) syncGrants(ctx context.Context) error {
 		if e.deleted || e.adminURL == "" {
 			continue
 		}
-		t := &target{cluster: name, adminURL: e.adminURL, tenants: map[string]bool{}, namespaces: map[string]bool{}}
+		t := &target{cluster: name, adminURL: e.adminURL, tenants: map[string]proto.Message{}, namespaces: map[string]proto.Message{}}
 		clusters[name] = t
 		org := strings.Join(strings.Split(name, "/")[:2], "/")
 		byOrg[org] = append(byOrg[org], t)
@@ -193,12 +223,21 @@ func (a *Agent) syncGrants(ctx context.Context) error {
 		}
 		switch {
 		case e.change.GetNamespace() != nil:
-			t.namespaces[name] = true
+			t.namespaces[name] = e.applied
 		case e.change.GetTenant() != nil:
-			t.tenants[name] = true
+			t.tenants[name] = e.applied
 		}
 	}
 	a.mu.Unlock()
+	if a.grantsDone == nil {
+		a.grantsDone = map[string]grantMark{}
+	}
+	for name := range a.grantsDone { // resources gone, or no longer ready
+		t := clusters[clusterOf(name)]
+		if t == nil || (t.tenants[name] == nil && t.namespaces[name] == nil) {
+			delete(a.grantsDone, name)
+		}
+	}
 	iam := cpv1.NewRoleBindingsClient(a.conn)
 	var errs []error
 	for org, targets := range byOrg {
@@ -226,14 +265,22 @@ func (a *Agent) syncGrants(ctx context.Context) error {
 
 // applyGrants makes one cluster's tenant admins and namespace permissions
 // match g.
-func (a *Agent) applyGrants(ctx context.Context, cluster, adminURL string, g grants, tenants, namespaces map[string]bool) error {
+func (a *Agent) applyGrants(ctx context.Context, cluster, adminURL string, g grants, tenants, namespaces map[string]proto.Message) error {
 	c, err := pulsaradmin.New(adminURL, append([]pulsaradmin.Option{
 		pulsaradmin.WithHTTPClient(&http.Client{Timeout: pulsaradmin.DefaultTimeout, Transport: a.adminTransport})}, a.adminAuth(cluster)...)...)
 	if err != nil {
 		return err
 	}
+	now := a.cfg.Now()
+	done := func(name, want string, applied proto.Message) {
+		a.grantsDone[name] = grantMark{want: want, applied: applied, adminURL: adminURL, at: now}
+	}
 	var errs []error
-	for name := range tenants {
+	for name, applied := range tenants {
+		mark := strings.Join(g.tenantAdmins(name), ",")
+		if a.grantsCurrent(name, mark, applied, adminURL, now) {
+			continue
+		}
 		segs := strings.Split(name, "/")
 		tenant := segs[5]
 		info, err := c.GetTenant(ctx, tenant)
@@ -256,8 +303,14 @@ func (a *Agent) applyGrants(ctx context.Context, cluster, adminURL string, g gra
 		if len(did) > 0 {
 			a.log.Info("agent: tenant admins set from role bindings", "tenant", name, "admin_roles", want)
 		}
+		done(name, mark, applied)
 	}
-	for name := range namespaces {
+	for name, applied := range namespaces {
+		want := g.namespace(name)
+		mark := fmt.Sprint(want) // fmt prints maps sorted by key
+		if a.grantsCurrent(name, mark, applied, adminURL, now) {
+			continue
+		}
 		segs := strings.Split(name, "/")
 		tenant, ns := segs[5], segs[7]
 		have, err := c.NamespacePermissions(ctx, tenant, ns)
@@ -265,7 +318,7 @@ func (a *Agent) applyGrants(ctx context.Context, cluster, adminURL string, g gra
 			errs = append(errs, fmt.Errorf("namespace %s/%s: %w", tenant, ns, err))
 			continue
 		}
-		want := g.namespace(name)
+		failed := false
 		for role, actions := range want {
 			cur := slices.Clone(have[role])
 			slices.Sort(cur)
@@ -274,6 +327,7 @@ func (a *Agent) applyGrants(ctx context.Context, cluster, adminURL string, g gra
 			}
 			if err := c.GrantNamespace(ctx, tenant, ns, role, actions); err != nil {
 				errs = append(errs, fmt.Errorf("grant %s on %s/%s: %w", role, tenant, ns, err))
+				failed = true
 				continue
 			}
 			a.log.Info("agent: permission granted from role bindings", "namespace", name, "role", role, "actions", actions)
@@ -284,9 +338,13 @@ func (a *Agent) applyGrants(ctx context.Context, cluster, adminURL string, g gra
 			}
 			if err := c.RevokeNamespace(ctx, tenant, ns, role); err != nil {
 				errs = append(errs, fmt.Errorf("revoke %s on %s/%s: %w", role, tenant, ns, err))
+				failed = true
 				continue
 			}
 			a.log.Info("agent: permission revoked (no role binding)", "namespace", name, "role", role)
+		}
+		if !failed {
+			done(name, mark, applied)
 		}
 	}
 	return errors.Join(errs...)

@@ -3,6 +3,7 @@ package agent
 import (
 	"reflect"
 	"testing"
+	"time"
 
 	cpv1 "github.com/magnetar-dev/magnetar/api/controlplane/v1"
 )
@@ -42,5 +43,35 @@ func TestGrantsFromRoleBindings(t *testing.T) {
 	}
 	if !managedRole("organizations:acme:serviceAccounts:x") || managedRole("admin") {
 		t.Error("managedRole")
+	}
+}
+
+// TestGrantsCurrent: a resource's grants are trusted only while its wanted
+// grants, its spec as applied (by identity: a re-created namespace is
+// another one) and its cluster's admin URL are those they were made to
+// match, and for at most grantResync.
+func TestGrantsCurrent(t *testing.T) {
+	t0 := time.Now()
+	spec := &cpv1.Namespace{}
+	a := &Agent{grantsDone: map[string]grantMark{"ns": {want: "w", applied: spec, adminURL: "u", at: t0}}}
+	for _, c := range []struct {
+		name, want string
+		applied    *cpv1.Namespace
+		url        string
+		at         time.Time
+		current    bool
+	}{
+		{"unchanged", "w", spec, "u", t0.Add(grantResync - time.Second), true},
+		{"too old", "w", spec, "u", t0.Add(grantResync), false},
+		{"bindings changed", "w2", spec, "u", t0, false},
+		{"re-applied", "w", &cpv1.Namespace{}, "u", t0, false},
+		{"another admin URL", "w", spec, "u2", t0, false},
+	} {
+		if got := a.grantsCurrent("ns", c.want, c.applied, c.url, c.at); got != c.current {
+			t.Errorf("%s: current %v, want %v", c.name, got, c.current)
+		}
+	}
+	if a.grantsCurrent("other", "w", spec, "u", t0) {
+		t.Error("a resource never synced is current")
 	}
 }
