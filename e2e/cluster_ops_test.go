@@ -23,11 +23,11 @@ func (c *dataCluster) lookupsServed(t *testing.T, skip ...int) float64 {
 func (c *dataCluster) metricSum(t *testing.T, prefix string, skip ...int) float64 {
 	t.Helper()
 	total := 0.0
-	for i, b := range c.brokers {
+	for i := range c.brokers {
 		if contains(skip, i) {
 			continue
 		}
-		resp, err := http.Get("http://" + b.httpAddr + "/metrics")
+		resp, err := c.hc.Get(c.web(i) + "/metrics")
 		if err != nil {
 			t.Fatalf("metrics of broker %d: %v", i, err)
 		}
@@ -59,23 +59,30 @@ func contains(xs []int, x int) bool {
 func (c *dataCluster) ownedBy(i int, bundle string) bool {
 	b := c.brokers[i]
 	var owned map[string]any
-	if c.getJSON("http://"+b.httpAddr+"/admin/v2/brokers/standalone/"+b.httpAddr+"/ownedNamespaces", &owned) != nil {
+	if c.getJSON(c.web(i)+"/admin/v2/brokers/standalone/"+b.httpAddr+"/ownedNamespaces", &owned) != nil {
 		return false
 	}
 	_, ok := owned[bundle]
 	return ok
 }
 
-func put(t *testing.T, u string) { putWith(t, u, "") }
+func put(t *testing.T, u string) { putWith(t, http.DefaultClient, u, "") }
 
-// putWith PUTs u with a bearer token ("" for none) and wants a 2xx.
-func putWith(t *testing.T, u, token string) {
+// put PUTs u with the cluster's HTTP client and token and wants a 2xx.
+func (c *dataCluster) put(t *testing.T, u string) {
+	t.Helper()
+	putWith(t, c.hc, u, c.token)
+}
+
+// putWith PUTs u through hc with a bearer token ("" for none) and wants a
+// 2xx.
+func putWith(t *testing.T, hc *http.Client, u, token string) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPut, u, nil)
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		t.Fatalf("PUT %s: %v", u, err)
 	}
@@ -247,11 +254,24 @@ func TestBrokerMetadataCut(t *testing.T) {
 // idle broker, and the producers keep working. The brokers authenticate
 // and authorize, as provisioned clusters do: the load manager's call to
 // the bundle's owner, and a namespace unload forwarded to the other
-// broker, carry the brokers' internal credential.
+// broker, carry the brokers' internal credential. In "tls-only" the
+// brokers serve pulsar+ssl:// and https:// only: those calls go over
+// https:// (--broker-client-tls-trust-certs-file), and the clients moved
+// by an unload are sent to the new owner's pulsar+ssl:// URL.
 func TestLoadManagerShedsBundle(t *testing.T) {
+	for _, tlsOnly := range []bool{false, true} {
+		name := "token"
+		if tlsOnly {
+			name = "tls-only"
+		}
+		t.Run(name, func(t *testing.T) { testLoadManagerShedsBundle(t, tlsOnly) })
+	}
+}
+
+func testLoadManagerShedsBundle(t *testing.T, tlsOnly bool) {
 	c := newAuthDataCluster(t, 3, 2, []string{"--load-shedding=true",
-		"--load-report-interval", "500ms", "--load-manager-interval", "1s"})
-	cl := newClusterClientAuth(t, c.serviceURL(), c.clientAuth())
+		"--load-report-interval", "500ms", "--load-manager-interval", "1s"}, tlsOnly)
+	cl := newClusterClientAuth(t, c.serviceURL(), c.clientAuth(), c.caFile)
 	var producers []pulsar.Producer
 	for i := range 40 {
 		p, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: fmt.Sprintf("persistent://public/default/shed-%d", i)})
@@ -261,17 +281,21 @@ func TestLoadManagerShedsBundle(t *testing.T) {
 		defer p.Close()
 		producers = append(producers, p)
 	}
-	// Move every bundle broker 1 owns to broker 0.
+	// Move every bundle broker 1 owns to broker 0. The producers are
+	// sent to broker 0's URL of their kind (pulsar+ssl:// ones included),
+	// so they reconnect without looking their topics up again.
+	lookups := func() float64 { return c.metricSum(t, "pulsar_lookup_answers_total") }
+	lookupsBefore := lookups()
 	var bundles struct {
 		Boundaries []string `json:"boundaries"`
 	}
-	if err := c.getJSON("http://"+c.brokers[0].httpAddr+"/admin/v2/namespaces/public/default/bundles", &bundles); err != nil {
+	if err := c.getJSON(c.web(0)+"/admin/v2/namespaces/public/default/bundles", &bundles); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i+1 < len(bundles.Boundaries); i++ {
 		rng := bundles.Boundaries[i] + "_" + bundles.Boundaries[i+1]
 		if c.ownedBy(1, "public/default/"+rng) {
-			putWith(t, "http://"+c.brokers[1].httpAddr+"/admin/v2/namespaces/public/default/"+rng+"/unload?destinationBroker="+c.brokers[0].brokerAddr, c.token)
+			c.put(t, c.web(1)+"/admin/v2/namespaces/public/default/"+rng+"/unload?destinationBroker="+c.brokers[0].brokerAddr)
 		}
 	}
 	sendAll := func() {
@@ -285,10 +309,14 @@ func TestLoadManagerShedsBundle(t *testing.T) {
 		}
 	}
 	sendAll() // reconnects every producer to broker 0 (the bundles' owner now)
+	t.Logf("lookups during the move: %v", lookups()-lookupsBefore)
+	if n := lookups() - lookupsBefore; n > 2 {
+		t.Errorf("%v lookups while producers moved to the broker they were sent to, want none (a retry or two at most)", n)
+	}
 	owned := func(i int) int {
 		b := c.brokers[i]
 		var m map[string]any
-		if c.getJSON("http://"+b.httpAddr+"/admin/v2/brokers/standalone/"+b.httpAddr+"/ownedNamespaces", &m) != nil {
+		if c.getJSON(c.web(i)+"/admin/v2/brokers/standalone/"+b.httpAddr+"/ownedNamespaces", &m) != nil {
 			return -1
 		}
 		return len(m)
@@ -312,7 +340,7 @@ func TestLoadManagerShedsBundle(t *testing.T) {
 	if n1 < 1 {
 		t.Fatalf("broker 1 owns no bundle before the namespace unload (broker 0 owns %d)", n0)
 	}
-	putWith(t, "http://"+c.brokers[0].httpAddr+"/admin/v2/namespaces/public/default/unload", c.token)
+	c.put(t, c.web(0)+"/admin/v2/namespaces/public/default/unload")
 	r0, r1 := c.metricSum(t, unloads, 1)-b0, c.metricSum(t, unloads, 0)-b1
 	if r0 < float64(n0) || r1 < float64(n1) {
 		t.Fatalf("namespace unload asked of broker 0: broker 0 released %v of its %d bundles, broker 1 %v of its %d", r0, n0, r1, n1)

@@ -2,7 +2,10 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,6 +21,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/magnetar-dev/magnetar/dataplane/auth"
+	"github.com/magnetar-dev/magnetar/internal/pki"
 )
 
 // dataCluster is a storage cluster (real etcd, three `magnetar bookie`
@@ -28,6 +32,11 @@ type dataCluster struct {
 	// token is a superuser's token when the brokers authenticate
 	// (newAuthDataCluster); "" otherwise.
 	token string
+	// caFile is the CA of the brokers' certificates when they serve TLS
+	// only ("" when they serve plain text), and hc the HTTP client
+	// trusting it.
+	caFile string
+	hc     *http.Client
 }
 
 type brokerProc struct {
@@ -50,18 +59,21 @@ func newDataClusterWith(t *testing.T, bookies, brokers int, metadataURL func(c *
 }
 
 func newDataClusterFlags(t *testing.T, bookies, brokers int, metadataURL func(c *dataCluster, i int) string, flags []string) *dataCluster {
-	return startDataCluster(t, bookies, brokers, metadataURL, flags, "")
+	return startDataCluster(t, bookies, brokers, metadataURL, flags, clusterSecurity{})
 }
 
 // newAuthDataCluster starts brokers with token authentication and
-// authorization on (an HS256 secret key, superuser role "admin"); the
-// cluster's token is the superuser's.
-func newAuthDataCluster(t *testing.T, bookies, brokers int, flags []string) *dataCluster {
+// authorization on (an HS256 secret key, superuser role "admin"; the
+// cluster's token is the superuser's) and, with tlsOnly, serving
+// pulsar+ssl:// and https:// only, with certificates of a CA made for the
+// cluster, which they also trust for their calls to each other.
+func newAuthDataCluster(t *testing.T, bookies, brokers int, flags []string, tlsOnly bool) *dataCluster {
+	dir := t.TempDir()
 	key, err := auth.NewSecretKey()
 	if err != nil {
 		t.Fatal(err)
 	}
-	keyFile := filepath.Join(t.TempDir(), "secret.key")
+	keyFile := filepath.Join(dir, "secret.key")
 	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -70,12 +82,40 @@ func newAuthDataCluster(t *testing.T, bookies, brokers int, flags []string) *dat
 		t.Fatal(err)
 	}
 	flags = append(slices.Clone(flags), "--auth-token-secret-key", keyFile, "--authorization", "--superuser-roles", "admin")
-	return startDataCluster(t, bookies, brokers, nil, flags, tok)
+	sec := clusterSecurity{token: tok}
+	if tlsOnly {
+		ca, err := pki.Create("e2e data cluster", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaf, err := ca.Issue("broker", []string{"127.0.0.1", "localhost"}, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sec.caFile = filepath.Join(dir, "ca.pem")
+		certFile, keyFile := filepath.Join(dir, "broker.pem"), filepath.Join(dir, "broker-key.pem")
+		if err := errors.Join(os.WriteFile(sec.caFile, ca.CertPEM, 0o600), pki.WriteLeaf(leaf, certFile, keyFile)); err != nil {
+			t.Fatal(err)
+		}
+		flags = append(flags, "--tls-cert-file", certFile, "--tls-key-file", keyFile, "--broker-client-tls-trust-certs-file", sec.caFile)
+	}
+	return startDataCluster(t, bookies, brokers, nil, flags, sec)
 }
 
-func startDataCluster(t *testing.T, bookies, brokers int, metadataURL func(c *dataCluster, i int) string, flags []string, token string) *dataCluster {
+// clusterSecurity is what newAuthDataCluster secured a cluster with.
+type clusterSecurity struct{ token, caFile string }
+
+func startDataCluster(t *testing.T, bookies, brokers int, metadataURL func(c *dataCluster, i int) string, flags []string, sec clusterSecurity) *dataCluster {
 	// A real three-member etcd cluster of `magnetar metadata` processes.
-	c := &dataCluster{storageCluster: newStorageClusterOnEtcdCluster(t, bookies), token: token}
+	c := &dataCluster{storageCluster: newStorageClusterOnEtcdCluster(t, bookies), token: sec.token, caFile: sec.caFile, hc: http.DefaultClient}
+	if sec.caFile != "" {
+		pool := x509.NewCertPool()
+		pem, err := os.ReadFile(sec.caFile)
+		if err != nil || !pool.AppendCertsFromPEM(pem) {
+			t.Fatalf("CA %s: %v", sec.caFile, err)
+		}
+		c.hc = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	}
 	for i := range brokers {
 		md := c.etcdURL
 		if metadataURL != nil {
@@ -83,22 +123,34 @@ func startDataCluster(t *testing.T, bookies, brokers int, metadataURL func(c *da
 		}
 		b := &brokerProc{brokerAddr: FreeAddr(t), httpAddr: FreeAddr(t)}
 		args := append([]string{"broker", "--metadata", md, "--broker-addr", b.brokerAddr, "--http-addr", b.httpAddr}, flags...)
+		if sec.caFile != "" { // the same addresses, TLS only
+			args = append(args, "--broker-addr", "off", "--http-addr", "off", "--tls-addr", b.brokerAddr, "--https-addr", b.httpAddr)
+		}
 		b.Process = Start(t, fmt.Sprintf("broker-%d", i), args...)
 		c.brokers = append(c.brokers, b)
 	}
-	for _, b := range c.brokers {
-		waitFor(t, "broker health", 60*time.Second, func() bool { return httpOK("http://" + b.httpAddr + "/admin/v2/brokers/health") })
+	for i := range c.brokers {
+		waitFor(t, "broker health", 60*time.Second, func() bool { return httpOKWith(c.hc, c.web(i)+"/admin/v2/brokers/health") })
 	}
 	waitFor(t, "all brokers registered", 30*time.Second, func() bool {
 		var list []string
-		return c.getJSON("http://"+c.brokers[0].httpAddr+"/admin/v2/brokers/standalone", &list) == nil && len(list) == brokers
+		return c.getJSON(c.web(0)+"/admin/v2/brokers/standalone", &list) == nil && len(list) == brokers
 	})
 	return c
 }
 
-// getJSON is getJSON with the cluster's token, if any.
+// web is broker i's admin URL: http://, or https:// when the cluster
+// serves TLS only.
+func (c *dataCluster) web(i int) string {
+	if c.caFile != "" {
+		return "https://" + c.brokers[i].httpAddr
+	}
+	return "http://" + c.brokers[i].httpAddr
+}
+
+// getJSON is getJSON with the cluster's HTTP client and token.
 func (c *dataCluster) getJSON(u string, v any) error {
-	return getJSONWith(u, c.token, v)
+	return getJSONWith(c.hc, u, c.token, v)
 }
 
 // clientAuth is the Pulsar client's authentication for the cluster.
@@ -109,8 +161,10 @@ func (c *dataCluster) clientAuth() pulsar.Authentication {
 	return pulsar.NewAuthenticationToken(c.token)
 }
 
-func httpOK(u string) bool {
-	resp, err := http.Get(u)
+func httpOK(u string) bool { return httpOKWith(http.DefaultClient, u) }
+
+func httpOKWith(hc *http.Client, u string) bool {
+	resp, err := hc.Get(u)
 	if err != nil {
 		return false
 	}
@@ -118,10 +172,11 @@ func httpOK(u string) bool {
 	return resp.StatusCode == http.StatusOK
 }
 
-func getJSON(u string, v any) error { return getJSONWith(u, "", v) }
+func getJSON(u string, v any) error { return getJSONWith(http.DefaultClient, u, "", v) }
 
-// getJSONWith GETs u with a bearer token ("" for none) and decodes v.
-func getJSONWith(u, token string, v any) error {
+// getJSONWith GETs u through hc with a bearer token ("" for none) and
+// decodes v.
+func getJSONWith(hc *http.Client, u, token string, v any) error {
 	req, err := http.NewRequest(http.MethodGet, u, nil)
 	if err != nil {
 		return err
@@ -129,7 +184,7 @@ func getJSONWith(u, token string, v any) error {
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return err
 	}
@@ -146,6 +201,9 @@ func (c *dataCluster) serviceURL() string {
 	addrs := make([]string, len(c.brokers))
 	for i, b := range c.brokers {
 		addrs[i] = b.brokerAddr
+	}
+	if c.caFile != "" {
+		return "pulsar+ssl://" + strings.Join(addrs, ",")
 	}
 	return "pulsar://" + strings.Join(addrs, ",")
 }
@@ -167,13 +225,16 @@ func (c *dataCluster) owner(t *testing.T, topic string, alive ...int) int {
 }
 
 func newClusterClient(t *testing.T, url string) pulsar.Client {
-	return newClusterClientAuth(t, url, nil)
+	return newClusterClientAuth(t, url, nil, "")
 }
 
-func newClusterClientAuth(t *testing.T, url string, a pulsar.Authentication) pulsar.Client {
+// newClusterClientAuth is newClusterClient with authentication and, for
+// pulsar+ssl:// URLs, the CA file to trust.
+func newClusterClientAuth(t *testing.T, url string, a pulsar.Authentication, caFile string) pulsar.Client {
 	t.Helper()
 	cl, err := pulsar.NewClient(pulsar.ClientOptions{
 		URL: url, OperationTimeout: 60 * time.Second, ConnectionTimeout: 3 * time.Second, Authentication: a,
+		TLSTrustCertsFilePath: caFile,
 		// A paused broker keeps its TCP connections open: the client finds
 		// out through its keep-alive pings (default 30s).
 		KeepAliveInterval: 3 * time.Second,

@@ -21,7 +21,7 @@ func newBrokerCommand() *cobra.Command {
 	var endpoints string
 	var shutdownTimeout time.Duration
 	var sec securityFlags
-	var bookieTLS, metadataTLS tlsClientFlags
+	var bookieTLS, metadataTLS, peerTLS tlsClientFlags
 	var off offloadFlags
 	cmd := &cobra.Command{
 		Use:   "broker",
@@ -44,6 +44,9 @@ func newBrokerCommand() *cobra.Command {
 			if cfg.MetadataTLS, err = metadataTLS.clientConfig(); err != nil {
 				return fmt.Errorf("metadata TLS: %w", err)
 			}
+			if cfg.Broker.PeerTLS, err = peerTLS.clientConfig(); err != nil {
+				return fmt.Errorf("broker client TLS: %w", err)
+			}
 			cfg.Offload, cfg.OffloadPolicy = off.apply()
 			cfg.Broker.TopicLevelMetrics = topicMetrics
 			start := time.Now()
@@ -65,6 +68,7 @@ func newBrokerCommand() *cobra.Command {
 	_ = cmd.MarkFlagRequired("metadata")
 	metadataTLS.register(f, "metadata", "the metadata store", "https:// endpoints make the links TLS")
 	bookieTLS.register(f, "bookie", "the bookies", "any --bookie-tls-* flag makes every bookie link TLS")
+	peerTLS.register(f, "broker-client", "the cluster's other brokers", "used when their admin URL is https:// (--http-addr off)")
 	sec.register(f)
 	off.register(f)
 	f.StringVar(&cfg.Broker.BinaryAddr, "broker-addr", "127.0.0.1:6650", "Pulsar binary protocol address")

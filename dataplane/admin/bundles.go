@@ -209,7 +209,7 @@ func (h *Handler) unloadNamespace(q *request, tenant, ns string) error {
 			errs = append(errs, err)
 			continue
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := h.svc.PeerHTTPClient().Do(req)
 		if err != nil {
 			errs = append(errs, err)
 			continue

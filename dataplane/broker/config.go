@@ -42,6 +42,11 @@ type Config struct {
 	AdvertisedTLSAddr string
 	// WebServiceURLTLS is the https:// admin URL returned by lookups.
 	WebServiceURLTLS string
+	// PeerTLS is the client TLS configuration of calls to the cluster's
+	// other brokers over https:// (a load-manager unload or split, a
+	// namespace unload forwarded to a bundle's owner; Pulsar's
+	// brokerClientTrustCertsFilePath and its kin). Nil: the system's roots.
+	PeerTLS *tls.Config
 	// Authenticator, when set, requires clients to authenticate (package
 	// auth; Pulsar's authenticationEnabled).
 	Authenticator *auth.Authenticator

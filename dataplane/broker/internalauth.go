@@ -78,6 +78,22 @@ func (s *Service) internalSigningKey(ctx context.Context) ([]byte, error) {
 	return nil, errors.New("broker: internal key kept changing")
 }
 
+// PeerHTTPClient is the HTTP client of calls to the cluster's other
+// brokers: PeerTLS for https:// URLs, each request bounded by timeout.
+func (s *Service) PeerHTTPClient() *http.Client {
+	s.peerHTTPOnce.Do(func() {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		if s.cfg.PeerTLS != nil {
+			tr.TLSClientConfig = s.cfg.PeerTLS.Clone()
+		}
+		s.peerHTTP = &http.Client{Transport: tr, Timeout: peerCallTimeout}
+	})
+	return s.peerHTTP
+}
+
+// peerCallTimeout bounds a call to another broker of the cluster.
+const peerCallTimeout = 30 * time.Second
+
 // SignInternal adds this broker's internal credential to req, a call to
 // another broker of the cluster. Without authentication it does nothing.
 func (s *Service) SignInternal(req *http.Request) error {

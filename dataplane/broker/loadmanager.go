@@ -96,12 +96,11 @@ func shedDecisions(brokers []BrokerInfo, maxTopicsPerBundle, minTopics int) []lo
 }
 
 type loadManager struct {
-	o      *ownership
-	client *http.Client
+	o *ownership
 }
 
 func newLoadManager(o *ownership) *loadManager {
-	return &loadManager{o: o, client: &http.Client{Timeout: 30 * time.Second}}
+	return &loadManager{o: o}
 }
 
 // run decides and acts every period until ctx ends or leadership is lost.
@@ -163,7 +162,7 @@ func (lm *loadManager) apply(ctx context.Context, d loadDecision) error {
 	if err := lm.o.s.SignInternal(req); err != nil {
 		return err
 	}
-	resp, err := lm.client.Do(req)
+	resp, err := lm.o.s.PeerHTTPClient().Do(req)
 	if err != nil {
 		return err
 	}

@@ -681,15 +681,23 @@ func (s *Service) UnloadBundle(ctx context.Context, tenant, ns string, r bundle.
 		delete(s.own.unloading, bk)
 		s.own.mu.Unlock()
 	}()
+	to := assignment{url: dest}
 	if dest != "" {
 		s.own.markHandover(ctx, bk, dest)
+		if brokers, err := s.Brokers(ctx); err == nil {
+			for _, b := range brokers {
+				if b.ServiceURL == dest {
+					to.urlTLS = b.ServiceURLTLS
+				}
+			}
+		}
 	}
 	var errs []error
 	for _, t := range s.openTopics() {
 		if t.name.Tenant != tenant || t.name.Namespace != ns || !r.Contains(bundle.Hash(t.name.String())) {
 			continue
 		}
-		t.assignedURL.Store(&dest)
+		t.assignedURL.Store(&to)
 		errs = append(errs, t.close(ctx))
 	}
 	s.own.deleteOwner(ctx, bk)

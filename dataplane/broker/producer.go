@@ -43,7 +43,8 @@ type Producer struct {
 // closeByBroker tells the client to reconnect this producer.
 func (p *Producer) closeByBroker() {
 	p.closed.Store(true)
-	p.conn.send(protocol.NewCloseProducer(p.id, 0, p.topic.assigned(), ""))
+	a := p.topic.assigned()
+	p.conn.send(protocol.NewCloseProducer(p.id, 0, a.url, a.urlTLS))
 }
 
 // producer returns the live producer with id, forgetting one the broker

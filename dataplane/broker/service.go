@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,9 +66,11 @@ type Service struct {
 	authGen atomic.Uint64
 	// denialLog rate-limits the log lines of authorization refusals.
 	denialLog denialLog
-	// internalKey signs and checks calls between the cluster's brokers
-	// (internalauth.go).
-	internalKey internalKey
+	// internalKey signs and checks calls between the cluster's brokers,
+	// made with peerHTTP (internalauth.go).
+	internalKey  internalKey
+	peerHTTPOnce sync.Once
+	peerHTTP     *http.Client
 }
 
 // topicSlot is a registered topic: loaded (topic) or being opened (fut).

@@ -47,7 +47,8 @@ type Consumer struct {
 // closeByBroker tells the client to re-subscribe this consumer.
 func (c *Consumer) closeByBroker() {
 	c.closed.Store(true)
-	c.conn.send(protocol.NewCloseConsumer(c.id, 0, c.sub.topic.assigned(), ""))
+	a := c.sub.topic.assigned()
+	c.conn.send(protocol.NewCloseConsumer(c.id, 0, a.url, a.urlTLS))
 }
 
 // consumer returns the live consumer with id, forgetting one the broker

@@ -49,8 +49,9 @@ type Topic struct {
 	rates       atomic.Pointer[topicRates]
 	subscribeRL map[string]*ratelimit.Bucket
 	// assignedURL, when set before close, sends clients to that broker
-	// (CLOSE_PRODUCER/CLOSE_CONSUMER assigned_broker_service_url).
-	assignedURL atomic.Pointer[string]
+	// (CLOSE_PRODUCER/CLOSE_CONSUMER assigned_broker_service_url and
+	// its _tls twin).
+	assignedURL atomic.Pointer[assignment]
 	// repl holds, under mu, the running replicators by remote cluster
 	// (replication.go); replMu serializes their reconciliation.
 	repl   map[string]*replicatorRun
@@ -122,12 +123,17 @@ func (t *Topic) epochLocked() uint64 {
 	return t.excl.epoch
 }
 
-// assigned returns the broker URL clients are sent to on close, or "".
-func (t *Topic) assigned() string {
+// assignment is a broker clients are sent to when a topic closes: its
+// pulsar:// and (when it serves TLS) pulsar+ssl:// URLs. A client takes the
+// one of its own kind, and looks the topic up when that one is empty.
+type assignment struct{ url, urlTLS string }
+
+// assigned returns the broker clients are sent to on close (zero: none).
+func (t *Topic) assigned() assignment {
 	if p := t.assignedURL.Load(); p != nil {
 		return *p
 	}
-	return ""
+	return assignment{}
 }
 
 // newTopic returns a topic whose maps are made on first use (setKey): an
