@@ -160,7 +160,31 @@ func New(adminURL string, opts ...Option) (*Client, error) {
 	for _, o := range opts {
 		o(c)
 	}
+	hc := *c.hc // the caller's client may be shared: redirect on a copy
+	hc.CheckRedirect = followRedirect
+	c.hc = &hc
 	return c, nil
+}
+
+// followRedirect follows a broker's redirect (an admin call on a topic or
+// bundle another broker owns is sent there with 307) with the request's
+// credentials: net/http drops Authorization when the redirect names
+// another host, as the owner usually is, but not when it leaves https://
+// for http://, which would send the token in the clear.
+func followRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	first := via[0]
+	auth := first.Header.Get("Authorization")
+	if auth == "" || req.Header.Get("Authorization") != "" {
+		return nil
+	}
+	if first.URL.Scheme == "https" && req.URL.Scheme != "https" {
+		return nil // the answer is then 401, not a leaked token
+	}
+	req.Header.Set("Authorization", auth)
+	return nil
 }
 
 // path joins escaped segments under /admin/v2.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -310,5 +311,57 @@ func TestNew(t *testing.T) {
 		if _, err := New(u); err == nil {
 			t.Errorf("New(%q) accepted", u)
 		}
+	}
+}
+
+// TestRedirectKeepsCredentials: a broker's 307 to another host (the
+// owner) is followed with the token, which net/http alone would drop; a
+// redirect from https:// to http:// is followed without it.
+func TestRedirectKeepsCredentials(t *testing.T) {
+	var got []string
+	owner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.Header.Get("Authorization"))
+		if r.Header.Get("Authorization") == "" {
+			http.Error(w, `{"reason":"Authentication required"}`, http.StatusUnauthorized)
+			return
+		}
+		w.Write([]byte(`["c1"]`))
+	}))
+	defer owner.Close()
+	// "localhost" is another host than the 127.0.0.1 the client first asks.
+	ownerURL := strings.Replace(owner.URL, "127.0.0.1", "localhost", 1)
+	redirector := func(h func(*httptest.Server) *httptest.Server) *httptest.Server {
+		return h(httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, ownerURL+r.URL.Path, http.StatusTemporaryRedirect)
+		})))
+	}
+	plain := redirector(func(s *httptest.Server) *httptest.Server { s.Start(); return s })
+	defer plain.Close()
+	c, err := New(plain.URL, WithToken("t0k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var clusters []string
+	if err := c.do(t.Context(), http.MethodGet, path("clusters"), nil, &clusters); err != nil || len(clusters) != 1 {
+		t.Fatalf("through the redirect: %v %v", clusters, err)
+	}
+	if len(got) != 1 || got[0] != "Bearer t0k" {
+		t.Fatalf("the owner saw Authorization %q, want the token", got)
+	}
+
+	got = nil
+	secure := redirector(func(s *httptest.Server) *httptest.Server { s.StartTLS(); return s })
+	defer secure.Close()
+	hc := secure.Client()
+	c, err = New(secure.URL, WithToken("t0k"), WithHTTPClient(hc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e *Error
+	if err := c.do(t.Context(), http.MethodGet, path("clusters"), nil, &clusters); !errors.As(err, &e) || e.Status != http.StatusUnauthorized {
+		t.Fatalf("https:// redirected to http://: %v, want 401", err)
+	}
+	if len(got) != 1 || got[0] != "" {
+		t.Fatalf("the token followed a redirect to http://: %q", got)
 	}
 }
