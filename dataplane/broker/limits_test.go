@@ -258,3 +258,33 @@ func TestTopicPolicyScopes(t *testing.T) {
 	})
 	second.Close()
 }
+
+// TestMaxUnackedPerSubscriptionBacklog: a backlog handed out in one
+// dispatch round (a batch of entries read together) stops at the
+// subscription's unacknowledged-message limit inside that batch.
+func TestMaxUnackedPerSubscriptionBacklog(t *testing.T) {
+	e := newEnv(t)
+	const limit = 10
+	createNamespace(e, "public/unackedbacklog", map[string]string{"max_unacked_messages_per_subscription": fmt.Sprint(limit)})
+	topic := "persistent://public/unackedbacklog/t"
+	opts := pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared}
+	e.consumer(opts).Close() // the subscription stays; what follows is its backlog
+	p := e.producer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	for i := range 3 * limit {
+		e.send(p, msg(fmt.Sprint(i)))
+	}
+	c := e.consumer(opts)
+	seen := map[string]bool{}
+	for len(seen) < 3*limit {
+		var held []pulsar.Message
+		for range min(limit, 3*limit-len(seen)) {
+			m := e.receive(c)
+			seen[string(m.Payload())] = true
+			held = append(held, m)
+		}
+		e.expectNothing(c, 300*time.Millisecond) // held at the limit
+		for _, m := range held {
+			c.Ack(m)
+		}
+	}
+}

@@ -576,9 +576,13 @@ func (s *Subscription) deliver(entries []ledger.Entry, live [][]int64, gen uint6
 			continue
 		}
 		var c *Consumer
-		if keyShared {
+		switch {
+		case s.blocked:
+			// The subscription reached its unacknowledged-message limit
+			// with an earlier entry of this batch: the rest wait.
+		case keyShared:
 			c = s.keySharedTargetLocked(e.Pos, r.hash)
-		} else {
+		default:
 			c = s.pickConsumerLocked(info.key)
 		}
 		if c == nil {
