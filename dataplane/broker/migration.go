@@ -46,6 +46,7 @@ package broker
 // here and re-send them. Non-persistent topics are not fenced.
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -205,7 +206,28 @@ func (s *Service) migrationFor(pol *policySnapshot) *migrationTarget {
 func (s *Service) clusterAt(u ClusterURL) string {
 	s.cv.mu.Lock()
 	defer s.cv.mu.Unlock()
-	for key, raw := range s.cv.recs {
+	return clusterIn(s.cv.recs, u)
+}
+
+// clusterStored is clusterAt reading the records from the metadata store
+// when the view names none.
+func (s *Service) clusterStored(u ClusterURL) string {
+	if name := s.clusterAt(u); name != "" {
+		return name
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	recs, _, err := s.loadRecords(ctx, clustersPath)
+	if err != nil {
+		return ""
+	}
+	return clusterIn(recs, u)
+}
+
+// clusterIn names the cluster of recs (cluster records by key) with one of
+// u's broker URLs, or "".
+func clusterIn(recs map[string][]byte, u ClusterURL) string {
+	for key, raw := range recs {
 		var cd ClusterData
 		if json.Unmarshal(raw, &cd) != nil {
 			continue
@@ -261,11 +283,18 @@ func (r *migrationRun) producersMoved() bool {
 // migration returns the topic's fence, nil when not fenced.
 func (t *Topic) migration() *migrationRun { return t.mig.Load() }
 
-// fencedError is the answer to a new producer of a fenced topic.
+// fencedError is the answer to a new producer of a fenced topic. A target
+// the fence could not name (the broker's view of the cluster records,
+// which follows a watch, had none with its URL yet) is looked up in the
+// metadata store.
 func (t *Topic) fencedError(r *migrationRun) error {
+	target := r.target
+	if target.cluster == "" {
+		target.cluster = t.s.clusterStored(target.url)
+	}
 	return protocol.ErrServiceNotReady.WithMessage(fmt.Sprintf(
 		"Namespace %s is migrated to %s: writes are fenced here, produce to the target cluster",
-		t.name.NamespaceName(), r.target))
+		t.name.NamespaceName(), target))
 }
 
 // capDispatch returns the position a fenced topic's subscriptions read up

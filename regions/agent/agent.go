@@ -181,6 +181,9 @@ type Agent struct {
 	// adminTransport carries every admin client's requests; Run closes
 	// its idle connections when it returns.
 	adminTransport *http.Transport
+	// trust holds the CA certificates adminTransport verifies data planes'
+	// https:// listeners against (dataplanetls.go).
+	trust dataPlaneTrust
 	// tokens are the agent's data-plane tokens (nil without
 	// Config.DataPlaneAuth).
 	tokens *accesstoken.Source
@@ -227,8 +230,8 @@ func New(cfg Config) (*Agent, error) {
 		cfg: cfg, log: cfg.Logger.With("region", cfg.Region), conn: conn, userConn: userConn, rpc: cpv1.NewRegionAgentClient(conn), billing: cpv1.NewBillingClient(conn),
 		prov: cfg.Provisioner, kick: make(chan struct{}, 1), desired: map[string]*desiredEntry{},
 		resources: map[string]*resourceEntry{}, peers: map[string]*cpv1.Cluster{}, admins: map[string]*pulsaradmin.Client{},
-		adminTransport: http.DefaultTransport.(*http.Transport).Clone(),
 	}
+	a.adminTransport = newAdminTransport(&a.trust)
 	if cfg.DataPlaneAuth {
 		a.tokens = accesstoken.New(cfg.ControlPlaneURL, cfg.APIKey)
 		a.peerTokens = map[string]string{}
@@ -494,11 +497,12 @@ func (a *Agent) reconcile(ctx context.Context, name string) (done, ready bool) {
 	if err != nil {
 		st = provisioner.ClusterStatus{State: provisioner.StateFailed, Message: err.Error()}
 	}
+	a.trust.add(st.CACertPEM)
 	a.mu.Lock()
 	if e := a.desired[name]; e != nil {
 		e.adminURL = ""
 		if st.State == provisioner.StateReady {
-			e.adminURL = st.AdminURL
+			_, e.adminURL = clientURLs(st) // https:// when the cluster serves TLS
 		}
 	}
 	a.mu.Unlock()
@@ -547,11 +551,11 @@ func (a *Agent) reconcile(ctx context.Context, name string) (done, ready bool) {
 	return st.State == provisioner.StateReady, st.State == provisioner.StateReady
 }
 
-// clientURLs returns the URLs a cluster's status publishes for clients:
-// the TLS ones when its data plane serves TLS. The plain-text listeners of
-// such a cluster stay for the agent on the region's network and are not
-// published: a client given only these URLs cannot send a token or data
-// in the clear by mistake.
+// clientURLs returns the URLs a cluster's status publishes for clients,
+// and the agent's admin calls use: the TLS ones when its data plane serves
+// TLS. The plain-text listeners of such a cluster are not published: a
+// client given only these URLs cannot send a token or data in the clear
+// by mistake.
 func clientURLs(st provisioner.ClusterStatus) (service, admin string) {
 	service, admin = st.ServiceURL, st.AdminURL
 	if st.TLSServiceURL != "" && st.TLSAdminURL != "" {

@@ -130,8 +130,13 @@ func (a *Agent) brokerAdminURLs(ctx context.Context, cluster, fallback string) [
 		return []string{fallback}
 	}
 	var urls []string
+	a.trust.add(st.CACertPEM)
 	for _, p := range st.Processes {
-		if p.Role == "broker" && p.HTTPAddr != "" {
+		switch {
+		case p.Role != "broker":
+		case p.HTTPSAddr != "" && st.CACertPEM != "":
+			urls = append(urls, "https://"+p.HTTPSAddr)
+		case p.HTTPAddr != "":
 			urls = append(urls, "http://"+p.HTTPAddr)
 		}
 	}

@@ -146,10 +146,11 @@ type ProcessHealth struct {
 	// Addr is the main address: the client URL, bookie or broker address.
 	Addr string
 	// HTTPAddr is a broker's admin and metrics listener, host:port ("" for
-	// other roles).
-	HTTPAddr string
-	Alive    bool
-	Healthy  bool
-	Restarts int
-	Message  string
+	// other roles), and HTTPSAddr its https:// twin ("" without TLS).
+	HTTPAddr  string
+	HTTPSAddr string
+	Alive     bool
+	Healthy   bool
+	Restarts  int
+	Message   string
 }

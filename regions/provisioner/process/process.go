@@ -613,6 +613,9 @@ func (p *Provisioner) status(c *cluster) provisioner.ClusterStatus {
 	var waiting, failed []string
 	for _, m := range c.members() {
 		ph := provisioner.ProcessHealth{Role: m.Role, Index: m.Index, PID: m.PID, Addr: m.Addr, HTTPAddr: m.HTTPAddr, Restarts: m.restarts, Message: m.lastErr}
+		if p.secure() {
+			ph.HTTPSAddr = m.HTTPSAddr
+		}
 		ph.Alive = m.PID != 0 && alive(m.PID, m.Args)
 		ph.Healthy = ph.Alive && p.healthy(m)
 		if !ph.Healthy {
