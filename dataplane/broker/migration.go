@@ -196,7 +196,9 @@ func (s *Service) migrationFor(pol *policySnapshot) *migrationTarget {
 		return nil // not migrated, or no URL to send clients to
 	}
 	if t.cluster == "" {
-		t.cluster = s.clusterAt(t.url)
+		// The fence's drain waits for the replicator toward this cluster
+		// by name: a view behind the store must not leave it unnamed.
+		t.cluster = s.clusterStored(t.url)
 	}
 	return &t
 }
@@ -210,7 +212,8 @@ func (s *Service) clusterAt(u ClusterURL) string {
 }
 
 // clusterStored is clusterAt reading the records from the metadata store
-// when the view names none.
+// when the view names none: the view follows a watch, which can lag a
+// record just written.
 func (s *Service) clusterStored(u ClusterURL) string {
 	if name := s.clusterAt(u); name != "" {
 		return name
@@ -283,18 +286,11 @@ func (r *migrationRun) producersMoved() bool {
 // migration returns the topic's fence, nil when not fenced.
 func (t *Topic) migration() *migrationRun { return t.mig.Load() }
 
-// fencedError is the answer to a new producer of a fenced topic. A target
-// the fence could not name (the broker's view of the cluster records,
-// which follows a watch, had none with its URL yet) is looked up in the
-// metadata store.
+// fencedError is the answer to a new producer of a fenced topic.
 func (t *Topic) fencedError(r *migrationRun) error {
-	target := r.target
-	if target.cluster == "" {
-		target.cluster = t.s.clusterStored(target.url)
-	}
 	return protocol.ErrServiceNotReady.WithMessage(fmt.Sprintf(
 		"Namespace %s is migrated to %s: writes are fenced here, produce to the target cluster",
-		t.name.NamespaceName(), target))
+		t.name.NamespaceName(), r.target))
 }
 
 // capDispatch returns the position a fenced topic's subscriptions read up
