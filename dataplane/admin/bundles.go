@@ -110,7 +110,7 @@ func (h *Handler) bundleOp(q *request, tenant, ns, name, op string) error {
 	}
 	switch op {
 	case "unload":
-		dest, err := h.destinationURL(q, q.query("destinationBroker"))
+		dest, err := h.destinationBroker(q, q.query("destinationBroker"))
 		if err != nil {
 			return err
 		}
@@ -158,23 +158,24 @@ func (h *Handler) toOwner(q *request, tenant, ns string, r bundle.Range) error {
 	return h.redirect(q, owner.HTTPURL, "")
 }
 
-// destinationURL resolves a destinationBroker parameter (a broker id, its
-// web host:port or a URL) to the broker's pulsar:// URL.
-func (h *Handler) destinationURL(q *request, dest string) (string, error) {
+// destinationBroker resolves a destinationBroker parameter (a broker id,
+// its web host:port or a URL) to the active broker it names; nil when dest
+// is empty.
+func (h *Handler) destinationBroker(q *request, dest string) (*broker.BrokerInfo, error) {
 	if dest == "" {
-		return "", nil
+		return nil, nil
 	}
 	brokers, err := h.svc.Brokers(q.ctx)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	for _, b := range brokers {
 		web := strings.TrimPrefix(strings.TrimPrefix(b.WebServiceURL, "http://"), "https://")
 		if dest == b.BrokerID || dest == web || dest == b.ServiceURL || dest == b.WebServiceURL {
-			return b.ServiceURL, nil
+			return &b, nil
 		}
 	}
-	return "", failf(http.StatusPreconditionFailed, "Destination broker %s is not active", dest)
+	return nil, failf(http.StatusPreconditionFailed, "Destination broker %s is not active", dest)
 }
 
 // unloadNamespace unloads every bundle of a namespace: the ones owned here
@@ -189,7 +190,7 @@ func (h *Handler) unloadNamespace(q *request, tenant, ns string) error {
 	}
 	var errs []error
 	for _, r := range b.Ranges() {
-		err := h.svc.UnloadBundle(q.ctx, tenant, ns, r, "")
+		err := h.svc.UnloadBundle(q.ctx, tenant, ns, r, nil)
 		if !errors.Is(err, broker.ErrNotOwned) {
 			errs = append(errs, err)
 			continue

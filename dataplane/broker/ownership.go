@@ -662,10 +662,11 @@ func (s *Service) NamespaceBundles(ctx context.Context, tenant, ns string) (bund
 }
 
 // UnloadBundle closes every topic of a bundle this broker owns and releases
-// it. Clients are told to reconnect; with dest (a broker's pulsar:// URL)
-// they go straight there without a lookup. A bundle owned elsewhere is
-// ErrNotOwned (the admin layer forwards the request to the owner).
-func (s *Service) UnloadBundle(ctx context.Context, tenant, ns string, r bundle.Range, dest string) error {
+// it. Clients are told to reconnect; with dest (an active broker) they go
+// straight to its URL of their kind without a lookup. A bundle owned
+// elsewhere is ErrNotOwned (the admin layer forwards the request to the
+// owner).
+func (s *Service) UnloadBundle(ctx context.Context, tenant, ns string, r bundle.Range, dest *BrokerInfo) error {
 	bk := bundleKey(tenant, ns, r)
 	s.own.mu.Lock()
 	_, ok := s.own.owned[bk]
@@ -681,16 +682,10 @@ func (s *Service) UnloadBundle(ctx context.Context, tenant, ns string, r bundle.
 		delete(s.own.unloading, bk)
 		s.own.mu.Unlock()
 	}()
-	to := assignment{url: dest}
-	if dest != "" {
-		s.own.markHandover(ctx, bk, dest)
-		if brokers, err := s.Brokers(ctx); err == nil {
-			for _, b := range brokers {
-				if b.ServiceURL == dest {
-					to.urlTLS = b.ServiceURLTLS
-				}
-			}
-		}
+	var to assignment
+	if dest != nil {
+		to = assignment{url: dest.ServiceURL, urlTLS: dest.ServiceURLTLS}
+		s.own.markHandover(ctx, bk, dest.ServiceURL)
 	}
 	var errs []error
 	for _, t := range s.openTopics() {
@@ -702,7 +697,7 @@ func (s *Service) UnloadBundle(ctx context.Context, tenant, ns string, r bundle.
 	}
 	s.own.deleteOwner(ctx, bk)
 	s.metrics.bundleReleased.WithLabelValues("unload").Inc()
-	s.log.Info("bundle unloaded", "bundle", bk, "dest", dest)
+	s.log.Info("bundle unloaded", "bundle", bk, "dest", to.url)
 	return errors.Join(errs...)
 }
 
@@ -752,7 +747,7 @@ func (s *Service) SplitBundle(ctx context.Context, tenant, ns string, r bundle.R
 	if unload {
 		var errs []error
 		for _, h := range halves {
-			if err := s.UnloadBundle(ctx, tenant, ns, h, ""); err != nil && !errors.Is(err, ErrNotOwned) {
+			if err := s.UnloadBundle(ctx, tenant, ns, h, nil); err != nil && !errors.Is(err, ErrNotOwned) {
 				errs = append(errs, err)
 			}
 		}
