@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"maps"
@@ -44,9 +43,6 @@ const (
 	// DefaultRevokedRefresh is how often an issuer's revocation list is
 	// fetched.
 	DefaultRevokedRefresh = 5 * time.Second
-	// discoveryRevokedKey is the discovery document's field naming the
-	// revocation list (controlplane/issuer.DiscoveryRevokedKey).
-	discoveryRevokedKey = "magnetar_revoked_clients_uri"
 )
 
 // OIDCIssuer is one trusted issuer.
@@ -290,38 +286,20 @@ func (p *OIDCProvider) fetchRevoked(ctx context.Context, ik *issuerKeys) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, fetchTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Accept", "application/json")
-	if tag != "" {
-		req.Header.Set("If-None-Match", tag)
-	}
-	resp, err := p.cfg.HTTPClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusNotModified {
-		return nil
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", u, resp.Status)
-	}
 	var doc struct {
 		ClientIDs []string `json:"client_ids"`
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxMetadataBytes)).Decode(&doc); err != nil {
-		return fmt.Errorf("GET %s: %w", u, err)
+	tag, changed, err := httpjson.GetIfChanged(ctx, p.cfg.HTTPClient, u, tag, maxMetadataBytes, &doc)
+	if err != nil || !changed {
+		return err
 	}
 	set := make(map[string]struct{}, len(doc.ClientIDs))
 	for _, id := range doc.ClientIDs {
 		set[id] = struct{}{}
 	}
 	ik.mu.Lock()
-	changed := !maps.Equal(ik.revoked, set)
-	ik.revoked, ik.revokedTag = set, resp.Header.Get("ETag")
+	changed = !maps.Equal(ik.revoked, set)
+	ik.revoked, ik.revokedTag = set, tag
 	ik.mu.Unlock()
 	if changed {
 		p.storeCached(ik)
@@ -403,16 +381,17 @@ func (p *OIDCProvider) fetch(ctx context.Context, ik *issuerKeys) (map[string]jo
 	defer cancel()
 	jwksURL := ik.jwksURL
 	if jwksURL == "" {
-		var doc map[string]any
-		if err := httpjson.Get(ctx, p.cfg.HTTPClient, ik.url+"/.well-known/openid-configuration", maxMetadataBytes, &doc); err != nil {
+		var meta struct {
+			Issuer  string `json:"issuer"`
+			JWKSURI string `json:"jwks_uri"`
+			// RevokedURI is controlplane/issuer.DiscoveryRevokedKey.
+			RevokedURI string `json:"magnetar_revoked_clients_uri"`
+		}
+		if err := httpjson.Get(ctx, p.cfg.HTTPClient, ik.url+"/.well-known/openid-configuration", maxMetadataBytes, &meta); err != nil {
 			return nil, err
 		}
-		var meta struct{ Issuer, JWKSURI string }
-		meta.Issuer, _ = doc["issuer"].(string)
-		meta.JWKSURI, _ = doc["jwks_uri"].(string)
-		revoked, _ := doc[discoveryRevokedKey].(string)
 		ik.mu.Lock()
-		ik.revokedURL = revoked
+		ik.revokedURL = meta.RevokedURI
 		ik.mu.Unlock()
 		if normIssuer(meta.Issuer) != ik.url {
 			return nil, fmt.Errorf("discovery document names issuer %q, not %q", meta.Issuer, ik.url)

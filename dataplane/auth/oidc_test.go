@@ -50,7 +50,7 @@ func newTestIssuer(t *testing.T) *testIssuer {
 			iss = is.srv.URL
 		}
 		json.NewEncoder(w).Encode(map[string]string{"issuer": iss, "jwks_uri": is.srv.URL + "/keys",
-			discoveryRevokedKey: is.srv.URL + "/revoked"})
+			"magnetar_revoked_clients_uri": is.srv.URL + "/revoked"})
 	})
 	mux.HandleFunc("GET /revoked", func(w http.ResponseWriter, r *http.Request) {
 		if is.down.Load() {
