@@ -277,7 +277,8 @@ func (a *Agent) applyGrants(ctx context.Context, cluster, adminURL string, g gra
 	}
 	var errs []error
 	for name, applied := range tenants {
-		mark := strings.Join(g.tenantAdmins(name), ",")
+		admins := g.tenantAdmins(name)
+		mark := strings.Join(admins, ",")
 		if a.grantsCurrent(name, mark, applied, adminURL, now) {
 			continue
 		}
@@ -288,7 +289,7 @@ func (a *Agent) applyGrants(ctx context.Context, cluster, adminURL string, g gra
 			errs = append(errs, fmt.Errorf("tenant %s: %w", tenant, err))
 			continue
 		}
-		want := g.tenantAdmins(name)
+		want := admins
 		for _, r := range info.AdminRoles {
 			if !managedRole(r) {
 				want = append(want, r)
