@@ -45,6 +45,11 @@ func TestTLSCluster(t *testing.T) {
 	if !strings.HasPrefix(st.TLSServiceURL, "pulsar+ssl://127.0.0.1:") || !strings.HasPrefix(st.TLSAdminURL, "https://127.0.0.1:") {
 		t.Fatalf("TLS URLs %q %q", st.TLSServiceURL, st.TLSAdminURL)
 	}
+	for _, ph := range st.Processes {
+		if ph.Role == "broker" && "https://"+ph.HTTPSAddr != st.TLSAdminURL {
+			t.Fatalf("broker's https address %q, want the one of %s", ph.HTTPSAddr, st.TLSAdminURL)
+		}
+	}
 
 	// The region CA: under the data directory, key readable by the owner only.
 	caFile := filepath.Join(dir, "ca", pki.CertFile)
