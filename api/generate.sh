@@ -71,6 +71,35 @@ protoc \
 	--go_out=. --go_opt=paths=source_relative \
 	"${wire_protos[@]}"
 
+# Pulsar Functions' worker-to-instance protocol: Go messages and the
+# InstanceControl gRPC service. The proto package is "proto" (the service's
+# wire name), so the files register under their repository paths only.
+mapfile -t fn_protos < <(find api/pulsarfunctions -name '*.proto' | sort)
+protoc \
+	--plugin="protoc-gen-go=$plugin_go" \
+	--plugin="protoc-gen-go-grpc=$plugin_go_grpc" \
+	-I . \
+	--go_out=. --go_opt=paths=source_relative \
+	--go-grpc_out=. --go-grpc_opt=paths=source_relative \
+	"${fn_protos[@]}"
+# The same files as Python modules for our Python instance
+# (dataplane/functions/pyinstance), when grpcio-tools is installed (pinned in
+# its requirements.txt); the checked-in modules are otherwise left as they are.
+py_out=dataplane/functions/pyinstance/magnetar_instance/pb
+if python3 -c 'import grpc_tools.protoc' >/dev/null 2>&1; then
+	tmp_py="$(mktemp -d)"
+	python3 -m grpc_tools.protoc -I api/pulsarfunctions \
+		--python_out="$tmp_py" --grpc_python_out="$tmp_py" \
+		function.proto instance.proto
+	# grpc_tools writes "import instance_pb2"; make the imports package-relative.
+	sed -i -e 's/^import \(function_pb2\|instance_pb2\) as/from . import \1 as/' "$tmp_py"/*.py
+	mkdir -p "$py_out"
+	cp "$tmp_py"/*.py "$py_out"/
+	rm -rf "$tmp_py"
+else
+	echo "generate: grpcio-tools not installed: $py_out left as it is" >&2
+fi
+
 cp_dir=api/controlplane/v1
 cp_http="$cp_dir/gateway.yaml"
 mapfile -t cp_protos < <(find "$cp_dir" -name '*.proto' | sort)
