@@ -34,7 +34,26 @@ type Config struct {
 	WebServiceURL string
 	// RequestTimeout bounds every request. Default 30s.
 	RequestTimeout time.Duration
-	Logger         *slog.Logger
+	// Functions, when set, serves Pulsar's functions, sources and sinks API
+	// (/admin/v3/..., /admin/v2/worker...) and the function instances'
+	// state API (/magnetar/v1/functions/...), after this handler's
+	// authentication and authorization; the authenticated role is in the
+	// request's context (auth.RoleFrom).
+	Functions http.Handler
+	Logger    *slog.Logger
+}
+
+// functionsPath reports the routes Config.Functions serves.
+func functionsPath(seg []string) bool {
+	switch {
+	case len(seg) >= 2 && seg[0] == "admin" && seg[1] == "v3":
+		return true
+	case len(seg) >= 3 && seg[0] == "admin" && seg[1] == "v2" && (seg[2] == "worker" || seg[2] == "worker-stats"):
+		return true
+	case len(seg) >= 3 && seg[0] == "magnetar" && seg[1] == "v1" && seg[2] == "functions":
+		return true
+	}
+	return false
 }
 
 // Handler serves the admin and lookup APIs.
@@ -105,7 +124,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "malformed path")
 		return
 	}
-	if !h.check(w, r, seg) {
+	r, ok = h.check(w, r, seg)
+	if !ok {
+		return
+	}
+	if h.cfg.Functions != nil && functionsPath(seg) {
+		h.cfg.Functions.ServeHTTP(w, r)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.RequestTimeout)

@@ -17,8 +17,10 @@ package admin
 // /admin/v2/brokers/health stay open (probes; they reveal no tenant's data).
 
 import (
+	"context"
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/magnetar-dev/magnetar/dataplane/auth"
 	"github.com/magnetar-dev/magnetar/dataplane/broker"
@@ -32,10 +34,10 @@ func open(seg []string) bool {
 
 // check authenticates and authorizes a request; it writes the refusal and
 // returns false when the request must not be served.
-func (h *Handler) check(w http.ResponseWriter, r *http.Request, seg []string) bool {
+func (h *Handler) check(w http.ResponseWriter, r *http.Request, seg []string) (*http.Request, bool) {
 	a := h.svc.Authenticator()
 	if a == nil || open(seg) {
-		return true
+		return r, true
 	}
 	if tok := r.Header.Get(broker.InternalTokenHeader); tok != "" {
 		// Another broker of the cluster (broker/internalauth.go): a
@@ -45,10 +47,10 @@ func (h *Handler) check(w http.ResponseWriter, r *http.Request, seg []string) bo
 			h.svc.NoteAuthenticationFailure()
 			h.log.Warn("admin refused an internal call", "err", err)
 			writeError(w, http.StatusUnauthorized, "Authentication failed: invalid internal broker credential")
-			return false
+			return r, false
 		}
 		h.log.Debug("admin internal call", "from", from, "method", r.Method, "path", r.URL.Path)
-		return true
+		return r.WithContext(auth.WithRole(r.Context(), broker.InternalRole)), true
 	}
 	id, err := a.AuthenticateHTTP(r)
 	if err != nil {
@@ -60,10 +62,11 @@ func (h *Handler) check(w http.ResponseWriter, r *http.Request, seg []string) bo
 		h.svc.NoteAuthenticationFailure()
 		w.Header().Set("WWW-Authenticate", `Bearer realm="pulsar"`)
 		writeError(w, http.StatusUnauthorized, reason)
-		return false
+		return r, false
 	}
+	r = r.WithContext(auth.WithRole(r.Context(), id.Role))
 	if !h.svc.AuthzEnabled() {
-		return true
+		return r, true
 	}
 	if err := h.authorize(r, seg, id.Role); err != nil {
 		var de *auth.DeniedError
@@ -74,9 +77,9 @@ func (h *Handler) check(w http.ResponseWriter, r *http.Request, seg []string) bo
 			h.log.Warn("admin authorization failed", "err", err)
 			writeError(w, http.StatusServiceUnavailable, "authorization could not be decided; retry")
 		}
-		return false
+		return r, false
 	}
-	return true
+	return r, true
 }
 
 // authorize maps a route to the permission it needs.
@@ -94,6 +97,11 @@ func (h *Handler) authorize(r *http.Request, seg []string, role string) error {
 			return s.AuthorizeTopic(ctx, role, auth.ActionLookup, tn, "")
 		}
 		return nil // malformed: the route answers it
+	case len(seg) >= 2 && seg[0] == "admin" && seg[1] == "v3",
+		len(seg) >= 3 && seg[0] == "magnetar" && seg[1] == "v1" && seg[2] == "functions":
+		return authorizeFunctions(ctx, s, r, seg, role)
+	case len(seg) >= 3 && seg[0] == "admin" && seg[1] == "v2" && (seg[2] == "worker" || seg[2] == "worker-stats"):
+		return s.AuthorizeSuperuser(ctx, role)
 	case len(seg) < 3 || seg[0] != "admin" || seg[1] != "v2":
 		return s.AuthorizeSuperuser(ctx, role)
 	}
@@ -155,6 +163,35 @@ func (h *Handler) authorize(r *http.Request, seg []string, role string) error {
 		return s.AuthorizeTenant(ctx, role, tn.Tenant)
 	}
 	return s.AuthorizeSuperuser(ctx, role)
+}
+
+// authorizeFunctions decides the functions, sources and sinks API
+// (/admin/v3/...) and the instances' state API (/magnetar/v1/functions):
+// the builtin connector and function lists are open to every
+// authenticated role; a tenant's components need its tenant admin (the
+// functions API then checks the topics they read and write); uploads and
+// downloads by path, superuser.
+func authorizeFunctions(ctx context.Context, s *broker.Service, r *http.Request, seg []string, role string) error {
+	rest := seg[2:]
+	if seg[0] == "magnetar" {
+		rest = seg[3:]
+		if len(rest) < 1 {
+			return s.AuthorizeSuperuser(ctx, role)
+		}
+		return s.AuthorizeTenant(ctx, role, rest[0])
+	}
+	if len(rest) < 2 {
+		return s.AuthorizeSuperuser(ctx, role)
+	}
+	switch c, next := rest[0], rest[1]; {
+	case c != "functions" && c != "sources" && c != "source" && c != "sinks" && c != "sink":
+		return s.AuthorizeSuperuser(ctx, role)
+	case r.Method == http.MethodGet && (next == "connectors" || next == "builtins" || next == "builtinsources" || next == "builtinsinks"):
+		return nil
+	case next == "upload" || next == "download" || strings.HasPrefix(next, "reload") || next == "builtins" || next == "leader":
+		return s.AuthorizeSuperuser(ctx, role)
+	}
+	return s.AuthorizeTenant(ctx, role, rest[1])
 }
 
 func at(s []string, i int) string {

@@ -26,6 +26,7 @@ import (
 	"github.com/magnetar-dev/magnetar/dataplane/bookie/client"
 	"github.com/magnetar-dev/magnetar/dataplane/bookie/wire"
 	"github.com/magnetar-dev/magnetar/dataplane/broker"
+	"github.com/magnetar-dev/magnetar/dataplane/functions/worker"
 	"github.com/magnetar-dev/magnetar/dataplane/ledger"
 	"github.com/magnetar-dev/magnetar/dataplane/metadata"
 	"github.com/magnetar-dev/magnetar/dataplane/metadata/etcdstore"
@@ -79,7 +80,25 @@ type Config struct {
 	// Broker carries the broker's own settings (BinaryAddr, AdvertisedAddr,
 	// ClusterName, SessionTTL, ...).
 	Broker broker.Config
-	Logger *slog.Logger
+	// Functions, when set, runs a function worker in the broker (Pulsar's
+	// functionsWorkerEnabled): the functions, sources and sinks admin API
+	// on the admin listeners, and the instances the scheduler gives it.
+	Functions *FunctionsConfig
+	Logger    *slog.Logger
+}
+
+// FunctionsConfig configures the broker's function worker (see
+// worker.Config for each field).
+type FunctionsConfig struct {
+	// DataDir holds the worker's package cache, instance logs and
+	// extracted NARs. Required.
+	DataDir        string
+	Runtimes       worker.Runtimes
+	ConnectorsDir  string
+	JavaStateURL   string
+	InstanceToken  string
+	TLSTrustCerts  string
+	MaxPackageSize int64
 }
 
 // Node is a running broker process.
@@ -92,6 +111,7 @@ type Node struct {
 	mlf     *ledger.Factory
 	off     *offload.S3 // nil without tiered storage
 	broker  *broker.Service
+	worker  *worker.Worker // nil without Functions
 	http    *http.Server
 	httpLn  net.Listener // nil when HTTPAddr is "off"
 	httpsLn net.Listener // nil without HTTPSAddr
@@ -219,8 +239,22 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 			}
 		}()
 	}
+	acfg := admin.Config{WebServiceURL: bcfg.WebServiceURL, Logger: cfg.Logger}
+	if fc := cfg.Functions; fc != nil {
+		if n.worker, err = worker.New(worker.Config{
+			Metadata: n.md, Broker: n.broker, DataDir: fc.DataDir,
+			Packages: &worker.LedgerPackages{MD: n.md, Client: n.client, Root: "/functions/packages",
+				Ensemble: cfg.Ensemble, WriteQuorum: cfg.WriteQuorum, AckQuorum: cfg.AckQuorum},
+			Runtimes: fc.Runtimes, ConnectorsDir: fc.ConnectorsDir, JavaStateURL: fc.JavaStateURL,
+			InstanceToken: fc.InstanceToken, TLSTrustCerts: fc.TLSTrustCerts, MaxPackageSize: fc.MaxPackageSize,
+			Logger: cfg.Logger,
+		}); err != nil {
+			return nil, fmt.Errorf("brokernode: function worker: %w", err)
+		}
+		acfg.Functions = n.worker
+	}
 	n.http = &http.Server{
-		Handler:           admin.NewHandler(admin.Config{WebServiceURL: bcfg.WebServiceURL, Logger: cfg.Logger}, n.broker),
+		Handler:           admin.NewHandler(acfg, n.broker),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	if n.httpLn != nil {
@@ -241,6 +275,9 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 				cfg.Logger.Error("broker https server failed", "err", err)
 			}
 		}()
+	}
+	if n.worker != nil {
+		n.worker.Start()
 	}
 	return n, nil
 }
@@ -264,6 +301,12 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		what string
 		run  func() error
 	}{
+		{"stopping the function worker and its instances", func() error {
+			if n.worker != nil {
+				return n.worker.Shutdown(ctx)
+			}
+			return nil
+		}},
 		{"stopping the auditor", func() error {
 			if n.stopAudit != nil {
 				n.stopAudit()

@@ -18,12 +18,14 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/magnetar-dev/magnetar/dataplane/bookie"
 	"github.com/magnetar-dev/magnetar/dataplane/bookie/storage"
 	"github.com/magnetar-dev/magnetar/dataplane/broker"
 	"github.com/magnetar-dev/magnetar/dataplane/brokernode"
+	"github.com/magnetar-dev/magnetar/dataplane/functions/worker"
 	"github.com/magnetar-dev/magnetar/dataplane/ledger"
 	"github.com/magnetar-dev/magnetar/dataplane/metadata/etcdstore"
 	"github.com/magnetar-dev/magnetar/dataplane/offload"
@@ -64,7 +66,15 @@ type Config struct {
 	OffloadPolicy ledger.OffloadPolicy
 	// Broker carries further broker settings; its BinaryAddr is BrokerAddr.
 	Broker broker.Config
-	Logger *slog.Logger
+	// NoFunctions leaves the function worker out. By default the broker
+	// runs one (Pulsar's functionsWorkerEnabled), with its files under
+	// <DataDir>/functions, the runtimes worker.ResolveRuntimes finds, and
+	// Java function state in the embedded metadata store.
+	NoFunctions bool
+	// FunctionsJavaHome is the Java instance's home (javainstance.DefaultDir
+	// when empty; Java functions and connectors are refused without one).
+	FunctionsJavaHome string
+	Logger            *slog.Logger
 }
 
 // Standalone is a running data plane.
@@ -119,12 +129,22 @@ func Start(ctx context.Context, cfg Config) (_ *Standalone, err error) {
 	}
 	bcfg := cfg.Broker
 	bcfg.BinaryAddr = cfg.BrokerAddr
+	var fns *brokernode.FunctionsConfig
+	if !cfg.NoFunctions {
+		dir := filepath.Join(cfg.DataDir, "functions")
+		rt, connectors, rerr := worker.ResolveRuntimes(dir, cfg.FunctionsJavaHome)
+		if rerr != nil {
+			cfg.Logger.Warn("functions: some runtimes are not available", "err", rerr)
+		}
+		fns = &brokernode.FunctionsConfig{DataDir: dir, Runtimes: rt, ConnectorsDir: connectors,
+			JavaStateURL: "etcd:" + strings.Join(s.md.ClientURLs(), ",")}
+	}
 	if s.node, err = brokernode.Start(ctx, brokernode.Config{
 		Metadata: s.md, NoAuditor: true, HTTPAddr: cfg.HTTPAddr, HTTPSAddr: cfg.HTTPSAddr,
 		Ensemble: 1, WriteQuorum: 1, AckQuorum: 1,
 		BacklogReadRate: cfg.BacklogReadRate,
 		Offload:         cfg.Offload, OffloadPolicy: cfg.OffloadPolicy,
-		Broker: bcfg, Logger: cfg.Logger,
+		Broker: bcfg, Functions: fns, Logger: cfg.Logger,
 	}); err != nil {
 		return nil, fmt.Errorf("standalone: %w", err)
 	}
