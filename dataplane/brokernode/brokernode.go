@@ -92,10 +92,14 @@ type Config struct {
 type FunctionsConfig struct {
 	// DataDir holds the worker's package cache, instance logs and
 	// extracted NARs. Required.
-	DataDir        string
-	Runtimes       worker.Runtimes
-	ConnectorsDir  string
-	JavaStateURL   string
+	DataDir       string
+	Runtimes      worker.Runtimes
+	ConnectorsDir string
+	// State, when set, keeps function state in that etcd; by default it is
+	// the cluster's metadata store (MetadataEndpoints, MetadataTLS) under
+	// <its prefix>/functions/state. A Metadata store that is not etcd
+	// leaves functions without state.
+	State          *worker.StateStore
 	InstanceToken  string
 	TLSTrustCerts  string
 	MaxPackageSize int64
@@ -245,7 +249,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 			Metadata: n.md, Broker: n.broker, DataDir: fc.DataDir,
 			Packages: &worker.LedgerPackages{MD: n.md, Client: n.client, Root: "/functions/packages",
 				Ensemble: cfg.Ensemble, WriteQuorum: cfg.WriteQuorum, AckQuorum: cfg.AckQuorum},
-			Runtimes: fc.Runtimes, ConnectorsDir: fc.ConnectorsDir, JavaStateURL: fc.JavaStateURL,
+			Runtimes: fc.Runtimes, ConnectorsDir: fc.ConnectorsDir, State: n.functionState(),
 			InstanceToken: fc.InstanceToken, TLSTrustCerts: fc.TLSTrustCerts, MaxPackageSize: fc.MaxPackageSize,
 			Logger: cfg.Logger,
 		}); err != nil {
@@ -284,6 +288,22 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 
 // Broker returns the broker.
 func (n *Node) Broker() *broker.Service { return n.broker }
+
+// functionState is where the function worker keeps state: Functions.State,
+// else the cluster's etcd under <prefix>/functions/state.
+func (n *Node) functionState() *worker.StateStore {
+	if st := n.cfg.Functions.State; st != nil {
+		return st
+	}
+	es, ok := n.md.(*etcdstore.Store)
+	if !ok || len(n.cfg.MetadataEndpoints) == 0 {
+		return nil
+	}
+	return &worker.StateStore{Endpoints: n.cfg.MetadataEndpoints, TLS: n.cfg.MetadataTLS, Prefix: es.Prefix() + "/functions/state"}
+}
+
+// FunctionsWorker returns the broker's function worker (nil without one).
+func (n *Node) FunctionsWorker() *worker.Worker { return n.worker }
 
 // ServiceURL is the pulsar:// URL of the broker.
 func (n *Node) ServiceURL() string { return n.broker.ServiceURL() }

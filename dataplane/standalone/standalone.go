@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/magnetar-dev/magnetar/dataplane/bookie"
@@ -27,6 +26,7 @@ import (
 	"github.com/magnetar-dev/magnetar/dataplane/brokernode"
 	"github.com/magnetar-dev/magnetar/dataplane/functions/worker"
 	"github.com/magnetar-dev/magnetar/dataplane/ledger"
+	"github.com/magnetar-dev/magnetar/dataplane/metadata"
 	"github.com/magnetar-dev/magnetar/dataplane/metadata/etcdstore"
 	"github.com/magnetar-dev/magnetar/dataplane/offload"
 	"github.com/magnetar-dev/magnetar/internal/dirlock"
@@ -137,7 +137,7 @@ func Start(ctx context.Context, cfg Config) (_ *Standalone, err error) {
 			cfg.Logger.Warn("functions: some runtimes are not available", "err", rerr)
 		}
 		fns = &brokernode.FunctionsConfig{DataDir: dir, Runtimes: rt, ConnectorsDir: connectors,
-			JavaStateURL: "etcd:" + strings.Join(s.md.ClientURLs(), ",")}
+			State: &worker.StateStore{Endpoints: s.md.ClientURLs(), Prefix: "/functions/state"}}
 	}
 	if s.node, err = brokernode.Start(ctx, brokernode.Config{
 		Metadata: s.md, NoAuditor: true, HTTPAddr: cfg.HTTPAddr, HTTPSAddr: cfg.HTTPSAddr,
@@ -158,6 +158,12 @@ func Start(ctx context.Context, cfg Config) (_ *Standalone, err error) {
 
 // Broker returns the broker.
 func (s *Standalone) Broker() *broker.Service { return s.node.Broker() }
+
+// FunctionsWorker returns the function worker (nil with NoFunctions).
+func (s *Standalone) FunctionsWorker() *worker.Worker { return s.node.FunctionsWorker() }
+
+// Metadata returns the embedded metadata store.
+func (s *Standalone) Metadata() metadata.Store { return s.md }
 
 // ServiceURL is the pulsar:// URL of the broker.
 func (s *Standalone) ServiceURL() string { return s.node.ServiceURL() }

@@ -3,90 +3,120 @@ package worker
 import (
 	"context"
 	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"io"
 	"mime"
 	"mime/multipart"
 	"net/http"
-	"net/url"
+	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/magnetar-dev/magnetar/dataplane/functions/fnconfig"
 	"github.com/magnetar-dev/magnetar/dataplane/metadata"
 )
 
-// Function state: one key per state key, under
-// <Root>/state/<tenant>/<namespace>/<name>/<escaped key>, holding the
-// value's bytes; a counter is an 8-byte big-endian int64, as in BookKeeper's
-// table service, so a counter read as bytes gives those 8 bytes.
+// Function state lives in the state store (stateproxy.go), one key per
+// state key: /state-store/<tenant>/<namespace>/<name>/<key>, holding the
+// value's bytes; a counter is its value in decimal text. That is the
+// layout of Pulsar's PulsarMetadataStateStoreProviderImpl, which Java
+// instances use through the worker's state proxy, so Java, Python and Go
+// functions and querystate all see the same state.
 //
 // Instances of our Python runtime and Go package reach it through the
 // worker's state API (/magnetar/v1/functions/<t>/<ns>/<n>/state/<key> and
 // .../counter/<key>); querystate and putstate are Pulsar's
 // /admin/v3/functions/<t>/<ns>/<n>/state/<key>.
 
-// maxStateValue bounds one state value (the metadata store keeps values
-// small).
+// maxStateValue bounds one state value.
 const maxStateValue = 1 << 20
 
-func (w *Worker) stateKey(t, ns, n, key string) string {
-	return w.cfg.Root + "/state/" + t + "/" + ns + "/" + n + "/" + url.PathEscape(key)
+var errNoState = errCode(http.StatusServiceUnavailable, "State storage client is not done initializing: this worker has no state store")
+
+func stateKey(t, ns, n, key string) string {
+	return "/state-store/" + t + "/" + ns + "/" + n + "/" + key
 }
 
-func (w *Worker) getState(ctx context.Context, t, ns, n, key string) ([]byte, metadata.Version, error) {
-	kv, err := w.md.Get(ctx, w.stateKey(t, ns, n, key))
+func (w *Worker) getState(ctx context.Context, t, ns, n, key string) ([]byte, int64, error) {
+	if w.state == nil {
+		return nil, 0, errNoState
+	}
+	resp, err := w.state.kv.Get(ctx, stateKey(t, ns, n, key))
 	if err != nil {
 		return nil, 0, err
 	}
-	return kv.Value, kv.Version, nil
+	if len(resp.Kvs) == 0 {
+		return nil, 0, metadata.ErrNotFound
+	}
+	return resp.Kvs[0].Value, resp.Kvs[0].Version, nil
 }
 
 func (w *Worker) putState(ctx context.Context, t, ns, n, key string, v []byte) error {
-	_, err := w.md.Put(ctx, w.stateKey(t, ns, n, key), v, metadata.AnyVersion)
+	if w.state == nil {
+		return errNoState
+	}
+	_, err := w.state.kv.Put(ctx, stateKey(t, ns, n, key), string(v))
 	return err
 }
 
-// incrCounter adds delta to a counter and returns its new value.
+func (w *Worker) deleteState(ctx context.Context, t, ns, n, key string) error {
+	if w.state == nil {
+		return errNoState
+	}
+	_, err := w.state.kv.Delete(ctx, stateKey(t, ns, n, key))
+	return err
+}
+
+func parseCounter(key string, v []byte) (int64, error) {
+	n, err := strconv.ParseInt(string(v), 10, 64)
+	if err != nil {
+		return 0, errCode(http.StatusBadRequest, "state key %q holds a value that is not a counter", key)
+	}
+	return n, nil
+}
+
+// incrCounter adds delta to a counter and returns its new value (a
+// compare-and-set on the key's revision, retried on a concurrent write).
 func (w *Worker) incrCounter(ctx context.Context, t, ns, n, key string, delta int64) (int64, error) {
-	k := w.stateKey(t, ns, n, key)
+	if w.state == nil {
+		return 0, errNoState
+	}
+	k := stateKey(t, ns, n, key)
 	for {
-		var cur int64
-		expected := metadata.NotExists
-		if kv, err := w.md.Get(ctx, k); err == nil {
-			if len(kv.Value) != 8 {
-				return 0, errCode(http.StatusBadRequest, "state key %q holds %d bytes, not a counter", key, len(kv.Value))
-			}
-			cur, expected = int64(binary.BigEndian.Uint64(kv.Value)), kv.Version
-		} else if !errors.Is(err, metadata.ErrNotFound) {
+		resp, err := w.state.kv.Get(ctx, k)
+		if err != nil {
 			return 0, err
 		}
-		next := cur + delta
-		var b [8]byte
-		binary.BigEndian.PutUint64(b[:], uint64(next))
-		_, err := w.md.Put(ctx, k, b[:], expected)
-		if errors.Is(err, metadata.ErrBadVersion) || errors.Is(err, metadata.ErrExists) {
-			continue
+		var cur, rev int64
+		if len(resp.Kvs) > 0 {
+			if cur, err = parseCounter(key, resp.Kvs[0].Value); err != nil {
+				return 0, err
+			}
+			rev = resp.Kvs[0].ModRevision
 		}
-		return next, err
+		next := cur + delta
+		txn, err := w.state.kv.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(k), "=", rev)).
+			Then(clientv3.OpPut(k, strconv.FormatInt(next, 10))).
+			Commit()
+		if err != nil {
+			return 0, err
+		}
+		if txn.Succeeded {
+			return next, nil
+		}
 	}
 }
 
 func (w *Worker) deleteAllState(ctx context.Context, t, ns, n string) error {
-	base := w.cfg.Root + "/state/" + t + "/" + ns + "/" + n
-	keys, err := w.md.Children(ctx, base)
-	if err != nil {
-		return err
+	if w.state == nil {
+		return nil
 	}
-	var errs []error
-	for _, k := range keys {
-		if err := w.md.Delete(ctx, base+"/"+k, metadata.AnyVersion); err != nil && !errors.Is(err, metadata.ErrNotFound) {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	_, err := w.state.kv.Delete(ctx, stateKey(t, ns, n, ""), clientv3.WithPrefix())
+	return err
 }
 
 // stateAPI serves /magnetar/v1/functions/<t>/<ns>/<n>/{state,counter}/<key>.
@@ -108,10 +138,10 @@ func (w *Worker) stateAPI(rw http.ResponseWriter, r *http.Request, seg []string)
 			case errors.Is(err, metadata.ErrNotFound):
 			case err != nil:
 				return err
-			case len(v) != 8:
-				return errCode(http.StatusBadRequest, "state key %q holds %d bytes, not a counter", key, len(v))
 			default:
-				val = int64(binary.BigEndian.Uint64(v))
+				if val, err = parseCounter(key, v); err != nil {
+					return err
+				}
 			}
 			writeJSON(rw, http.StatusOK, map[string]int64{"value": val})
 			return nil
@@ -158,8 +188,7 @@ func (w *Worker) stateAPI(rw http.ResponseWriter, r *http.Request, seg []string)
 		rw.WriteHeader(http.StatusNoContent)
 		return nil
 	case http.MethodDelete:
-		err := w.md.Delete(ctx, w.stateKey(t, ns, n, key), metadata.AnyVersion)
-		if err != nil && !errors.Is(err, metadata.ErrNotFound) {
+		if err := w.deleteState(ctx, t, ns, n, key); err != nil {
 			return err
 		}
 		rw.WriteHeader(http.StatusNoContent)
@@ -192,11 +221,14 @@ func (w *Worker) pulsarState(rw http.ResponseWriter, r *http.Request, t, ns, n, 
 		if err != nil {
 			return err
 		}
-		fs := FunctionState{Key: key, Version: int64(ver)}
-		switch {
-		case len(v) == 8 && !printable(v):
-			num := int64(binary.BigEndian.Uint64(v))
+		fs := FunctionState{Key: key, Version: ver}
+		// Counters are decimal text: a value that reads as an integer is
+		// shown as a number (as Pulsar's metadata state store does).
+		if num, err := strconv.ParseInt(string(v), 10, 64); err == nil {
 			fs.NumberValue = &num
+		}
+		switch {
+		case fs.NumberValue != nil:
 		case utf8.Valid(v):
 			fs.StringValue = string(v)
 		default:
@@ -224,7 +256,7 @@ func (w *Worker) pulsarState(rw http.ResponseWriter, r *http.Request, t, ns, n, 
 	var v []byte
 	switch {
 	case fs.NumberValue != nil:
-		v = binary.BigEndian.AppendUint64(nil, uint64(*fs.NumberValue))
+		v = []byte(strconv.FormatInt(*fs.NumberValue, 10))
 	case fs.StringValue != nil:
 		v = []byte(*fs.StringValue)
 	case fs.ByteValue != "":
@@ -242,17 +274,6 @@ func (w *Worker) pulsarState(rw http.ResponseWriter, r *http.Request, t, ns, n, 
 	}
 	rw.WriteHeader(http.StatusNoContent)
 	return nil
-}
-
-// printable reports whether b reads as text (then an 8-byte value is a
-// string, not a counter).
-func printable(b []byte) bool {
-	for _, c := range b {
-		if c < 0x20 || c > 0x7e {
-			return false
-		}
-	}
-	return true
 }
 
 // statePart reads the "state" part of a multipart body, or a JSON body.

@@ -2,20 +2,28 @@ package worker
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"mime"
+	"mime/multipart"
 	"net/http"
 	"net/url"
-	"strconv"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	pulsarlog "github.com/apache/pulsar-client-go/pulsar/log"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	pb "github.com/magnetar-dev/magnetar/api/pulsarfunctions"
+	"github.com/magnetar-dev/magnetar/api/pulsarwire"
 	"github.com/magnetar-dev/magnetar/dataplane/functions/fnconfig"
 )
 
@@ -382,11 +390,142 @@ func (w *Worker) stats(rw http.ResponseWriter, r *http.Request, t, ns, n string,
 	return nil
 }
 
+// trigger produces a value to the function's input topic (or the topic
+// named) and answers the function's output for it, as pulsar-admin
+// functions trigger does: the output topic is read from its end before
+// the value is produced, and the first output that names the produced
+// message (__pfn_input_msg_id__) or, from instances that do not name it,
+// the first output at all, is the answer.
 func (w *Worker) trigger(rw http.ResponseWriter, r *http.Request, t, ns, n string) error {
-	if _, _, err := w.getRecord(r.Context(), fnconfig.KindFunction, t, ns, n); err != nil {
+	ctx := r.Context()
+	rec, _, err := w.getRecord(ctx, fnconfig.KindFunction, t, ns, n)
+	if err != nil {
 		return err
 	}
-	return errCode(http.StatusBadRequest, "trigger is not supported by this worker yet: produce to the function's input topic")
+	d, err := rec.FunctionDetails()
+	if err != nil {
+		return err
+	}
+	value, topic, err := triggerParts(r)
+	if err != nil {
+		return err
+	}
+	inputs := maps.Keys(d.Source.GetInputSpecs())
+	if topic == "" {
+		for t := range inputs {
+			if topic != "" {
+				return errCode(http.StatusBadRequest, "Function %s has more than one input topic: name the topic to trigger", n)
+			}
+			topic = t
+		}
+	} else if _, ok := d.Source.GetInputSpecs()[topic]; !ok {
+		return errCode(http.StatusBadRequest, "Function %s has no input topic %s", n, topic)
+	}
+	if topic == "" {
+		return errCode(http.StatusBadRequest, "Function %s has no input topic to trigger", n)
+	}
+	opts := pulsar.ClientOptions{URL: w.cfg.ServiceURL, OperationTimeout: 10 * time.Second,
+		Logger: pulsarlog.DefaultNopLogger()}
+	if w.cfg.InstanceToken != "" {
+		opts.Authentication = pulsar.NewAuthenticationToken(w.cfg.InstanceToken)
+	}
+	if w.cfg.TLSTrustCerts != "" {
+		opts.TLSTrustCertsFilePath = w.cfg.TLSTrustCerts
+	}
+	client, err := pulsar.NewClient(opts)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	var reader pulsar.Reader
+	if out := d.Sink.GetTopic(); out != "" {
+		if reader, err = client.CreateReader(pulsar.ReaderOptions{Topic: out, StartMessageID: pulsar.LatestMessageID()}); err != nil {
+			return fmt.Errorf("reading the output topic: %w", err)
+		}
+		defer reader.Close()
+	}
+	producer, err := client.CreateProducer(pulsar.ProducerOptions{Topic: topic})
+	if err != nil {
+		return fmt.Errorf("producing to %s: %w", topic, err)
+	}
+	defer producer.Close()
+	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	id, err := producer.Send(tctx, &pulsar.ProducerMessage{Payload: value})
+	if err != nil {
+		return fmt.Errorf("producing to %s: %w", topic, err)
+	}
+	if reader == nil {
+		rw.WriteHeader(http.StatusOK)
+		return nil
+	}
+	for {
+		msg, err := reader.Next(tctx)
+		if err != nil {
+			return errCode(http.StatusRequestTimeout, "Request Timed Out: no output of %s for the triggered value", n)
+		}
+		if got, ok := msg.Properties()["__pfn_input_msg_id__"]; ok && !sameEntry(got, id) {
+			continue
+		}
+		rw.Header().Set("Content-Type", "text/plain")
+		rw.WriteHeader(http.StatusOK)
+		rw.Write(msg.Payload())
+		return nil
+	}
 }
 
-var _ = strconv.Itoa
+// sameEntry reports whether an output's __pfn_input_msg_id__ (a
+// serialized MessageIdData, base64, standard or URL-safe as instances
+// differ) names the entry of id. Clients serialize the optional fields
+// differently, so ledger and entry are compared.
+func sameEntry(prop string, id pulsar.MessageID) bool {
+	var raw []byte
+	var err error
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding, base64.RawStdEncoding, base64.RawURLEncoding} {
+		if raw, err = enc.DecodeString(prop); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return false
+	}
+	var m pulsarwire.MessageIdData
+	if proto.Unmarshal(raw, &m) != nil {
+		return false
+	}
+	return int64(m.GetLedgerId()) == id.LedgerID() && int64(m.GetEntryId()) == id.EntryID()
+}
+
+// triggerParts reads a trigger's multipart body: the value as text
+// (data) or a file (dataStream), and the topic.
+func triggerParts(r *http.Request) (value []byte, topic string, err error) {
+	mt, params, perr := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if perr != nil || !strings.HasPrefix(mt, "multipart/") {
+		return nil, "", errCode(http.StatusBadRequest, "expected a multipart body with data or dataStream")
+	}
+	mr := multipart.NewReader(r.Body, params["boundary"])
+	got := false
+	for {
+		part, err := mr.NextPart()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, "", errCode(http.StatusBadRequest, "malformed multipart body: %v", err)
+		}
+		b, err := io.ReadAll(io.LimitReader(part, 5<<20))
+		if err != nil {
+			return nil, "", err
+		}
+		switch part.FormName() {
+		case "data", "dataStream":
+			value, got = b, true
+		case "topic":
+			topic = strings.TrimSpace(string(b))
+		}
+	}
+	if !got {
+		return nil, "", errCode(http.StatusBadRequest, "Function trigger data is not provided")
+	}
+	return value, topic, nil
+}

@@ -46,9 +46,9 @@ type Config struct {
 	Runtimes Runtimes
 	// ConnectorsDir holds the builtin connectors (*.nar). Optional.
 	ConnectorsDir string
-	// JavaStateURL is the metadata-store URL Java instances keep state in
-	// ("etcd:http://127.0.0.1:2379"); "" turns Java state off.
-	JavaStateURL string
+	// State is where function state lives (nil: functions have no state;
+	// their state calls fail with a clear error).
+	State *StateStore
 	// InstanceToken authenticates instances to the brokers when the
 	// cluster requires authentication.
 	InstanceToken string
@@ -108,7 +108,9 @@ type Worker struct {
 	// poke wakes the loops after a change under Root (buffered, 1).
 	pokeSched, pokeRun chan struct{}
 
-	mu        sync.Mutex
+	mu    sync.Mutex
+	state *stateBackend // nil without Config.State
+
 	running   map[string]*running // instance key -> supervisor
 	leader    bool
 	sess      metadata.Session // the live session (nil between sessions)
@@ -132,14 +134,24 @@ func New(cfg Config) (*Worker, error) {
 			return nil, fmt.Errorf("worker: %w", err)
 		}
 	}
+	var err error
 	w := &Worker{
 		cfg: cfg, md: cfg.Metadata, recs: records{md: cfg.Metadata, root: cfg.Root}, log: cfg.Logger,
 		stop: make(chan struct{}), pokeSched: make(chan struct{}, 1), pokeRun: make(chan struct{}, 1),
 		running: map[string]*running{},
 	}
+	if cfg.State != nil {
+		if w.state, err = startState(cfg.State); err != nil {
+			return nil, err
+		}
+	}
+	javaState := ""
+	if w.state != nil {
+		javaState = w.state.url()
+	}
 	w.env = &instanceEnv{
 		ServiceURL: cfg.ServiceURL, WebServiceURL: cfg.URL, ClusterName: cfg.Broker.Config().ClusterName,
-		JavaStateURL: cfg.JavaStateURL, Token: cfg.InstanceToken, TLSTrustCerts: cfg.TLSTrustCerts,
+		JavaStateURL: javaState, Token: cfg.InstanceToken, TLSTrustCerts: cfg.TLSTrustCerts,
 		HealthCheckInterval: 30, LogDir: filepath.Join(cfg.DataDir, "logs"), NarDir: filepath.Join(cfg.DataDir, "nar"),
 	}
 	conns, err := ScanConnectors(cfg.ConnectorsDir)
@@ -149,6 +161,9 @@ func New(cfg Config) (*Worker, error) {
 	w.connector = conns
 	return w, nil
 }
+
+// Packages returns the worker's package store.
+func (w *Worker) Packages() PackageStore { return w.cfg.Packages }
 
 // Start runs the worker's loops until Shutdown.
 func (w *Worker) Start() {
@@ -176,6 +191,9 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 	go func() {
 		w.wg.Wait()
 		w.stopAll()
+		if w.state != nil {
+			w.state.close()
+		}
 		close(done)
 	}()
 	select {

@@ -1,0 +1,2 @@
+"""Protobuf and gRPC modules generated from api/pulsarfunctions/*.proto by
+api/generate.sh (grpcio-tools). Do not edit; regenerate."""

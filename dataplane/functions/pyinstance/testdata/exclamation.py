@@ -1,0 +1,6 @@
+from pulsar import Function
+
+
+class ExclamationFunction(Function):
+    def process(self, input, context):
+        return input + '!'
