@@ -23,6 +23,7 @@ func newBrokerCommand() *cobra.Command {
 	var sec securityFlags
 	var bookieTLS, metadataTLS, peerTLS tlsClientFlags
 	var off offloadFlags
+	var fns functionsFlags
 	cmd := &cobra.Command{
 		Use:   "broker",
 		Short: "Run a cluster broker: Pulsar protocol and admin API over shared bookies and an etcd metadata store",
@@ -49,6 +50,11 @@ func newBrokerCommand() *cobra.Command {
 			}
 			cfg.Offload, cfg.OffloadPolicy = off.apply()
 			cfg.Broker.TopicLevelMetrics = topicMetrics
+			id := cfg.Broker.AdvertisedAddr
+			if id == "" {
+				id = cfg.Broker.BinaryAddr
+			}
+			cfg.Functions = fns.brokerConfig(id)
 			start := time.Now()
 			n, err := brokernode.Start(ctx, cfg)
 			if err != nil {
@@ -71,6 +77,7 @@ func newBrokerCommand() *cobra.Command {
 	peerTLS.register(f, "broker-client", "the cluster's other brokers", "used when their admin URL is https:// (--http-addr off)")
 	sec.register(f)
 	off.register(f)
+	fns.register(f, "")
 	f.StringVar(&cfg.Broker.BinaryAddr, "broker-addr", "127.0.0.1:6650", "Pulsar binary protocol address")
 	f.StringVar(&cfg.Broker.AdvertisedAddr, "advertised-address", "", "host:port clients are sent to; the broker's id (default: the bound broker address)")
 	f.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:8080", "admin REST API and HTTP lookup address")

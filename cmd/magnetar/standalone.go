@@ -13,6 +13,9 @@ import (
 
 func init() { subcommands = append(subcommands, newStandaloneCommand) }
 
+// standaloneFunctionsDir is --functions-dir's default, shown in --help.
+const standaloneFunctionsDir = "<data-dir>/functions"
+
 func newStandaloneCommand() *cobra.Command {
 	var cfg standalone.Config
 	var topicMetrics bool
@@ -20,6 +23,7 @@ func newStandaloneCommand() *cobra.Command {
 	var journalSync bool
 	var sec securityFlags
 	var off offloadFlags
+	var fns functionsFlags
 	cmd := &cobra.Command{
 		Use:   "standalone",
 		Short: "Run a whole data plane in one process: broker, bookie and embedded metadata store",
@@ -36,6 +40,10 @@ func newStandaloneCommand() *cobra.Command {
 			defer sec.close()
 			cfg.HTTPSAddr = sec.httpsAddr
 			cfg.Offload, cfg.OffloadPolicy = off.apply()
+			cfg.NoFunctions, cfg.FunctionsJavaHome, cfg.FunctionsMaxPackageSize = !fns.enabled, fns.javaHome, fns.maxPackageSize
+			if fns.dir != standaloneFunctionsDir {
+				cfg.FunctionsDir = fns.dir
+			}
 			start := time.Now()
 			s, err := standalone.Start(ctx, cfg)
 			if err != nil {
@@ -67,5 +75,6 @@ func newStandaloneCommand() *cobra.Command {
 	f.BoolVar(&topicMetrics, "expose-topic-level-metrics", false, "add per-topic and per-subscription series to /metrics (Pulsar's exposeTopicLevelMetricsInPrometheus); every scrape then costs work per topic")
 	sec.register(f)
 	off.register(f)
+	fns.register(f, standaloneFunctionsDir)
 	return cmd
 }

@@ -74,7 +74,11 @@ type Config struct {
 	// FunctionsJavaHome is the Java instance's home (javainstance.DefaultDir
 	// when empty; Java functions and connectors are refused without one).
 	FunctionsJavaHome string
-	Logger            *slog.Logger
+	// FunctionsDir holds the worker's files (default <DataDir>/functions).
+	FunctionsDir string
+	// FunctionsMaxPackageSize bounds an uploaded package (default 256 MiB).
+	FunctionsMaxPackageSize int64
+	Logger                  *slog.Logger
 }
 
 // Standalone is a running data plane.
@@ -131,12 +135,15 @@ func Start(ctx context.Context, cfg Config) (_ *Standalone, err error) {
 	bcfg.BinaryAddr = cfg.BrokerAddr
 	var fns *brokernode.FunctionsConfig
 	if !cfg.NoFunctions {
-		dir := filepath.Join(cfg.DataDir, "functions")
+		dir := cfg.FunctionsDir
+		if dir == "" {
+			dir = filepath.Join(cfg.DataDir, "functions")
+		}
 		rt, connectors, rerr := worker.ResolveRuntimes(dir, cfg.FunctionsJavaHome)
 		if rerr != nil {
 			cfg.Logger.Warn("functions: some runtimes are not available", "err", rerr)
 		}
-		fns = &brokernode.FunctionsConfig{DataDir: dir, Runtimes: rt, ConnectorsDir: connectors,
+		fns = &brokernode.FunctionsConfig{DataDir: dir, Runtimes: rt, ConnectorsDir: connectors, MaxPackageSize: cfg.FunctionsMaxPackageSize,
 			State: &worker.StateStore{Endpoints: s.md.ClientURLs(), Prefix: "/functions/state"}}
 	}
 	if s.node, err = brokernode.Start(ctx, brokernode.Config{

@@ -526,3 +526,21 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// TestPythonUnitSuite runs the instance's own pytest suite (tests/).
+func TestPythonUnitSuite(t *testing.T) {
+	py := pythonOrSkip(t)
+	if out, err := exec.Command(py, "-c", "import pytest, grpc, prometheus_client").CombinedOutput(); err != nil {
+		if os.Getenv(requireEnv) == "1" {
+			t.Fatalf("the test modules of requirements.txt are missing: %v: %s", err, out)
+		}
+		t.Skipf("the test modules of requirements.txt are missing: %s", lastLine(string(out)))
+	}
+	cmd := exec.Command(py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests")
+	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
+	out, err := cmd.CombinedOutput()
+	t.Logf("pytest:\n%s", out)
+	if err != nil {
+		t.Fatalf("pytest failed: %v", err)
+	}
+}

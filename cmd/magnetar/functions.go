@@ -1,0 +1,45 @@
+package main
+
+import (
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/magnetar-dev/magnetar/dataplane/brokernode"
+	"github.com/magnetar-dev/magnetar/dataplane/functions/worker"
+)
+
+// functionsFlags configure the function worker a broker or standalone
+// runs (Pulsar's functionsWorkerEnabled, on by default here).
+type functionsFlags struct {
+	enabled        bool
+	dir            string
+	javaHome       string
+	maxPackageSize int64
+}
+
+func (ff *functionsFlags) register(f *pflag.FlagSet, dirDefault string) {
+	f.BoolVar(&ff.enabled, "functions-worker", true, "run a Pulsar Functions worker in the broker (functions, sources and sinks on /admin/v3)")
+	f.StringVar(&ff.dir, "functions-dir", dirDefault, "the function worker's package cache, instance logs and extracted connectors")
+	f.StringVar(&ff.javaHome, "functions-java-home", "", "the Java instance's home written by dataplane/functions/javainstance/setup.sh (default $MAGNETAR_FUNCTIONS_HOME, else ~/.cache/magnetar/functions-4.2.4); without one Java functions and connectors are refused")
+	f.Int64Var(&ff.maxPackageSize, "functions-max-package-size", 256<<20, "largest function or connector package accepted, in bytes")
+}
+
+// brokerConfig returns the broker's worker configuration (nil when off).
+func (ff *functionsFlags) brokerConfig(brokerAddr string) *brokernode.FunctionsConfig {
+	if !ff.enabled {
+		return nil
+	}
+	dir := ff.dir
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "magnetar-functions", strings.NewReplacer(":", "_", "/", "_").Replace(brokerAddr))
+	}
+	rt, connectors, err := worker.ResolveRuntimes(dir, ff.javaHome)
+	if err != nil {
+		slog.Warn("functions: some runtimes are not available", "err", err)
+	}
+	return &brokernode.FunctionsConfig{DataDir: dir, Runtimes: rt, ConnectorsDir: connectors, MaxPackageSize: ff.maxPackageSize}
+}
