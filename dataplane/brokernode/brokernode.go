@@ -251,7 +251,9 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 				Ensemble: cfg.Ensemble, WriteQuorum: cfg.WriteQuorum, AckQuorum: cfg.AckQuorum},
 			Runtimes: fc.Runtimes, ConnectorsDir: fc.ConnectorsDir, State: n.functionState(),
 			InstanceToken: fc.InstanceToken, TLSTrustCerts: fc.TLSTrustCerts, MaxPackageSize: fc.MaxPackageSize,
-			Logger: cfg.Logger,
+			// A dead broker's instances move as soon as its bundles do.
+			SessionTTL: n.broker.Config().SessionTTL,
+			Logger:     cfg.Logger,
 		}); err != nil {
 			return nil, fmt.Errorf("brokernode: function worker: %w", err)
 		}
