@@ -19,6 +19,10 @@ type NamespaceUsage struct {
 	NonPersistentBytesIn     int64 `json:"nonPersistentBytesIn,omitempty"`
 	NonPersistentMessagesOut int64 `json:"nonPersistentMessagesOut,omitempty"`
 	NonPersistentBytesOut    int64 `json:"nonPersistentBytesOut,omitempty"`
+	// FunctionInstanceSeconds counts the seconds function, source and sink
+	// instances of the namespace ran on this broker's function worker,
+	// since the process started (billed from the process's epoch).
+	FunctionInstanceSeconds int64 `json:"functionInstanceSeconds,omitempty"`
 	// Sampled when the report is made: logical bytes retained, topics (a
 	// partitioned topic counts on the broker serving its partition 0) and
 	// partitions (a non-partitioned topic is one).

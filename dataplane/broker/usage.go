@@ -39,6 +39,8 @@ type nsCounters struct {
 	// The part of in and out of non-persistent topics (billed from these
 	// counters; persistent topics from their durable counters).
 	npMsgsIn, npBytesIn, npMsgsOut, npBytesOut atomic.Int64
+	// Seconds the namespace's function instances ran on this broker.
+	fnSeconds atomic.Int64
 }
 
 // usageMeter holds the counters; the map only grows (a namespace's entry
@@ -106,6 +108,13 @@ func (s *Service) CountReplicatedOut(t TopicName, msgs, bytes int64) {
 	c.bytesReplOut.Add(bytes)
 }
 
+// CountFunctionSeconds adds the seconds function instances of tenant/ns
+// ran on this broker's function worker (the billing meter
+// function_instance_seconds).
+func (s *Service) CountFunctionSeconds(tenant, ns string, seconds int64) {
+	s.metrics.usage.of(TopicName{Domain: Persistent, Tenant: tenant, Namespace: ns}).fnSeconds.Add(seconds)
+}
+
 // NamespaceUsage and Usage are the report's format (billing.UsageReport).
 type (
 	NamespaceUsage = billing.NamespaceUsage
@@ -135,6 +144,7 @@ func (s *Service) Usage() Usage {
 		n.MessagesReplicatedOut, n.BytesReplicatedOut = c.msgsReplOut.Load(), c.bytesReplOut.Load()
 		n.NonPersistentMessagesIn, n.NonPersistentBytesIn = c.npMsgsIn.Load(), c.npBytesIn.Load()
 		n.NonPersistentMessagesOut, n.NonPersistentBytesOut = c.npMsgsOut.Load(), c.npBytesOut.Load()
+		n.FunctionInstanceSeconds = c.fnSeconds.Load()
 	}
 	u.mu.RUnlock()
 	var sources []billing.SourceUsage

@@ -170,6 +170,52 @@ func (w *Worker) Start() {
 	w.goRun(w.watchLoop)
 	w.goRun(w.memberLoop)
 	w.goRun(w.runLoop)
+	w.goRun(w.meterLoop)
+}
+
+// meterInterval is how often running instances are metered.
+const meterInterval = 10 * time.Second
+
+// meterLoop counts the seconds each running instance ran into the
+// broker's usage report (function_instance_seconds per namespace), every
+// meterInterval and at shutdown: an instance counts while its process is
+// up.
+func (w *Worker) meterLoop() {
+	last := time.Now()
+	tick := time.NewTicker(meterInterval)
+	defer tick.Stop()
+	carry := map[[2]string]time.Duration{} // sub-second remainders per namespace
+	meter := func() {
+		now := time.Now()
+		elapsed := now.Sub(last)
+		last = now
+		w.mu.Lock()
+		for _, run := range w.running {
+			st, _ := run.sup.snapshot()
+			if !st.Running {
+				continue
+			}
+			d := run.sup.launch.details
+			k := [2]string{d.Tenant, d.Namespace}
+			carry[k] += min(elapsed, now.Sub(st.StartedAt))
+		}
+		w.mu.Unlock()
+		for k, d := range carry {
+			if secs := int64(d / time.Second); secs > 0 {
+				w.cfg.Broker.CountFunctionSeconds(k[0], k[1], secs)
+				carry[k] = d - time.Duration(secs)*time.Second
+			}
+		}
+	}
+	for {
+		select {
+		case <-w.stop:
+			meter()
+			return
+		case <-tick.C:
+			meter()
+		}
+	}
 }
 
 func (w *Worker) goRun(fn func()) {

@@ -236,6 +236,15 @@ func TestInstancesRebalanceWhenWorkersJoinAndLeave(t *testing.T) {
 	eventually(t, 20*time.Second, "four processes after start", func() (bool, string) {
 		return processes(digest) == 4, fmt.Sprint(processes(digest))
 	})
+	// Their running time is metered for billing, per namespace.
+	eventually(t, 30*time.Second, "instance-seconds in the usage report", func() (bool, string) {
+		for _, n := range s.Broker().Usage().Namespaces {
+			if n.Tenant == "public" && n.Namespace == "default" && n.FunctionInstanceSeconds > 0 {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%+v", s.Broker().Usage().Namespaces)
+	})
 	if code, b := call(t, http.MethodDelete, base+"/admin/v3/functions/public/default/spread", nil, ""); code != http.StatusNoContent {
 		t.Fatalf("delete: %d %s", code, b)
 	}
