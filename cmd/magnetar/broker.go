@@ -54,7 +54,9 @@ func newBrokerCommand() *cobra.Command {
 			if id == "" {
 				id = cfg.Broker.BinaryAddr
 			}
-			cfg.Functions = fns.brokerConfig(id)
+			if cfg.Functions, err = fns.brokerConfig(id); err != nil {
+				return err
+			}
 			start := time.Now()
 			n, err := brokernode.Start(ctx, cfg)
 			if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -19,6 +20,7 @@ type functionsFlags struct {
 	dir            string
 	javaHome       string
 	maxPackageSize int64
+	tokenFile      string
 }
 
 func (ff *functionsFlags) register(f *pflag.FlagSet, dirDefault string) {
@@ -26,12 +28,29 @@ func (ff *functionsFlags) register(f *pflag.FlagSet, dirDefault string) {
 	f.StringVar(&ff.dir, "functions-dir", dirDefault, "the function worker's package cache, instance logs and extracted connectors")
 	f.StringVar(&ff.javaHome, "functions-java-home", "", "the Java instance's home written by dataplane/functions/javainstance/setup.sh (default $MAGNETAR_FUNCTIONS_HOME, else ~/.cache/magnetar/functions-4.2.4); without one Java functions and connectors are refused")
 	f.Int64Var(&ff.maxPackageSize, "functions-max-package-size", 256<<20, "largest function or connector package accepted, in bytes")
+	f.StringVar(&ff.tokenFile, "functions-instance-token-file", "", "a file holding the token function instances authenticate to the brokers with, when the cluster requires authentication (Pulsar's worker passes its own client credentials the same way)")
+}
+
+// token reads --functions-instance-token-file ("" when not set).
+func (ff *functionsFlags) token() (string, error) {
+	if ff.tokenFile == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(ff.tokenFile)
+	if err != nil {
+		return "", fmt.Errorf("--functions-instance-token-file: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
 }
 
 // brokerConfig returns the broker's worker configuration (nil when off).
-func (ff *functionsFlags) brokerConfig(brokerAddr string) *brokernode.FunctionsConfig {
+func (ff *functionsFlags) brokerConfig(brokerAddr string) (*brokernode.FunctionsConfig, error) {
 	if !ff.enabled {
-		return nil
+		return nil, nil
+	}
+	tok, err := ff.token()
+	if err != nil {
+		return nil, err
 	}
 	dir := ff.dir
 	if dir == "" {
@@ -41,5 +60,6 @@ func (ff *functionsFlags) brokerConfig(brokerAddr string) *brokernode.FunctionsC
 	if err != nil {
 		slog.Warn("functions: some runtimes are not available", "err", err)
 	}
-	return &brokernode.FunctionsConfig{DataDir: dir, Runtimes: rt, ConnectorsDir: connectors, MaxPackageSize: ff.maxPackageSize}
+	return &brokernode.FunctionsConfig{DataDir: dir, Runtimes: rt, ConnectorsDir: connectors,
+		MaxPackageSize: ff.maxPackageSize, InstanceToken: tok}, nil
 }

@@ -41,6 +41,10 @@ func newStandaloneCommand() *cobra.Command {
 			cfg.HTTPSAddr = sec.httpsAddr
 			cfg.Offload, cfg.OffloadPolicy = off.apply()
 			cfg.NoFunctions, cfg.FunctionsJavaHome, cfg.FunctionsMaxPackageSize = !fns.enabled, fns.javaHome, fns.maxPackageSize
+			var err error
+			if cfg.FunctionsInstanceToken, err = fns.token(); err != nil {
+				return err
+			}
 			if fns.dir != standaloneFunctionsDir {
 				cfg.FunctionsDir = fns.dir
 			}
