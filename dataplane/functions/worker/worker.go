@@ -279,19 +279,38 @@ func poke(ch chan struct{}) {
 	}
 }
 
-// watchLoop wakes the scheduler and the run loop on every change under
-// Root, and every 30 s in any case (a missed watch heals).
+// watchLoop wakes the scheduler and the run loop on every change of the
+// records, the workers and the assignment, and every 30 s in any case (a
+// missed watch heals). State and packages, also under Root, are not
+// watched: a counter a function increments per message must not wake
+// the scheduler.
 func (w *Worker) watchLoop() {
 	ctx, cancel := w.loopContext()
 	defer cancel()
+	prefixes := []string{w.cfg.Root + "/records", w.cfg.Root + "/workers", w.cfg.Root + "/assignment"}
 	for ctx.Err() == nil {
 		poke(w.pokeSched)
 		poke(w.pokeRun)
-		wa, err := w.md.Watch(ctx, w.cfg.Root, 0)
-		if err != nil {
-			w.log.Warn("functions: watch failed", "err", err)
-			sleepCtx(ctx, time.Second)
-			continue
+		wctx, stopWatches := context.WithCancel(ctx)
+		changed := make(chan struct{}, 1)
+		ended := make(chan struct{}, len(prefixes))
+		var wg sync.WaitGroup
+		for _, p := range prefixes {
+			wa, err := w.md.Watch(wctx, p, 0)
+			if err != nil {
+				w.log.Warn("functions: watch failed", "prefix", p, "err", err)
+				ended <- struct{}{}
+				break
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer wa.Close()
+				for range wa.Events() {
+					poke(changed)
+				}
+				ended <- struct{}{}
+			}()
 		}
 		tick := time.NewTicker(30 * time.Second)
 	events:
@@ -299,19 +318,19 @@ func (w *Worker) watchLoop() {
 			select {
 			case <-ctx.Done():
 				break events
+			case <-ended:
+				// A watch ended (or could not start): start them all over.
+				sleepCtx(ctx, time.Second)
+				break events
 			case <-tick.C:
-				poke(w.pokeSched)
-				poke(w.pokeRun)
-			case _, ok := <-wa.Events():
-				if !ok {
-					break events
-				}
-				poke(w.pokeSched)
-				poke(w.pokeRun)
+			case <-changed:
 			}
+			poke(w.pokeSched)
+			poke(w.pokeRun)
 		}
 		tick.Stop()
-		wa.Close()
+		stopWatches()
+		wg.Wait()
 	}
 }
 

@@ -380,3 +380,19 @@ func TestRefusals(t *testing.T) {
 	}
 	_ = filepath.Join
 }
+
+func TestPackageOverTheLimitIsRefused(t *testing.T) {
+	cfg := standalonetest.Config(t.TempDir(), standalonetest.FreeAddr(t))
+	cfg.FunctionsMaxPackageSize = 4096
+	s := standalonetest.Start(t, cfg)
+	big := append([]byte("#!/bin/sh\n"), bytes.Repeat([]byte("#"), 8192)...)
+	code, b := createGo(t, s.WebServiceURL(), "big", map[string]any{"runtime": "GO", "inputs": []string{"in"}}, big)
+	if code != http.StatusRequestEntityTooLarge || !strings.Contains(b, "larger than the limit of 4096 bytes") {
+		t.Fatalf("oversized package: %d %s", code, b)
+	}
+	// The worker goes on: a package under the limit is accepted.
+	pkg, _ := script(t, "sleep 60")
+	if code, b := createGo(t, s.WebServiceURL(), "small", map[string]any{"runtime": "GO", "inputs": []string{"in"}}, pkg); code != http.StatusNoContent {
+		t.Fatalf("small package after a refused one: %d %s", code, b)
+	}
+}
