@@ -257,6 +257,9 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}); err != nil {
 			return nil, fmt.Errorf("brokernode: function worker: %w", err)
 		}
+		if err = n.worker.RegisterMetrics(n.broker.Metrics()); err != nil {
+			return nil, fmt.Errorf("brokernode: function worker metrics: %w", err)
+		}
 		acfg.Functions = n.worker
 	}
 	n.http = &http.Server{

@@ -111,11 +111,14 @@ type Worker struct {
 	mu    sync.Mutex
 	state *stateBackend // nil without Config.State
 
-	running   map[string]*running // instance key -> supervisor
-	leader    bool
-	sess      metadata.Session // the live session (nil between sessions)
-	assign    Assignment
-	connector map[string]Connector // builtin connectors by name, read at start
+	running map[string]*running // instance key -> supervisor
+	leader  bool
+	// restartsGone keeps the restarts of supervisors that were stopped, so
+	// the restart counter never goes down.
+	restartsGone int64
+	sess         metadata.Session // the live session (nil between sessions)
+	assign       Assignment
+	connector    map[string]Connector // builtin connectors by name, read at start
 }
 
 type running struct {
@@ -557,6 +560,8 @@ func (w *Worker) reconcile(ctx context.Context) error {
 		wt, ok := wanted[inst]
 		if !ok || wt.rec.Version != run.version || wt.rec.Restarts[wt.index] != run.restart {
 			stop = append(stop, run.sup)
+			st, _ := run.sup.snapshot()
+			w.restartsGone += st.Restarts
 			delete(w.running, inst)
 		}
 	}
@@ -599,6 +604,8 @@ func (w *Worker) stopAll() {
 	var stop []*supervisor
 	for inst, run := range w.running {
 		stop = append(stop, run.sup)
+		st, _ := run.sup.snapshot()
+		w.restartsGone += st.Restarts
 		delete(w.running, inst)
 	}
 	w.mu.Unlock()

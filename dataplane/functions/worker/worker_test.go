@@ -152,6 +152,11 @@ func TestCrashingInstanceRestartsWithBackoffAndReportsWhy(t *testing.T) {
 		return in.NumRestarts >= 2 && strings.Contains(in.Error, "cannot start: -instance-conf") &&
 			strings.Contains(in.Error, "exit status 3") && !in.Running, fmt.Sprintf("%+v", in)
 	})
+	// The broker's /metrics counts the restarts.
+	if code, b := call(t, http.MethodGet, base+"/metrics", nil, ""); code != http.StatusOK ||
+		!strings.Contains(string(b), "magnetar_functions_instance_restarts_total") || !strings.Contains(string(b), "magnetar_functions_scheduler_leader 1") {
+		t.Fatalf("metrics: %d, no functions series", code)
+	}
 	// The backoff doubles from 1 s: a few seconds hold a handful of
 	// starts, not hundreds.
 	first := status(t, base, "crasher").Instances[0].Status.NumRestarts
