@@ -238,8 +238,52 @@ func (c *FunctionConfig) Normalize() error {
 	}
 	c.Resources = c.Resources.withDefaults()
 	c.FQFN = c.Tenant + "/" + c.Namespace + "/" + c.Name
-	_, err = c.Details()
-	return err
+	if _, err = c.Details(); err != nil {
+		return err
+	}
+	// What GET answers carries every input in inputSpecs, as Pulsar's
+	// (clients read either field), and the settings Pulsar always shows.
+	c.fillInputSpecs()
+	if c.RetainOrdering == nil {
+		f := false
+		c.RetainOrdering = &f
+	}
+	if c.RetainKeyOrdering == nil {
+		f := false
+		c.RetainKeyOrdering = &f
+	}
+	if c.UserConfig == nil {
+		c.UserConfig = map[string]any{}
+	}
+	if c.SubscriptionPosition == "" {
+		c.SubscriptionPosition = "Latest"
+	}
+	return nil
+}
+
+// fillInputSpecs adds an inputSpecs entry for every input named elsewhere
+// (inputs, customSerdeInputs, customSchemaInputs, topicsPattern).
+func (c *FunctionConfig) fillInputSpecs() {
+	if c.InputSpecs == nil {
+		c.InputSpecs = map[string]ConsumerConfig{}
+	}
+	add := func(topic string, cc ConsumerConfig) {
+		if _, ok := c.InputSpecs[topic]; !ok {
+			c.InputSpecs[topic] = cc
+		}
+	}
+	for _, t := range c.Inputs {
+		add(t, ConsumerConfig{})
+	}
+	for t, serde := range c.CustomSerdeInputs {
+		add(t, ConsumerConfig{SerdeClassName: serde})
+	}
+	for t, schema := range c.CustomSchemaInputs {
+		add(t, ConsumerConfig{SchemaType: schema})
+	}
+	if c.TopicsPattern != "" {
+		add(c.TopicsPattern, ConsumerConfig{RegexPattern: true})
+	}
 }
 
 // Inputs returns every input topic of a function, sorted.

@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -102,10 +103,12 @@ func TestGoPulsarAdminDrivesFunctions(t *testing.T) {
 		}
 		cons.Ack(msg)
 	}
-	st, err := fns.GetFunctionStatusWithInstanceID("public", "default", "excl", 0)
-	if err != nil || !st.Running || st.NumReceived < 10 || st.NumSuccessfullyProcessed < 10 {
-		t.Fatalf("instance status: %+v %v", st, err)
-	}
+	// The instance counts a message processed once its output is
+	// acknowledged, which may be a moment after a consumer saw it.
+	eventually(t, 10*time.Second, "instance status counts", func() (bool, string) {
+		st, err := fns.GetFunctionStatusWithInstanceID("public", "default", "excl", 0)
+		return err == nil && st.Running && st.NumReceived >= 10 && st.NumSuccessfullyProcessed >= 10, fmt.Sprintf("%+v %v", st, err)
+	})
 	stats, err := fns.GetFunctionStats("public", "default", "excl")
 	if err != nil || stats.ProcessedSuccessfullyTotal < 10 {
 		t.Fatalf("stats: %+v %v", stats, err)

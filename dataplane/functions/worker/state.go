@@ -165,7 +165,7 @@ func (w *Worker) stateAPI(rw http.ResponseWriter, r *http.Request, seg []string)
 	case http.MethodGet:
 		v, _, err := w.getState(ctx, t, ns, n, key)
 		if errors.Is(err, metadata.ErrNotFound) {
-			return errCode(http.StatusNotFound, "key '%s' doesn't exist", key)
+			return errCode(http.StatusNotFound, "key '%s' doesn't exist.", key)
 		}
 		if err != nil {
 			return err
@@ -216,7 +216,7 @@ func (w *Worker) pulsarState(rw http.ResponseWriter, r *http.Request, t, ns, n, 
 	if r.Method == http.MethodGet {
 		v, ver, err := w.getState(ctx, t, ns, n, key)
 		if errors.Is(err, metadata.ErrNotFound) {
-			return errCode(http.StatusNotFound, "key '%s' doesn't exist", key)
+			return errCode(http.StatusNotFound, "key '%s' doesn't exist.", key)
 		}
 		if err != nil {
 			return err
@@ -250,19 +250,20 @@ func (w *Worker) pulsarState(rw http.ResponseWriter, r *http.Request, t, ns, n, 
 	if err := json.Unmarshal(body, &fs); err != nil {
 		return errCode(http.StatusBadRequest, "Invalid state: %v", err)
 	}
-	if fs.Key != "" && fs.Key != key {
-		return errCode(http.StatusBadRequest, "State key %s does not match the path's %s", fs.Key, key)
+	if fs.Key != key {
+		return errCode(http.StatusBadRequest, "Path key doesn't match key in json")
 	}
+	// Pulsar's order: bytes, then a string, then a number.
 	var v []byte
 	switch {
-	case fs.NumberValue != nil:
-		v = []byte(strconv.FormatInt(*fs.NumberValue, 10))
-	case fs.StringValue != nil:
-		v = []byte(*fs.StringValue)
 	case fs.ByteValue != "":
 		if v, err = base64.StdEncoding.DecodeString(fs.ByteValue); err != nil {
 			return errCode(http.StatusBadRequest, "Invalid byteValue: %v", err)
 		}
+	case fs.StringValue != nil:
+		v = []byte(*fs.StringValue)
+	case fs.NumberValue != nil:
+		v = []byte(strconv.FormatInt(*fs.NumberValue, 10))
 	default:
 		return errCode(http.StatusBadRequest, "State value is empty")
 	}
