@@ -6,7 +6,8 @@
 // # Meters
 //
 // A meter is a named quantity with a unit (Meters lists them). Counter
-// meters (messages and bytes in and out, bytes replicated out) are sums of
+// meters (messages and bytes in and out, bytes replicated out, function
+// instance-seconds) are sums of
 // the increments of the brokers' monotonic counters observed in the hour;
 // gauge meters (storage bytes, topics, partitions, brokers, bookies) are the
 // peak sampled in the hour, so a partial hour counts as a full one.

@@ -23,6 +23,9 @@ const (
 	Partitions         Meter = "partitions"           // peak partitions in the hour (partition-hours)
 	BrokerHours        Meter = "broker_hours"         // brokers of the cluster in the hour
 	BookieHours        Meter = "bookie_hours"         // bookies of the cluster in the hour
+	// FunctionInstanceSeconds counts the seconds the instances of Pulsar
+	// functions, sources and sinks ran on the cluster's function workers.
+	FunctionInstanceSeconds Meter = "function_instance_seconds"
 )
 
 // MeterInfo describes a meter.
@@ -46,6 +49,7 @@ var Meters = []MeterInfo{
 	{Partitions, "partition-hour", true},
 	{BrokerHours, "broker-hour", true},
 	{BookieHours, "bookie-hour", true},
+	{FunctionInstanceSeconds, "instance-second", false},
 }
 
 // ErrUnknownMeter is wrapped by functions given a meter not in Meters.

@@ -61,7 +61,8 @@ type UsageReport struct {
 
 // Samples turns the report of broker source into roll-up samples: one of
 // the process (its epoch: bytes replicated out, non-persistent topics'
-// messages and bytes, and the gauges) and one durable sample per source.
+// messages and bytes, function instance-seconds, and the gauges) and one
+// durable sample per source.
 func (r UsageReport) Samples(source string) []Sample {
 	s := Sample{Source: source, Epoch: r.Epoch, Counters: map[Meter]int64{}, Gauges: map[Meter]int64{}}
 	for _, n := range r.Namespaces {
@@ -70,6 +71,7 @@ func (r UsageReport) Samples(source string) []Sample {
 		s.Counters[MessagesOut] += n.NonPersistentMessagesOut
 		s.Counters[BytesOut] += n.NonPersistentBytesOut
 		s.Counters[BytesReplicatedOut] += n.BytesReplicatedOut
+		s.Counters[FunctionInstanceSeconds] += n.FunctionInstanceSeconds
 		s.Gauges[StorageBytes] += n.StorageBytes
 		s.Gauges[Topics] += n.Topics
 		s.Gauges[Partitions] += n.Partitions

@@ -23,6 +23,10 @@ var (
 	kClusterCount   = ast.StringTerm("cluster_count")
 	kBudgetExceeded = ast.StringTerm("budget_exceeded")
 	kBudgetMessage  = ast.StringTerm("budget_message")
+	kMaxFnInstances = ast.StringTerm("max_function_instances")
+	kMaxFnRAM       = ast.StringTerm("max_function_ram_bytes")
+	kFnInstances    = ast.StringTerm("function_instances")
+	kFnRAM          = ast.StringTerm("function_ram_bytes")
 )
 
 // inputValue converts in to the AST value the policies read as `input`,
@@ -75,6 +79,15 @@ func inputValue(in *Input) ast.Value {
 		ast.Item(kAllowedRegions, nullOrArray(in.Org.AllowedRegions == nil, regions)),
 		ast.Item(kMaxClusters, ast.IntNumberTerm(in.Org.MaxClusters)),
 		ast.Item(kClusterCount, ast.IntNumberTerm(in.Org.ClusterCount)),
+	}
+	for _, kv := range []struct {
+		k *ast.Term
+		v int64
+	}{{kMaxFnInstances, in.Org.MaxFunctionInstances}, {kMaxFnRAM, in.Org.MaxFunctionRAMBytes},
+		{kFnInstances, in.Org.FunctionInstances}, {kFnRAM, in.Org.FunctionRAMBytes}} {
+		if kv.v != 0 { // omitempty, as the JSON form
+			orgItems = append(orgItems, ast.Item(kv.k, ast.IntNumberTerm(int(kv.v))))
+		}
 	}
 	if in.Org.BudgetExceeded { // omitempty, as the JSON form
 		orgItems = append(orgItems, ast.Item(kBudgetExceeded, ast.BooleanTerm(true)))

@@ -6,8 +6,10 @@
 // Two questions are asked of every control-plane call: authorization (the
 // principal's role bindings and organization isolation: an organization
 // never sees another's resources) and admission (naming rules, allowed
-// regions, maximum clusters per organization). Both are policy, not Go
-// code. The same package will authorize produce and consume in brokers.
+// regions, maximum clusters per organization, the function limits: instances
+// and RAM of an organization's functions, sources and sinks). Both are
+// policy, not Go code. The same package will authorize produce and
+// consume in brokers.
 //
 // # Files
 //

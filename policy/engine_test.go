@@ -365,7 +365,8 @@ func TestInputValueMatchesJSON(t *testing.T) {
 	}
 	ins = append(ins, Input{Resource: Resource{Attributes: map[string]any{
 		"n": 3, "f": 1.5, "list": []string{"a"}, "nested": map[string]any{"b": true, "x": nil}, "u": uint8(7),
-	}}}, Input{Org: OrgFacts{Name: "organizations/a", BudgetExceeded: true, BudgetMessage: "over"}})
+	}}}, Input{Org: OrgFacts{Name: "organizations/a", BudgetExceeded: true, BudgetMessage: "over"}},
+		Input{Org: OrgFacts{Name: "organizations/a", MaxFunctionInstances: 4, MaxFunctionRAMBytes: 1 << 40, FunctionInstances: 3, FunctionRAMBytes: 3 << 30}})
 	for _, in := range ins {
 		raw, err := json.Marshal(in)
 		if err != nil {

@@ -67,6 +67,17 @@ type OrgFacts struct {
 	MaxClusters int `json:"max_clusters"`
 	// ClusterCount is how many clusters the organization has now.
 	ClusterCount int `json:"cluster_count"`
+	// MaxFunctionInstances and MaxFunctionRAMBytes override the service
+	// defaults of the function limits when > 0.
+	MaxFunctionInstances int64 `json:"max_function_instances,omitempty"`
+	MaxFunctionRAMBytes  int64 `json:"max_function_ram_bytes,omitempty"`
+	// FunctionInstances and FunctionRAMBytes are what the organization's
+	// functions, sources and sinks other than the one written use: the sum
+	// of their parallelism and of parallelism x RAM per instance. Set for
+	// the create and update of functions, sources and sinks, whose own
+	// demand is Resource.Attributes "instances" and "ram_bytes".
+	FunctionInstances int64 `json:"function_instances,omitempty"`
+	FunctionRAMBytes  int64 `json:"function_ram_bytes,omitempty"`
 	// BudgetExceeded: an enforcing budget's amount is reached this month;
 	// BudgetMessage says which and by how much.
 	BudgetExceeded bool   `json:"budget_exceeded,omitempty"`

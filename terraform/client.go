@@ -91,6 +91,9 @@ type Client struct {
 	Tenants         cpv1.TenantsClient
 	Namespaces      cpv1.NamespacesClient
 	Topics          cpv1.TopicsClient
+	Functions       cpv1.FunctionsClient
+	Sources         cpv1.SourcesClient
+	Sinks           cpv1.SinksClient
 }
 
 // NewClient connects lazily to cfg.Endpoint.
@@ -117,6 +120,9 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	c.Tenants = cpv1.NewTenantsClient(conn)
 	c.Namespaces = cpv1.NewNamespacesClient(conn)
 	c.Topics = cpv1.NewTopicsClient(conn)
+	c.Functions = cpv1.NewFunctionsClient(conn)
+	c.Sources = cpv1.NewSourcesClient(conn)
+	c.Sinks = cpv1.NewSinksClient(conn)
 	return c, nil
 }
 

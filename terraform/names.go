@@ -59,6 +59,9 @@ var (
 	kindTenant         = kind{"organizations", "clusters", "tenants"}
 	kindNamespace      = kind{"organizations", "clusters", "tenants", "namespaces"}
 	kindTopic          = kind{"organizations", "clusters", "tenants", "namespaces", "topics"}
+	kindFunction       = kind{"organizations", "clusters", "tenants", "namespaces", "functions"}
+	kindSource         = kind{"organizations", "clusters", "tenants", "namespaces", "sources"}
+	kindSink           = kind{"organizations", "clusters", "tenants", "namespaces", "sinks"}
 )
 
 // pattern is the full-name pattern, e.g. organizations/{organization}/clusters/{cluster}.

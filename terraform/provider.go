@@ -147,6 +147,7 @@ func (p *magnetarProvider) Resources(context.Context) []func() resource.Resource
 	return []func() resource.Resource{
 		newOrganizationResource, newServiceAccountResource, newAPIKeyResource, newRoleBindingResource,
 		newClusterResource, newTenantResource, newNamespaceResource, newTopicResource,
+		newFunctionResource, newSourceResource, newSinkResource,
 	}
 }
 

@@ -54,6 +54,11 @@ func (s *Server) authorize(ctx context.Context, t target) error {
 		if err != nil {
 			return s.toStatus(err, "")
 		}
+		if isInstanceWrite(in.Action) {
+			if err := s.functionFacts(ctx, &facts, t.res.name); err != nil {
+				return s.toStatus(err, "")
+			}
+		}
 		in.Org = facts
 	}
 	d, err := s.authz.Decide(ctx, in)
@@ -110,7 +115,9 @@ func displayName(t target) string {
 }
 
 // orgFacts loads what admission needs about org. Counting clusters and
-// evaluating budgets cost queries, so only cluster creation asks for them.
+// evaluating budgets cost queries, so only cluster creation asks for them;
+// the function facts (functionFacts) are loaded for function, source and
+// sink writes only.
 func (s *Server) orgFacts(ctx context.Context, org string, count bool) (policy.OrgFacts, error) {
 	f := policy.OrgFacts{Name: org}
 	obj, err := s.store.Get(ctx, kindOrganization.collection, org)
@@ -127,6 +134,8 @@ func (s *Server) orgFacts(ctx context.Context, org string, count bool) (policy.O
 	o := m.(*cpv1.Organization)
 	f.AllowedRegions = o.GetAllowedRegions()
 	f.MaxClusters = int(o.GetMaxClusters())
+	f.MaxFunctionInstances = int64(o.GetMaxFunctionInstances())
+	f.MaxFunctionRAMBytes = o.GetMaxFunctionRamBytes()
 	if count {
 		n, err := s.store.Count(ctx, store.ListQuery{Kind: kindCluster.collection, Org: org})
 		if err != nil {

@@ -72,6 +72,13 @@
 // removed with it. Their ids are checked by the policy's Pulsar naming rule
 // (admission), as Resource.Kind "tenants"/"namespaces"/"topics" and ID.
 //
+// Functions, sources and sinks (svc_functions.go) are namespace children
+// like topics, with the same synchronous methods; the agent's reports also
+// carry their instances' status. Creates and updates pass the resource's
+// demand (instances, RAM) as admission attributes and the organization's
+// other functions' totals as OrgFacts, so the policy enforces the
+// organization's function limits.
+//
 // Billing (svc_billing.go, svc_budgets.go; docs/billing.md): region agents
 // ingest hourly usage totals (operators only; idempotent through the store's
 // UsageStore and billing.Ingest), organizations list their usage with

@@ -40,7 +40,7 @@ var commonOutputOnly = []string{"name", "uid", "etag", "create_time", "update_ti
 
 var (
 	kindOrganization = &kind{collection: "organizations", field: "organization",
-		newMsg: func() proto.Message { return &cpv1.Organization{} }, updatable: []string{"display_name", "allowed_regions", "max_clusters"}}
+		newMsg: func() proto.Message { return &cpv1.Organization{} }, updatable: []string{"display_name", "allowed_regions", "max_clusters", "max_function_instances", "max_function_ram_bytes"}}
 	kindUser = &kind{collection: "users", field: "user", parent: "organizations",
 		newMsg: func() proto.Message { return &cpv1.User{} }, updatable: []string{"display_name", "email"}}
 	kindServiceAccount = &kind{collection: "serviceAccounts", field: "service_account", parent: "organizations",
@@ -67,7 +67,30 @@ var (
 	kindTopic = &kind{collection: "topics", field: "topic", parent: "namespaces", ids: pulsarIDPattern,
 		newMsg: func() proto.Message { return &cpv1.Topic{} }, updatable: []string{"partitions"},
 		outputOnly: append([]string{"persistent"}, pulsarOutputOnly...)}
+	// Functions, sources and sinks (svc_functions.go). Their immutable
+	// fields are updatable here so a whole resource can be sent back; the
+	// update refuses a change of them.
+	kindFunction = &kind{collection: "functions", field: "function", parent: "namespaces", ids: pulsarIDPattern,
+		newMsg: func() proto.Message { return &cpv1.PulsarFunction{} },
+		updatable: append([]string{"runtime", "class_name", "package_url", "inputs", "output", "log_topic", "parallelism",
+			"processing_guarantees", "subscription_name", "subscription_position", "user_config", "max_message_retries",
+			"dead_letter_topic"}, resourcesPaths...),
+		outputOnly: append([]string{"status"}, pulsarOutputOnly...)}
+	kindSource = &kind{collection: "sources", field: "source", parent: "namespaces", ids: pulsarIDPattern,
+		newMsg: func() proto.Message { return &cpv1.PulsarSource{} },
+		updatable: append([]string{"archive", "package_url", "class_name", "topic", "configs", "parallelism",
+			"processing_guarantees"}, resourcesPaths...),
+		outputOnly: append([]string{"status"}, pulsarOutputOnly...)}
+	kindSink = &kind{collection: "sinks", field: "sink", parent: "namespaces", ids: pulsarIDPattern,
+		newMsg: func() proto.Message { return &cpv1.PulsarSink{} },
+		updatable: append([]string{"archive", "package_url", "class_name", "inputs", "configs", "parallelism",
+			"processing_guarantees", "subscription_name", "subscription_position", "max_message_retries",
+			"dead_letter_topic"}, resourcesPaths...),
+		outputOnly: append([]string{"status"}, pulsarOutputOnly...)}
 )
+
+// resourcesPaths are the update-mask paths of a FunctionResources field.
+var resourcesPaths = append([]string{"resources"}, leafPaths("resources", (&cpv1.FunctionResources{}).ProtoReflect().Descriptor())...)
 
 // pulsarOutputOnly are the fields of Pulsar resources the region agent's
 // reports set.

@@ -113,6 +113,9 @@ func New(cfg Config) (*Server, error) {
 	cpv1.RegisterTenantsServer(s.grpc, tenants{s: s})
 	cpv1.RegisterNamespacesServer(s.grpc, namespaces{s: s})
 	cpv1.RegisterTopicsServer(s.grpc, topics{s: s})
+	cpv1.RegisterFunctionsServer(s.grpc, functionsSvc{s: s})
+	cpv1.RegisterSourcesServer(s.grpc, sourcesSvc{s: s})
+	cpv1.RegisterSinksServer(s.grpc, sinksSvc{s: s})
 	cpv1.RegisterBillingServer(s.grpc, billingSvc{s: s})
 	cpv1.RegisterPriceBooksServer(s.grpc, priceBooks{s: s})
 	cpv1.RegisterBudgetsServer(s.grpc, budgets{s: s})
@@ -142,7 +145,7 @@ func New(cfg Config) (*Server, error) {
 		cpv1.RegisterClustersHandler, cpv1.RegisterOperationsHandler, cpv1.RegisterRegionAgentHandler,
 		cpv1.RegisterTenantsHandler, cpv1.RegisterNamespacesHandler, cpv1.RegisterTopicsHandler,
 		cpv1.RegisterBillingHandler, cpv1.RegisterPriceBooksHandler, cpv1.RegisterBudgetsHandler,
-		cpv1.RegisterReplicationGroupsHandler,
+		cpv1.RegisterReplicationGroupsHandler, cpv1.RegisterFunctionsHandler, cpv1.RegisterSourcesHandler, cpv1.RegisterSinksHandler,
 	} {
 		if err := reg(context.Background(), gw, s.gwConn); err != nil {
 			s.gwConn.Close()

@@ -605,8 +605,7 @@ func (a regionAgent) WatchDesiredState(ctx context.Context, req *cpv1.WatchDesir
 	defer timer.Stop()
 	for {
 		wake := a.s.changed.wait()
-		changes, err := a.s.store.Changes(ctx, after, watchBatch, kindCluster.collection,
-			kindTenant.collection, kindNamespace.collection, kindTopic.collection)
+		changes, err := a.s.store.Changes(ctx, after, watchBatch, append([]string{kindCluster.collection}, pulsarCollections()...)...)
 		if err != nil {
 			return nil, a.s.toStatus(err, "")
 		}

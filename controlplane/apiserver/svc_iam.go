@@ -60,6 +60,20 @@ func validateRegions(field string, regions []string) error {
 	return nil
 }
 
+// validateOrgLimits checks the organization's limits (0 means the
+// service default).
+func validateOrgLimits(org *cpv1.Organization) error {
+	switch {
+	case org.GetMaxClusters() < 0:
+		return invalid("organization.max_clusters", "must not be negative")
+	case org.GetMaxFunctionInstances() < 0:
+		return invalid("organization.max_function_instances", "must not be negative")
+	case org.GetMaxFunctionRamBytes() < 0:
+		return invalid("organization.max_function_ram_bytes", "must not be negative")
+	}
+	return nil
+}
+
 func (o organizations) CreateOrganization(ctx context.Context, req *cpv1.CreateOrganizationRequest) (*cpv1.Organization, error) {
 	org := req.GetOrganization()
 	if org == nil {
@@ -68,8 +82,8 @@ func (o organizations) CreateOrganization(ctx context.Context, req *cpv1.CreateO
 	obj, err := o.s.create(ctx, createReq{
 		k: kindOrganization, id: req.GetOrganizationId(), msg: org, requestID: req.GetRequestId(),
 		validate: func(resName) error {
-			if org.GetMaxClusters() < 0 {
-				return invalid("organization.max_clusters", "must not be negative")
+			if err := validateOrgLimits(org); err != nil {
+				return err
 			}
 			return validateRegions("organization.allowed_regions", org.GetAllowedRegions())
 		},
@@ -88,9 +102,15 @@ func (o organizations) UpdateOrganization(ctx context.Context, req *cpv1.UpdateO
 			if oldO.GetMaxClusters() != newO.GetMaxClusters() {
 				return status.Error(codes.PermissionDenied, "organization.max_clusters: only operators may change it")
 			}
+			if oldO.GetMaxFunctionInstances() != newO.GetMaxFunctionInstances() {
+				return status.Error(codes.PermissionDenied, "organization.max_function_instances: only operators may change it")
+			}
+			if oldO.GetMaxFunctionRamBytes() != newO.GetMaxFunctionRamBytes() {
+				return status.Error(codes.PermissionDenied, "organization.max_function_ram_bytes: only operators may change it")
+			}
 		}
-		if newO.GetMaxClusters() < 0 {
-			return invalid("organization.max_clusters", "must not be negative")
+		if err := validateOrgLimits(newO); err != nil {
+			return err
 		}
 		return validateRegions("organization.allowed_regions", newO.GetAllowedRegions())
 	})

@@ -34,8 +34,34 @@ const (
 	pulsarNameDepths = 4 // name segments of the cluster prefix
 )
 
-// pulsarKinds are the Pulsar collections, shallowest first.
-var pulsarKinds = []*kind{kindTenant, kindNamespace, kindTopic}
+// pulsarKinds are the Pulsar collections, shallowest first: tenants,
+// namespaces, then the namespaces' children (topics, functions, sources,
+// sinks; pulsarDepth tells the levels).
+var pulsarKinds = []*kind{kindTenant, kindNamespace, kindTopic, kindFunction, kindSource, kindSink}
+
+// namespaceChildren are the collections under a namespace.
+var namespaceChildren = []*kind{kindTopic, kindFunction, kindSource, kindSink}
+
+// pulsarDepth is the level of a Pulsar kind: 0 tenants, 1 namespaces, 2
+// the namespaces' children.
+func pulsarDepth(k *kind) int {
+	switch k {
+	case kindTenant:
+		return 0
+	case kindNamespace:
+		return 1
+	}
+	return 2
+}
+
+// pulsarCollections are the store kinds of pulsarKinds.
+func pulsarCollections() []string {
+	out := make([]string, len(pulsarKinds))
+	for i, k := range pulsarKinds {
+		out[i] = k.collection
+	}
+	return out
+}
 
 // clusterOf is the cluster name a Pulsar resource name lies in.
 func clusterOf(name string) string {
@@ -70,8 +96,9 @@ func markPending(m proto.Message) {
 	setPulsarStatus(m, cpv1.PulsarResourceState_PENDING, "")
 }
 
-// setPulsarStatus sets state and status_message of a Tenant, Namespace or
-// Topic and says whether they changed.
+// setPulsarStatus sets state and status_message of a Tenant, Namespace,
+// Topic, PulsarFunction, PulsarSource or PulsarSink and says whether they
+// changed.
 func setPulsarStatus(m proto.Message, st cpv1.PulsarResourceState, msg string) bool {
 	r := m.ProtoReflect()
 	fields := r.Descriptor().Fields()
@@ -83,18 +110,17 @@ func setPulsarStatus(m proto.Message, st cpv1.PulsarResourceState, msg string) b
 }
 
 // removeEmpty deletes a Pulsar resource after checking it has no children
-// of kind child.
-func (s *Server) removeEmpty(ctx context.Context, k, child *kind, name, etag string) error {
+// of the kinds children.
+func (s *Server) removeEmpty(ctx context.Context, k *kind, children []*kind, name, etag string) error {
 	return s.remove(ctx, k, name, etag, func(w store.Writer, _ proto.Message) error {
-		if child == nil {
-			return nil
-		}
-		n, err := w.Count(ctx, store.ListQuery{Kind: child.collection, Parent: name})
-		if err != nil {
-			return err
-		}
-		if n > 0 {
-			return status.Errorf(codes.FailedPrecondition, "%s: has %d %s; delete them first", name, n, child.collection)
+		for _, child := range children {
+			n, err := w.Count(ctx, store.ListQuery{Kind: child.collection, Parent: name})
+			if err != nil {
+				return err
+			}
+			if n > 0 {
+				return status.Errorf(codes.FailedPrecondition, "%s: has %d %s; delete them first", name, n, child.collection)
+			}
 		}
 		return nil
 	})
@@ -165,7 +191,7 @@ func (t tenants) UpdateTenant(ctx context.Context, req *cpv1.UpdateTenantRequest
 }
 
 func (t tenants) DeleteTenant(ctx context.Context, req *cpv1.DeleteTenantRequest) (*emptypb.Empty, error) {
-	return empty(t.s.removeEmpty(ctx, kindTenant, kindNamespace, req.GetName(), req.GetEtag()))
+	return empty(t.s.removeEmpty(ctx, kindTenant, []*kind{kindNamespace}, req.GetName(), req.GetEtag()))
 }
 
 // ---- Namespaces ----
@@ -285,7 +311,7 @@ func (n namespaces) UpdateNamespace(ctx context.Context, req *cpv1.UpdateNamespa
 }
 
 func (n namespaces) DeleteNamespace(ctx context.Context, req *cpv1.DeleteNamespaceRequest) (*emptypb.Empty, error) {
-	return empty(n.s.removeEmpty(ctx, kindNamespace, kindTopic, req.GetName(), req.GetEtag()))
+	return empty(n.s.removeEmpty(ctx, kindNamespace, namespaceChildren, req.GetName(), req.GetEtag()))
 }
 
 // ---- Topics ----
@@ -359,10 +385,11 @@ func pulsarKindOf(field, name string) (*kind, resName, error) {
 	if name == "" {
 		return nil, resName{}, invalid(field, "required")
 	}
-	return nil, resName{}, invalid(field, "%q is not a tenant, namespace or topic name", name)
+	return nil, resName{}, invalid(field, "%q is not a tenant, namespace, topic, function, source or sink name", name)
 }
 
-// pulsarChange wraps a Tenant, Namespace or Topic.
+// pulsarChange wraps a Tenant, Namespace, Topic, PulsarFunction,
+// PulsarSource or PulsarSink.
 func pulsarChange(m proto.Message, deleted bool, rev int64) *cpv1.PulsarResourceChange {
 	c := &cpv1.PulsarResourceChange{Deleted: deleted, Revision: rev}
 	switch v := m.(type) {
@@ -372,19 +399,32 @@ func pulsarChange(m proto.Message, deleted bool, rev int64) *cpv1.PulsarResource
 		c.Resource = &cpv1.PulsarResourceChange_Namespace{Namespace: v}
 	case *cpv1.Topic:
 		c.Resource = &cpv1.PulsarResourceChange_Topic{Topic: v}
+	case *cpv1.PulsarFunction:
+		c.Resource = &cpv1.PulsarResourceChange_Function{Function: v}
+	case *cpv1.PulsarSource:
+		c.Resource = &cpv1.PulsarResourceChange_Source{Source: v}
+	case *cpv1.PulsarSink:
+		c.Resource = &cpv1.PulsarResourceChange_Sink{Sink: v}
 	}
 	return c
 }
 
 func pulsarChangeName(c *cpv1.PulsarResourceChange) (string, int) {
-	switch {
-	case c.GetTenant() != nil:
-		return c.GetTenant().GetName(), 0
-	case c.GetNamespace() != nil:
-		return c.GetNamespace().GetName(), 1
-	default:
-		return c.GetTopic().GetName(), 2
+	switch r := c.GetResource().(type) {
+	case *cpv1.PulsarResourceChange_Tenant:
+		return r.Tenant.GetName(), 0
+	case *cpv1.PulsarResourceChange_Namespace:
+		return r.Namespace.GetName(), 1
+	case *cpv1.PulsarResourceChange_Topic:
+		return r.Topic.GetName(), 2
+	case *cpv1.PulsarResourceChange_Function:
+		return r.Function.GetName(), 2
+	case *cpv1.PulsarResourceChange_Source:
+		return r.Source.GetName(), 2
+	case *cpv1.PulsarResourceChange_Sink:
+		return r.Sink.GetName(), 2
 	}
+	return "", 2
 }
 
 // sortPulsarChanges orders changes so that applying them in order is
@@ -464,7 +504,11 @@ func (a regionAgent) ReportResourceStatus(ctx context.Context, req *cpv1.ReportR
 		if err != nil {
 			return err
 		}
-		if !setPulsarStatus(m, st, req.GetMessage()) {
+		changed := setPulsarStatus(m, st, req.GetMessage())
+		if is := req.GetInstanceStatus(); is != nil && setInstanceStatus(m, is) {
+			changed = true
+		}
+		if !changed {
 			out = pulsarChange(m, false, obj.Revision)
 			return nil
 		}
@@ -488,35 +532,45 @@ func (a regionAgent) ReportResourceStatus(ctx context.Context, req *cpv1.ReportR
 	return out, nil
 }
 
-// deletePulsarResources removes every tenant, namespace and topic of a
-// cluster whose data plane is gone, deepest first, inside w's transaction.
+// deletePulsarResources removes every tenant, namespace, topic, function,
+// source and sink of a cluster whose data plane is gone, deepest first,
+// inside w's transaction.
 func deletePulsarResources(ctx context.Context, w store.Writer, cluster string) error {
+	type named struct {
+		k    *kind
+		name string
+	}
 	parents := []string{cluster}
-	var levels [][]string
-	for _, k := range pulsarKinds {
-		var names []string
-		for _, p := range parents {
-			token := ""
-			for {
-				objs, next, err := w.List(ctx, store.ListQuery{Kind: k.collection, Parent: p, PageSize: 1000, PageToken: token})
-				if err != nil {
-					return err
+	var levels [][]named
+	for _, ks := range [][]*kind{{kindTenant}, {kindNamespace}, namespaceChildren} {
+		var level []named
+		for _, k := range ks {
+			for _, p := range parents {
+				token := ""
+				for {
+					objs, next, err := w.List(ctx, store.ListQuery{Kind: k.collection, Parent: p, PageSize: 1000, PageToken: token})
+					if err != nil {
+						return err
+					}
+					for _, o := range objs {
+						level = append(level, named{k, o.Name})
+					}
+					if next == "" {
+						break
+					}
+					token = next
 				}
-				for _, o := range objs {
-					names = append(names, o.Name)
-				}
-				if next == "" {
-					break
-				}
-				token = next
 			}
 		}
-		levels = append(levels, names)
-		parents = names
+		levels = append(levels, level)
+		parents = parents[:0:0]
+		for _, n := range level {
+			parents = append(parents, n.name)
+		}
 	}
 	for i := len(levels) - 1; i >= 0; i-- {
 		for _, n := range levels[i] {
-			if err := w.Delete(ctx, pulsarKinds[i].collection, n, ""); err != nil && !errors.Is(err, store.ErrNotFound) {
+			if err := w.Delete(ctx, n.k.collection, n.name, ""); err != nil && !errors.Is(err, store.ErrNotFound) {
 				return err
 			}
 		}

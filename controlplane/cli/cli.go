@@ -50,12 +50,14 @@ prints the API's response as protobuf JSON.`
 
 // Constructors returns the constructors of the CLI's top-level commands
 // (org, region, user, serviceaccount, apikey, rolebinding, cluster, tenant,
-// namespace, topic, operation, usage, invoice, pricebook, budget, group,
-// runbook, audit), for the magnetar binary to register.
+// namespace, topic, function, source, sink, operation, usage, invoice,
+// pricebook, budget, group, runbook, audit), for the magnetar binary to
+// register.
 func Constructors() []func() *cobra.Command {
 	return []func() *cobra.Command{
 		newOrgCommand, newRegionCommand, newUserCommand, newServiceAccountCommand, newAPIKeyCommand, newRoleBindingCommand,
-		newClusterCommand, newTenantCommand, newNamespaceCommand, newTopicCommand, newOperationCommand,
+		newClusterCommand, newTenantCommand, newNamespaceCommand, newTopicCommand,
+		newFunctionCommand, newSourceCommand, newSinkCommand, newOperationCommand,
 		newUsageCommand, newInvoiceCommand, newPriceBookCommand, newBudgetCommand,
 		newReplicationGroupCommand, newRunbookCommand, newAuditCommand,
 	}

@@ -458,3 +458,61 @@ func TestErrors(t *testing.T) {
 		t.Fatalf("region list with env key: %v", r.err)
 	}
 }
+
+// TestFunctionCommands creates, reads, updates and deletes a function, a
+// source and a sink through the CLI's flags; API refusals come back as
+// "CODE: message".
+func TestFunctionCommands(t *testing.T) {
+	cp := startControlPlane(t)
+	key := cp.setupOrg(t)
+	cp.ok(t, key, "cluster", "create", "acme", "dev", "--region", "local-a", "--no-wait")
+	cp.ok(t, key, "tenant", "create", "acme/dev/shop")
+	cp.ok(t, key, "namespace", "create", "acme/dev/shop/orders")
+
+	out := cp.ok(t, key, "function", "create", "acme/dev/shop/orders/exclaim", "--runtime", "python", "--class-name", "exclaim.Exclaim",
+		"--package-url", "https://packages.example.com/exclaim.py", "--inputs", "persistent://shop/orders/in,persistent://shop/orders/in2",
+		"--output", "persistent://shop/orders/out", "--user-config", `{"suffix":"!"}`, "--ram", "256Mi", "--subscription-position", "earliest")
+	contains(t, "function create", out, "acme/dev/shop/orders/exclaim", "PENDING", "PYTHON", "persistent://shop/orders/in,persistent://shop/orders/in2")
+	var fn cpv1.PulsarFunction
+	if err := protojson.Unmarshal([]byte(cp.ok(t, key, "function", "get", "acme/dev/shop/orders/exclaim", "-o", "json")), &fn); err != nil ||
+		fn.GetResources().GetRamBytes() != 256<<20 || fn.GetResources().GetCpu() != 1 || fn.GetUserConfig() != `{"suffix":"!"}` ||
+		fn.GetSubscriptionPosition() != cpv1.SubscriptionPosition_EARLIEST || fn.GetParallelism() != 1 {
+		t.Fatalf("function get (%v): %v", err, &fn)
+	}
+	contains(t, "function update", cp.ok(t, key, "function", "update", "acme/dev/shop/orders/exclaim", "--parallelism", "3"), "exclaim", "3")
+	contains(t, "function list", cp.ok(t, key, "function", "list", "acme/dev/shop/orders"), "acme/dev/shop/orders/exclaim", "PYTHON", "3")
+	// runtime is fixed once created: update has no such flag.
+	if r := cp.as(t, key, "function", "update", "acme/dev/shop/orders/exclaim", "--runtime", "JAVA"); r.err == nil {
+		t.Fatal("function update --runtime: want an error")
+	}
+	r := cp.as(t, key, "function", "create", "acme/dev/shop/orders/bad", "--runtime", "PYTHON", "--class-name", "x.Y",
+		"--package-url", "file:///tmp/x.py", "--inputs", "persistent://shop/orders/in")
+	if r.err == nil || !strings.HasPrefix(r.err.Error(), "INVALID_ARGUMENT: function.package_url: file: URLs are not accepted") {
+		t.Fatalf("function create with a file: URL: %v", r.err)
+	}
+	r = cp.as(t, key, "function", "create", "acme/dev/shop/orders/big", "--runtime", "PYTHON", "--class-name", "x.Y",
+		"--package-url", "https://x/y.py", "--inputs", "persistent://shop/orders/in", "--parallelism", "40")
+	if r.err == nil || !strings.Contains(r.err.Error(), "max_function_instances") {
+		t.Fatalf("function create over the limit: %v", r.err)
+	}
+	if r := cp.as(t, key, "function", "create", "acme/dev/shop/orders/x", "--runtime", "COBOL"); r.err == nil ||
+		!strings.Contains(r.err.Error(), "want one of JAVA, PYTHON, GO") {
+		t.Fatalf("function create --runtime COBOL: %v", r.err)
+	}
+
+	out = cp.ok(t, key, "source", "create", "acme/dev/shop/orders/gen", "--archive", "builtin://data-generator",
+		"--topic", "persistent://shop/orders/in", "--configs", `{"sleepBetweenMessages":"1000"}`)
+	contains(t, "source create", out, "acme/dev/shop/orders/gen", "builtin://data-generator", "persistent://shop/orders/in")
+	contains(t, "source update", cp.ok(t, key, "source", "update", "acme/dev/shop/orders/gen", "--parallelism", "2"), "gen", "2")
+	out = cp.ok(t, key, "sink", "create", "acme/dev/shop/orders/store", "--package-url", "https://x/sink.nar", "--class-name", "com.example.Sink",
+		"--inputs", "persistent://shop/orders/out", "--max-message-retries", "3", "--dead-letter-topic", "persistent://shop/orders/dlq")
+	contains(t, "sink create", out, "acme/dev/shop/orders/store", "https://x/sink.nar", "persistent://shop/orders/out")
+	contains(t, "sink list", cp.ok(t, key, "sink", "list", "acme/dev/shop/orders"), "store")
+
+	for _, c := range [][]string{{"function", "exclaim"}, {"source", "gen"}, {"sink", "store"}} {
+		contains(t, c[0]+" delete", cp.ok(t, key, c[0], "delete", "acme/dev/shop/orders/"+c[1]), "deleted")
+	}
+	if out := cp.ok(t, key, "function", "list", "acme/dev/shop/orders"); strings.Contains(out, "exclaim") {
+		t.Fatalf("function list after delete: %s", out)
+	}
+}

@@ -1,7 +1,7 @@
 // Package cli is the control-plane command line: the magnetar subcommands
 // org, region, user, serviceaccount, apikey, rolebinding, cluster, tenant,
-// namespace, topic, operation, audit, usage, invoice, pricebook, budget,
-// group and runbook, which drive the control-plane API (api/controlplane/v1)
+// namespace, topic, function, source, sink (functions.go), operation,
+// audit, usage, invoice, pricebook, budget, group and runbook, which drive the control-plane API (api/controlplane/v1)
 // over gRPC.
 //
 // topic list, produce, consume, peek and stats also talk to the topic's

@@ -25,6 +25,9 @@ id_fields := {
 	"tenants": {"field": "tenant_id", "pattern": pulsar_pattern},
 	"namespaces": {"field": "namespace_id", "pattern": pulsar_pattern},
 	"topics": {"field": "topic_id", "pattern": pulsar_pattern},
+	"functions": {"field": "function_id", "pattern": pulsar_pattern},
+	"sources": {"field": "source_id", "pattern": pulsar_pattern},
+	"sinks": {"field": "sink_id", "pattern": pulsar_pattern},
 }
 
 action := input.action
@@ -88,4 +91,64 @@ deny contains {"code": "FAILED_PRECONDITION", "message": msg} if {
 	action == "clusters.create"
 	object.get(input.org, "budget_exceeded", false) == true
 	msg := sprintf("budget: %s", [object.get(input.org, "budget_message", "the organization's budget is exceeded")])
+}
+
+# Function limits: the instances (sum of parallelism) and the RAM (sum of
+# parallelism x resources.ram_bytes) of an organization's Pulsar functions,
+# sources and sinks. Defaults: data.magnetar.limits.max_function_instances
+# (32) and max_function_ram_bytes (32 GiB), overridden per organization by
+# its max_function_instances and max_function_ram_bytes when > 0. A
+# request that alone exceeds a limit is INVALID_ARGUMENT; one that exceeds
+# it with the organization's other functions, sources and sinks is
+# FAILED_PRECONDITION. Each message names the limit.
+default max_function_instances_default := 32
+
+max_function_instances_default := data.magnetar.limits.max_function_instances
+
+default max_function_ram_default := 34359738368
+
+max_function_ram_default := data.magnetar.limits.max_function_ram_bytes
+
+max_function_instances := input.org.max_function_instances if {
+	object.get(input.org, "max_function_instances", 0) > 0
+} else := max_function_instances_default
+
+max_function_ram := input.org.max_function_ram_bytes if {
+	object.get(input.org, "max_function_ram_bytes", 0) > 0
+} else := max_function_ram_default
+
+instance_fields := {"functions": "function", "sources": "source", "sinks": "sink"}
+
+instance_write := instance_fields[action_collection] if data.magnetar.actions.verb(action) in {"create", "update"}
+
+want_instances := object.get(input.resource, ["attributes", "instances"], 0)
+
+want_ram := object.get(input.resource, ["attributes", "ram_bytes"], 0)
+
+deny contains {"code": "INVALID_ARGUMENT", "message": msg} if {
+	field := instance_write
+	want_instances > max_function_instances
+	msg := sprintf("%s.parallelism: %d instances exceed the organization's limit of %d function instances (max_function_instances)", [field, want_instances, max_function_instances])
+}
+
+deny contains {"code": "FAILED_PRECONDITION", "message": msg} if {
+	instance_write
+	want_instances <= max_function_instances
+	have := object.get(input.org, "function_instances", 0)
+	have + want_instances > max_function_instances
+	msg := sprintf("max_function_instances: the organization's functions, sources and sinks would run %d instances (%d besides this one), limit is %d", [have + want_instances, have, max_function_instances])
+}
+
+deny contains {"code": "INVALID_ARGUMENT", "message": msg} if {
+	field := instance_write
+	want_ram > max_function_ram
+	msg := sprintf("%s.resources.ram_bytes: parallelism x ram_bytes is %d bytes, over the organization's limit of %d bytes of function RAM (max_function_ram_bytes)", [field, want_ram, max_function_ram])
+}
+
+deny contains {"code": "FAILED_PRECONDITION", "message": msg} if {
+	instance_write
+	want_ram <= max_function_ram
+	have := object.get(input.org, "function_ram_bytes", 0)
+	have + want_ram > max_function_ram
+	msg := sprintf("max_function_ram_bytes: the organization's functions, sources and sinks would use %d bytes of RAM (%d besides this one), limit is %d", [have + want_ram, have, max_function_ram])
 }

@@ -84,3 +84,45 @@ test_budget_exceeded_refuses_clusters if {
 	ok := json.patch(req_in, [{"op": "replace", "path": "/org/budget_exceeded", "value": false}])
 	count(admission.deny) == 0 with input as ok
 }
+
+create_function(parallelism, ram, org) := {
+	"action": "functions.create",
+	"resource": {
+		"kind": "functions",
+		"id": "f",
+		"name": "organizations/acme/clusters/dev/tenants/t/namespaces/ns/functions/f",
+		"org": "organizations/acme",
+		"attributes": {"instances": parallelism, "ram_bytes": parallelism * ram},
+	},
+	"org": org,
+}
+
+gib := 1073741824
+
+test_function_limits_defaults if {
+	count(admission.deny) == 0 with input as create_function(4, gib, {"function_instances": 28, "function_ram_bytes": 28 * gib})
+	messages("FAILED_PRECONDITION") == {"max_function_instances: the organization's functions, sources and sinks would run 33 instances (28 besides this one), limit is 32"} with input as create_function(5, 0, {"function_instances": 28})
+	messages("INVALID_ARGUMENT") == {"function.parallelism: 33 instances exceed the organization's limit of 32 function instances (max_function_instances)"} with input as create_function(33, 0, {})
+	messages("FAILED_PRECONDITION") == {"max_function_ram_bytes: the organization's functions, sources and sinks would use 34359738369 bytes of RAM (34359738368 besides this one), limit is 34359738368"} with input as create_function(1, 1, {"function_ram_bytes": 32 * gib})
+	messages("INVALID_ARGUMENT") == {"function.resources.ram_bytes: parallelism x ram_bytes is 34359738370 bytes, over the organization's limit of 34359738368 bytes of function RAM (max_function_ram_bytes)"} with input as create_function(2, (16 * gib) + 1, {})
+}
+
+test_function_limits_override if {
+	org := {"max_function_instances": 2, "max_function_ram_bytes": 2 * gib, "function_instances": 1, "function_ram_bytes": gib}
+	count(admission.deny) == 0 with input as create_function(1, gib, org)
+	messages("FAILED_PRECONDITION") == {"max_function_instances: the organization's functions, sources and sinks would run 3 instances (1 besides this one), limit is 2", "max_function_ram_bytes: the organization's functions, sources and sinks would use 3221225472 bytes of RAM (1073741824 besides this one), limit is 2147483648"} with input as create_function(2, gib, org)
+}
+
+test_function_limits_data if {
+	messages("INVALID_ARGUMENT") == {"function.parallelism: 2 instances exceed the organization's limit of 1 function instances (max_function_instances)"} with input as create_function(2, 0, {})
+		with data.magnetar.limits.max_function_instances as 1
+}
+
+test_function_limits_sinks_on_update if {
+	req_in := json.patch(create_function(40, 0, {}), [
+		{"op": "replace", "path": "/action", "value": "sinks.update"},
+		{"op": "replace", "path": "/resource/kind", "value": "sinks"},
+	])
+	messages("INVALID_ARGUMENT") == {"sink.parallelism: 40 instances exceed the organization's limit of 32 function instances (max_function_instances)"} with input as req_in
+	count(admission.deny) == 0 with input as json.patch(req_in, [{"op": "replace", "path": "/action", "value": "sinks.delete"}])
+}

@@ -93,7 +93,7 @@ allow if {
 	granted
 }
 
-cluster_collections := {"clusters", "tenants", "namespaces", "topics", "operations", "replicationGroups"}
+cluster_collections := {"clusters", "tenants", "namespaces", "topics", "functions", "sources", "sinks", "operations", "replicationGroups"}
 
 # Every principal may read its own organization.
 granted if {

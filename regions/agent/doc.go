@@ -18,7 +18,8 @@
 //     every ReconcileInterval otherwise (which also repairs crashed
 //     processes).
 //     Each reconcile pass then applies the region's Pulsar tenants,
-//     namespaces and topics (the watch's pulsar_changes) to clusters the
+//     namespaces, topics, functions, sources and sinks (the watch's
+//     pulsar_changes) to clusters the
 //     provisioner reports READY, through their admin REST API
 //     (regions/pulsaradmin: Apply, or Remove for deletions), deletions
 //     deepest first, then the others shallowest first, skipping children
@@ -35,7 +36,12 @@
 //     reported. The tenants' allowed cluster is the data plane's own Pulsar
 //     cluster (Config.PulsarClusterName, else the one GET /admin/v2/clusters
 //     lists: "standalone" for `magnetar broker`'s default, "<org>-<cluster>"
-//     for the process provisioner);
+//     for the process provisioner). Functions, sources and sinks go to the
+//     cluster's function workers (admin REST v3); after applying, the agent
+//     reads their instances' status and reports it with the state
+//     (instance_status), again every ReconcileInterval, and sooner (a
+//     growing wait up to 10s, the resource unsettled) while an instance
+//     does not run; an unchanged status is not reported;
 //   - heartbeat: RegionAgent.Heartbeat every HeartbeatInterval with a
 //     summary (HEALTHY when every cluster is ready, else DEGRADED);
 //   - metering (with Config.MeteringDir): every MeteringInterval reads the

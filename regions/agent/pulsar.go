@@ -35,10 +35,15 @@ type resourceEntry struct {
 	failures  int
 	delay     time.Duration
 	notBefore time.Time
+	// Functions, sources and sinks: when their instances' status is read
+	// next, and the wait after that while some instance does not run.
+	nextStatus  time.Time
+	statusDelay time.Duration
 }
 
 // resourceOf returns the resource of a change, its name and its depth
-// (0 tenant, 1 namespace, 2 topic); nil when the change carries none.
+// (0 tenant, 1 namespace, 2 topic, function, source or sink); nil when the
+// change carries none.
 func resourceOf(ch *cpv1.PulsarResourceChange) (proto.Message, string, int) {
 	switch r := ch.GetResource().(type) {
 	case *cpv1.PulsarResourceChange_Tenant:
@@ -47,8 +52,35 @@ func resourceOf(ch *cpv1.PulsarResourceChange) (proto.Message, string, int) {
 		return r.Namespace, r.Namespace.GetName(), 1
 	case *cpv1.PulsarResourceChange_Topic:
 		return r.Topic, r.Topic.GetName(), 2
+	case *cpv1.PulsarResourceChange_Function:
+		return r.Function, r.Function.GetName(), 2
+	case *cpv1.PulsarResourceChange_Source:
+		return r.Source, r.Source.GetName(), 2
+	case *cpv1.PulsarResourceChange_Sink:
+		return r.Sink, r.Sink.GetName(), 2
 	}
 	return nil, "", -1
+}
+
+// hasInstances says whether a change is of a function, source or sink,
+// whose instances' status the agent reads and reports.
+func hasInstances(ch *cpv1.PulsarResourceChange) bool {
+	switch ch.GetResource().(type) {
+	case *cpv1.PulsarResourceChange_Function, *cpv1.PulsarResourceChange_Source, *cpv1.PulsarResourceChange_Sink:
+		return true
+	}
+	return false
+}
+
+// instanceStatusOf is the recorded status of a function, source or sink.
+func instanceStatusOf(m proto.Message) *cpv1.FunctionInstanceStatus {
+	r := m.ProtoReflect()
+	fd := r.Descriptor().Fields().ByName("status")
+	if fd == nil || !r.Has(fd) {
+		return nil
+	}
+	is, _ := r.Get(fd).Message().Interface().(*cpv1.FunctionInstanceStatus)
+	return is
 }
 
 // clusterOf is the cluster part ("organizations/o/clusters/c") of a Pulsar
@@ -63,7 +95,7 @@ func clusterOf(name string) string {
 
 // outputOnly are the fields of Tenant, Namespace and Topic the control
 // plane sets; they are not part of the desired state.
-var outputOnly = []protoreflect.Name{"state", "status_message", "create_time", "update_time", "etag", "uid"}
+var outputOnly = []protoreflect.Name{"state", "status_message", "status", "create_time", "update_time", "etag", "uid"}
 
 // specOf is m without its output-only fields.
 func specOf(m proto.Message) proto.Message {
@@ -158,7 +190,7 @@ func (a *Agent) reconcileResources(ctx context.Context) (unsettled bool) {
 		if cl.cluster.GetState() == cpv1.Cluster_DELETING {
 			continue // the control plane deletes them with the cluster
 		}
-		if !a.needsWork(e, cl.adminURL) {
+		if !a.needsWork(e, cl.adminURL, now) {
 			continue
 		}
 		if cl.adminURL == "" || now.Before(e.notBefore) {
@@ -198,14 +230,18 @@ func (a *Agent) reconcileResources(ctx context.Context) (unsettled bool) {
 	return unsettled
 }
 
-// needsWork says whether e must be applied or reported on. Called with
+// needsWork says whether e must be applied or reported on: functions,
+// sources and sinks also when their instances' status is due. Called with
 // a.mu held.
-func (a *Agent) needsWork(e *resourceEntry, adminURL string) bool {
+func (a *Agent) needsWork(e *resourceEntry, adminURL string, now time.Time) bool {
 	if e.change.GetDeleted() {
 		return true // the entry is dropped once removed
 	}
 	m, _, _ := resourceOf(e.change)
 	if e.applied == nil || (adminURL != "" && e.appliedTo != adminURL) || !proto.Equal(e.applied, specOf(m)) {
+		return true
+	}
+	if hasInstances(e.change) && !now.Before(e.nextStatus) {
 		return true
 	}
 	st, msg, _ := statusOf(m)
@@ -254,6 +290,37 @@ func (a *Agent) applyResource(ctx context.Context, name string, ch *cpv1.PulsarR
 		}
 	}
 
+	// Functions, sources and sinks: what their instances do. Until every
+	// instance runs the resource is not settled, and the status is read
+	// again after a growing wait (up to maxBackoff); then every
+	// ReconcileInterval.
+	var inst *cpv1.FunctionInstanceStatus
+	running := true
+	if applyErr == nil && !ch.GetDeleted() && hasInstances(ch) {
+		client, err := a.admin(adminURL)
+		if err == nil {
+			sctx, cancel := context.WithTimeout(ctx, adminTimeout)
+			inst, err = pulsaradmin.InstanceStatus(sctx, client, m)
+			cancel()
+		}
+		if err != nil {
+			log.Debug("agent: reading the instances' status failed", "err", err)
+			inst = nil
+		}
+		running = inst != nil && inst.GetNumRunning() >= inst.GetNumInstances() && inst.GetFirstError() == nil
+		a.mu.Lock()
+		if e := a.resources[name]; e != nil && e.change == ch {
+			if running {
+				e.statusDelay = 0
+				e.nextStatus = time.Now().Add(a.cfg.ReconcileInterval)
+			} else {
+				e.statusDelay = backoff(e.statusDelay)
+				e.nextStatus = time.Now().Add(e.statusDelay)
+			}
+		}
+		a.mu.Unlock()
+	}
+
 	a.mu.Lock()
 	e = a.resources[name]
 	current := e != nil && e.change == ch
@@ -288,8 +355,9 @@ func (a *Agent) applyResource(ctx context.Context, name string, ch *cpv1.PulsarR
 	}
 	st, msg, etag := statusOf(m)
 	req.ObservedEtag = etag
-	if st == req.State && msg == req.Message {
-		return applyErr == nil // the record already says so
+	req.InstanceStatus = inst
+	if st == req.State && msg == req.Message && (inst == nil || proto.Equal(inst, instanceStatusOf(m))) {
+		return applyErr == nil && running // the record already says so
 	}
 	cctx, cancel := context.WithTimeout(ctx, rpcTimeout)
 	out, err := a.rpc.ReportResourceStatus(cctx, req)
@@ -302,10 +370,10 @@ func (a *Agent) applyResource(ctx context.Context, name string, ch *cpv1.PulsarR
 		}
 		a.mu.Unlock()
 		log.Info("agent: reported", "state", req.State.String(), "message", req.Message)
-		return applyErr == nil
+		return applyErr == nil && running
 	case codes.Aborted, codes.NotFound:
 		// Changed or deleted since: the watch brings the newer state.
-		return applyErr == nil
+		return applyErr == nil && running
 	default:
 		if ctx.Err() == nil {
 			log.Warn("agent: report failed", "state", req.State.String(), "err", err)

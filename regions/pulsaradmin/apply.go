@@ -92,8 +92,8 @@ func TopicOf(t *cpv1.Topic) (TopicName, error) {
 	return TopicName{Persistent: t.Persistent == nil || t.GetPersistent(), Tenant: n[0], Namespace: n[1], Topic: n[2]}, nil
 }
 
-// Apply makes the data plane match desired, a *Tenant, *Namespace or
-// *Topic of api/controlplane/v1: tenants get the data plane's cluster as
+// Apply makes the data plane match desired, a *Tenant, *Namespace, *Topic,
+// *PulsarFunction, *PulsarSource or *PulsarSink of api/controlplane/v1: tenants get the data plane's cluster as
 // their allowed cluster (and keep the registered peers they were allowed). It returns the admin calls it made (nothing when
 // the data plane already matched).
 func Apply(ctx context.Context, c *Client, desired proto.Message) ([]string, error) {
@@ -155,12 +155,19 @@ func Apply(ctx context.Context, c *Client, desired proto.Message) ([]string, err
 			return nil, err
 		}
 		return c.EnsureTopic(ctx, t, int(d.GetPartitions()))
+	case *cpv1.PulsarFunction:
+		return c.EnsureFunction(ctx, d)
+	case *cpv1.PulsarSource:
+		return c.EnsureSource(ctx, d)
+	case *cpv1.PulsarSink:
+		return c.EnsureSink(ctx, d)
 	}
 	return nil, fmt.Errorf("pulsaradmin: cannot apply a %T", desired)
 }
 
-// Remove deletes a *Tenant, *Namespace or *Topic from the data plane; one
-// already gone is not an error. Topics are deleted with force, and so are
+// Remove deletes a *Tenant, *Namespace, *Topic, *PulsarFunction,
+// *PulsarSource or *PulsarSink from the data plane; one already gone is
+// not an error. Topics are deleted with force, and so are
 // namespaces (with the topics producers created in them automatically:
 // the namespace owns them); tenants are not, so a namespace the control
 // plane does not know about keeps its tenant (Pulsar answers 409).
@@ -184,6 +191,12 @@ func Remove(ctx context.Context, c *Client, resource proto.Message) error {
 			return err
 		}
 		return c.DeleteTopic(ctx, t, true)
+	case *cpv1.PulsarFunction:
+		return c.removeComponent(ctx, d.GetName(), "functions")
+	case *cpv1.PulsarSource:
+		return c.removeComponent(ctx, d.GetName(), "sources")
+	case *cpv1.PulsarSink:
+		return c.removeComponent(ctx, d.GetName(), "sinks")
 	}
 	return fmt.Errorf("pulsaradmin: cannot remove a %T", resource)
 }
@@ -199,6 +212,12 @@ func ApplyChange(ctx context.Context, c *Client, ch *cpv1.PulsarResourceChange) 
 		m = r.Namespace
 	case *cpv1.PulsarResourceChange_Topic:
 		m = r.Topic
+	case *cpv1.PulsarResourceChange_Function:
+		m = r.Function
+	case *cpv1.PulsarResourceChange_Source:
+		m = r.Source
+	case *cpv1.PulsarResourceChange_Sink:
+		m = r.Sink
 	default:
 		return nil, fmt.Errorf("pulsaradmin: change without a resource")
 	}

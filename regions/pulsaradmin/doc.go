@@ -7,7 +7,11 @@
 // as success.
 //
 // Apply, Remove and ApplyChange map the control plane's Tenant, Namespace
-// and Topic messages (api/controlplane/v1) to those calls; the region agent
+// and Topic messages (api/controlplane/v1) to those calls, and its
+// PulsarFunction, PulsarSource and PulsarSink to the function workers'
+// admin REST API v3 (/admin/v3/functions, /sources, /sinks) through
+// Apache's pulsaradmin client (functions.go; InstanceStatus reads their
+// instances' status); the region agent
 // (regions/agent) calls them for each PulsarResourceChange it receives from
 // WatchDesiredState, then reports the result with ReportResourceStatus.
 //

@@ -303,7 +303,8 @@ type UsageRecord struct {
 	// "regions/{region}" the cluster runs in.
 	Region string `protobuf:"bytes,3,opt,name=region,proto3" json:"region,omitempty"`
 	// messages_in, bytes_in, messages_out, bytes_out, bytes_replicated_out,
-	// storage_bytes, topics, partitions, broker_hours, bookie_hours.
+	// storage_bytes, topics, partitions, broker_hours, bookie_hours,
+	// function_instance_seconds.
 	Meter string `protobuf:"bytes,4,opt,name=meter,proto3" json:"meter,omitempty"`
 	// The UTC hour the usage happened in (on the hour).
 	Hour *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=hour,proto3" json:"hour,omitempty"`

@@ -1122,8 +1122,8 @@ func (x *ClusterChange) GetRevision() int64 {
 	return 0
 }
 
-// A change of a Pulsar tenant, namespace or topic in one of the region's
-// clusters.
+// A change of a Pulsar tenant, namespace, topic, function, source or sink
+// in one of the region's clusters.
 type PulsarResourceChange struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The resource as it is now (as it was when deleted, for deletions).
@@ -1133,6 +1133,9 @@ type PulsarResourceChange struct {
 	//	*PulsarResourceChange_Tenant
 	//	*PulsarResourceChange_Namespace
 	//	*PulsarResourceChange_Topic
+	//	*PulsarResourceChange_Function
+	//	*PulsarResourceChange_Source
+	//	*PulsarResourceChange_Sink
 	Resource isPulsarResourceChange_Resource `protobuf_oneof:"resource"`
 	// The resource no longer exists: delete it from the data plane.
 	Deleted       bool  `protobuf:"varint,4,opt,name=deleted,proto3" json:"deleted,omitempty"`
@@ -1205,6 +1208,33 @@ func (x *PulsarResourceChange) GetTopic() *Topic {
 	return nil
 }
 
+func (x *PulsarResourceChange) GetFunction() *PulsarFunction {
+	if x != nil {
+		if x, ok := x.Resource.(*PulsarResourceChange_Function); ok {
+			return x.Function
+		}
+	}
+	return nil
+}
+
+func (x *PulsarResourceChange) GetSource() *PulsarSource {
+	if x != nil {
+		if x, ok := x.Resource.(*PulsarResourceChange_Source); ok {
+			return x.Source
+		}
+	}
+	return nil
+}
+
+func (x *PulsarResourceChange) GetSink() *PulsarSink {
+	if x != nil {
+		if x, ok := x.Resource.(*PulsarResourceChange_Sink); ok {
+			return x.Sink
+		}
+	}
+	return nil
+}
+
 func (x *PulsarResourceChange) GetDeleted() bool {
 	if x != nil {
 		return x.Deleted
@@ -1235,11 +1265,29 @@ type PulsarResourceChange_Topic struct {
 	Topic *Topic `protobuf:"bytes,3,opt,name=topic,proto3,oneof"`
 }
 
+type PulsarResourceChange_Function struct {
+	Function *PulsarFunction `protobuf:"bytes,6,opt,name=function,proto3,oneof"`
+}
+
+type PulsarResourceChange_Source struct {
+	Source *PulsarSource `protobuf:"bytes,7,opt,name=source,proto3,oneof"`
+}
+
+type PulsarResourceChange_Sink struct {
+	Sink *PulsarSink `protobuf:"bytes,8,opt,name=sink,proto3,oneof"`
+}
+
 func (*PulsarResourceChange_Tenant) isPulsarResourceChange_Resource() {}
 
 func (*PulsarResourceChange_Namespace) isPulsarResourceChange_Resource() {}
 
 func (*PulsarResourceChange_Topic) isPulsarResourceChange_Resource() {}
+
+func (*PulsarResourceChange_Function) isPulsarResourceChange_Resource() {}
+
+func (*PulsarResourceChange_Source) isPulsarResourceChange_Resource() {}
+
+func (*PulsarResourceChange_Sink) isPulsarResourceChange_Resource() {}
 
 type WatchDesiredStateResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
@@ -1248,8 +1296,9 @@ type WatchDesiredStateResponse struct {
 	Revision int64 `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
 	// Pulsar resources of the region's clusters that changed (newest state
 	// per resource), in an order safe to apply after changes: deletions
-	// first, deepest first (topics, namespaces, tenants), then the others,
-	// shallowest first (tenants, namespaces, topics). Resources of clusters
+	// first, deepest first (topics, functions, sources and sinks, then
+	// namespaces, tenants), then the others, shallowest first (tenants,
+	// namespaces, then topics, functions, sources and sinks). Resources of clusters
 	// that no longer exist are left out.
 	PulsarChanges []*PulsarResourceChange `protobuf:"bytes,3,rep,name=pulsar_changes,json=pulsarChanges,proto3" json:"pulsar_changes,omitempty"`
 	// Clusters of other regions that changed (or were deleted) after
@@ -1433,7 +1482,7 @@ func (x *ReportClusterStatusRequest) GetCaCertificate() string {
 
 type ReportResourceStatusRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Name of a tenant, namespace or topic.
+	// Name of a tenant, namespace, topic, function, source or sink.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// APPLIED or FAILED (PENDING is accepted too).
 	State   PulsarResourceState `protobuf:"varint,2,opt,name=state,proto3,enum=magnetar.controlplane.v1.PulsarResourceState" json:"state,omitempty"`
@@ -1444,8 +1493,11 @@ type ReportResourceStatusRequest struct {
 	ObservedEtag string `protobuf:"bytes,4,opt,name=observed_etag,json=observedEtag,proto3" json:"observed_etag,omitempty"`
 	// The desired-state revision the agent acted on (informational).
 	ObservedRevision int64 `protobuf:"varint,5,opt,name=observed_revision,json=observedRevision,proto3" json:"observed_revision,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Functions, sources and sinks: their instances as the data plane's
+	// function workers report them (unset leaves the recorded status).
+	InstanceStatus *FunctionInstanceStatus `protobuf:"bytes,6,opt,name=instance_status,json=instanceStatus,proto3" json:"instance_status,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ReportResourceStatusRequest) Reset() {
@@ -1513,6 +1565,13 @@ func (x *ReportResourceStatusRequest) GetObservedRevision() int64 {
 	return 0
 }
 
+func (x *ReportResourceStatusRequest) GetInstanceStatus() *FunctionInstanceStatus {
+	if x != nil {
+		return x.InstanceStatus
+	}
+	return nil
+}
+
 type HeartbeatRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// "regions/{region}".
@@ -1570,7 +1629,7 @@ var File_api_controlplane_v1_clusters_proto protoreflect.FileDescriptor
 
 const file_api_controlplane_v1_clusters_proto_rawDesc = "" +
 	"\n" +
-	"\"api/controlplane/v1/clusters.proto\x12\x18magnetar.controlplane.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1bgoogle/protobuf/empty.proto\x1a google/protobuf/field_mask.proto\x1a%api/controlplane/v1/replication.proto\x1a#api/controlplane/v1/resources.proto\"&\n" +
+	"\"api/controlplane/v1/clusters.proto\x12\x18magnetar.controlplane.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1bgoogle/protobuf/empty.proto\x1a google/protobuf/field_mask.proto\x1a#api/controlplane/v1/functions.proto\x1a%api/controlplane/v1/replication.proto\x1a#api/controlplane/v1/resources.proto\"&\n" +
 	"\x10GetRegionRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"P\n" +
 	"\x12ListRegionsRequest\x12\x1b\n" +
@@ -1642,11 +1701,14 @@ const file_api_controlplane_v1_clusters_proto_rawDesc = "" +
 	"\rClusterChange\x12;\n" +
 	"\acluster\x18\x01 \x01(\v2!.magnetar.controlplane.v1.ClusterR\acluster\x12\x18\n" +
 	"\adeleted\x18\x02 \x01(\bR\adeleted\x12\x1a\n" +
-	"\brevision\x18\x03 \x01(\x03R\brevision\"\x92\x02\n" +
+	"\brevision\x18\x03 \x01(\x03R\brevision\"\xd8\x03\n" +
 	"\x14PulsarResourceChange\x12:\n" +
 	"\x06tenant\x18\x01 \x01(\v2 .magnetar.controlplane.v1.TenantH\x00R\x06tenant\x12C\n" +
 	"\tnamespace\x18\x02 \x01(\v2#.magnetar.controlplane.v1.NamespaceH\x00R\tnamespace\x127\n" +
-	"\x05topic\x18\x03 \x01(\v2\x1f.magnetar.controlplane.v1.TopicH\x00R\x05topic\x12\x18\n" +
+	"\x05topic\x18\x03 \x01(\v2\x1f.magnetar.controlplane.v1.TopicH\x00R\x05topic\x12F\n" +
+	"\bfunction\x18\x06 \x01(\v2(.magnetar.controlplane.v1.PulsarFunctionH\x00R\bfunction\x12@\n" +
+	"\x06source\x18\a \x01(\v2&.magnetar.controlplane.v1.PulsarSourceH\x00R\x06source\x12:\n" +
+	"\x04sink\x18\b \x01(\v2$.magnetar.controlplane.v1.PulsarSinkH\x00R\x04sink\x12\x18\n" +
 	"\adeleted\x18\x04 \x01(\bR\adeleted\x12\x1a\n" +
 	"\brevision\x18\x05 \x01(\x03R\brevisionB\n" +
 	"\n" +
@@ -1673,13 +1735,14 @@ const file_api_controlplane_v1_clusters_proto_rawDesc = "" +
 	"\x05READY\x10\x02\x12\n" +
 	"\n" +
 	"\x06FAILED\x10\x03\x12\v\n" +
-	"\aDELETED\x10\x04\"\xe2\x01\n" +
+	"\aDELETED\x10\x04\"\xbd\x02\n" +
 	"\x1bReportResourceStatusRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12C\n" +
 	"\x05state\x18\x02 \x01(\x0e2-.magnetar.controlplane.v1.PulsarResourceStateR\x05state\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12#\n" +
 	"\robserved_etag\x18\x04 \x01(\tR\fobservedEtag\x12+\n" +
-	"\x11observed_revision\x18\x05 \x01(\x03R\x10observedRevision\"j\n" +
+	"\x11observed_revision\x18\x05 \x01(\x03R\x10observedRevision\x12Y\n" +
+	"\x0finstance_status\x18\x06 \x01(\v20.magnetar.controlplane.v1.FunctionInstanceStatusR\x0einstanceStatus\"j\n" +
 	"\x10HeartbeatRequest\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12>\n" +
 	"\x06status\x18\x02 \x01(\v2&.magnetar.controlplane.v1.RegionStatusR\x06status2\xe9\x03\n" +
@@ -1758,11 +1821,15 @@ var file_api_controlplane_v1_clusters_proto_goTypes = []any{
 	(*Tenant)(nil),                          // 31: magnetar.controlplane.v1.Tenant
 	(*Namespace)(nil),                       // 32: magnetar.controlplane.v1.Namespace
 	(*Topic)(nil),                           // 33: magnetar.controlplane.v1.Topic
-	(PulsarResourceState)(0),                // 34: magnetar.controlplane.v1.PulsarResourceState
-	(*RegionStatus)(nil),                    // 35: magnetar.controlplane.v1.RegionStatus
-	(*ReportReplicationStatusRequest)(nil),  // 36: magnetar.controlplane.v1.ReportReplicationStatusRequest
-	(*emptypb.Empty)(nil),                   // 37: google.protobuf.Empty
-	(*ReportReplicationStatusResponse)(nil), // 38: magnetar.controlplane.v1.ReportReplicationStatusResponse
+	(*PulsarFunction)(nil),                  // 34: magnetar.controlplane.v1.PulsarFunction
+	(*PulsarSource)(nil),                    // 35: magnetar.controlplane.v1.PulsarSource
+	(*PulsarSink)(nil),                      // 36: magnetar.controlplane.v1.PulsarSink
+	(PulsarResourceState)(0),                // 37: magnetar.controlplane.v1.PulsarResourceState
+	(*FunctionInstanceStatus)(nil),          // 38: magnetar.controlplane.v1.FunctionInstanceStatus
+	(*RegionStatus)(nil),                    // 39: magnetar.controlplane.v1.RegionStatus
+	(*ReportReplicationStatusRequest)(nil),  // 40: magnetar.controlplane.v1.ReportReplicationStatusRequest
+	(*emptypb.Empty)(nil),                   // 41: google.protobuf.Empty
+	(*ReportReplicationStatusResponse)(nil), // 42: magnetar.controlplane.v1.ReportReplicationStatusResponse
 }
 var file_api_controlplane_v1_clusters_proto_depIdxs = []int32{
 	25, // 0: magnetar.controlplane.v1.ListRegionsResponse.regions:type_name -> magnetar.controlplane.v1.Region
@@ -1781,55 +1848,59 @@ var file_api_controlplane_v1_clusters_proto_depIdxs = []int32{
 	31, // 13: magnetar.controlplane.v1.PulsarResourceChange.tenant:type_name -> magnetar.controlplane.v1.Tenant
 	32, // 14: magnetar.controlplane.v1.PulsarResourceChange.namespace:type_name -> magnetar.controlplane.v1.Namespace
 	33, // 15: magnetar.controlplane.v1.PulsarResourceChange.topic:type_name -> magnetar.controlplane.v1.Topic
-	19, // 16: magnetar.controlplane.v1.WatchDesiredStateResponse.changes:type_name -> magnetar.controlplane.v1.ClusterChange
-	20, // 17: magnetar.controlplane.v1.WatchDesiredStateResponse.pulsar_changes:type_name -> magnetar.controlplane.v1.PulsarResourceChange
-	19, // 18: magnetar.controlplane.v1.WatchDesiredStateResponse.peer_changes:type_name -> magnetar.controlplane.v1.ClusterChange
-	0,  // 19: magnetar.controlplane.v1.ReportClusterStatusRequest.state:type_name -> magnetar.controlplane.v1.ReportClusterStatusRequest.State
-	34, // 20: magnetar.controlplane.v1.ReportResourceStatusRequest.state:type_name -> magnetar.controlplane.v1.PulsarResourceState
-	35, // 21: magnetar.controlplane.v1.HeartbeatRequest.status:type_name -> magnetar.controlplane.v1.RegionStatus
-	1,  // 22: magnetar.controlplane.v1.Regions.GetRegion:input_type -> magnetar.controlplane.v1.GetRegionRequest
-	2,  // 23: magnetar.controlplane.v1.Regions.ListRegions:input_type -> magnetar.controlplane.v1.ListRegionsRequest
-	4,  // 24: magnetar.controlplane.v1.Regions.CreateRegion:input_type -> magnetar.controlplane.v1.CreateRegionRequest
-	5,  // 25: magnetar.controlplane.v1.Regions.UpdateRegion:input_type -> magnetar.controlplane.v1.UpdateRegionRequest
-	6,  // 26: magnetar.controlplane.v1.Regions.DeleteRegion:input_type -> magnetar.controlplane.v1.DeleteRegionRequest
-	7,  // 27: magnetar.controlplane.v1.Clusters.GetCluster:input_type -> magnetar.controlplane.v1.GetClusterRequest
-	8,  // 28: magnetar.controlplane.v1.Clusters.ListClusters:input_type -> magnetar.controlplane.v1.ListClustersRequest
-	10, // 29: magnetar.controlplane.v1.Clusters.CreateCluster:input_type -> magnetar.controlplane.v1.CreateClusterRequest
-	11, // 30: magnetar.controlplane.v1.Clusters.UpdateCluster:input_type -> magnetar.controlplane.v1.UpdateClusterRequest
-	12, // 31: magnetar.controlplane.v1.Clusters.DeleteCluster:input_type -> magnetar.controlplane.v1.DeleteClusterRequest
-	13, // 32: magnetar.controlplane.v1.Operations.GetOperation:input_type -> magnetar.controlplane.v1.GetOperationRequest
-	14, // 33: magnetar.controlplane.v1.Operations.ListOperations:input_type -> magnetar.controlplane.v1.ListOperationsRequest
-	16, // 34: magnetar.controlplane.v1.Operations.WaitOperation:input_type -> magnetar.controlplane.v1.WaitOperationRequest
-	17, // 35: magnetar.controlplane.v1.Operations.CancelOperation:input_type -> magnetar.controlplane.v1.CancelOperationRequest
-	18, // 36: magnetar.controlplane.v1.RegionAgent.WatchDesiredState:input_type -> magnetar.controlplane.v1.WatchDesiredStateRequest
-	22, // 37: magnetar.controlplane.v1.RegionAgent.ReportClusterStatus:input_type -> magnetar.controlplane.v1.ReportClusterStatusRequest
-	24, // 38: magnetar.controlplane.v1.RegionAgent.Heartbeat:input_type -> magnetar.controlplane.v1.HeartbeatRequest
-	23, // 39: magnetar.controlplane.v1.RegionAgent.ReportResourceStatus:input_type -> magnetar.controlplane.v1.ReportResourceStatusRequest
-	36, // 40: magnetar.controlplane.v1.RegionAgent.ReportReplicationStatus:input_type -> magnetar.controlplane.v1.ReportReplicationStatusRequest
-	25, // 41: magnetar.controlplane.v1.Regions.GetRegion:output_type -> magnetar.controlplane.v1.Region
-	3,  // 42: magnetar.controlplane.v1.Regions.ListRegions:output_type -> magnetar.controlplane.v1.ListRegionsResponse
-	25, // 43: magnetar.controlplane.v1.Regions.CreateRegion:output_type -> magnetar.controlplane.v1.Region
-	25, // 44: magnetar.controlplane.v1.Regions.UpdateRegion:output_type -> magnetar.controlplane.v1.Region
-	37, // 45: magnetar.controlplane.v1.Regions.DeleteRegion:output_type -> google.protobuf.Empty
-	27, // 46: magnetar.controlplane.v1.Clusters.GetCluster:output_type -> magnetar.controlplane.v1.Cluster
-	9,  // 47: magnetar.controlplane.v1.Clusters.ListClusters:output_type -> magnetar.controlplane.v1.ListClustersResponse
-	29, // 48: magnetar.controlplane.v1.Clusters.CreateCluster:output_type -> magnetar.controlplane.v1.Operation
-	29, // 49: magnetar.controlplane.v1.Clusters.UpdateCluster:output_type -> magnetar.controlplane.v1.Operation
-	29, // 50: magnetar.controlplane.v1.Clusters.DeleteCluster:output_type -> magnetar.controlplane.v1.Operation
-	29, // 51: magnetar.controlplane.v1.Operations.GetOperation:output_type -> magnetar.controlplane.v1.Operation
-	15, // 52: magnetar.controlplane.v1.Operations.ListOperations:output_type -> magnetar.controlplane.v1.ListOperationsResponse
-	29, // 53: magnetar.controlplane.v1.Operations.WaitOperation:output_type -> magnetar.controlplane.v1.Operation
-	29, // 54: magnetar.controlplane.v1.Operations.CancelOperation:output_type -> magnetar.controlplane.v1.Operation
-	21, // 55: magnetar.controlplane.v1.RegionAgent.WatchDesiredState:output_type -> magnetar.controlplane.v1.WatchDesiredStateResponse
-	27, // 56: magnetar.controlplane.v1.RegionAgent.ReportClusterStatus:output_type -> magnetar.controlplane.v1.Cluster
-	25, // 57: magnetar.controlplane.v1.RegionAgent.Heartbeat:output_type -> magnetar.controlplane.v1.Region
-	20, // 58: magnetar.controlplane.v1.RegionAgent.ReportResourceStatus:output_type -> magnetar.controlplane.v1.PulsarResourceChange
-	38, // 59: magnetar.controlplane.v1.RegionAgent.ReportReplicationStatus:output_type -> magnetar.controlplane.v1.ReportReplicationStatusResponse
-	41, // [41:60] is the sub-list for method output_type
-	22, // [22:41] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	34, // 16: magnetar.controlplane.v1.PulsarResourceChange.function:type_name -> magnetar.controlplane.v1.PulsarFunction
+	35, // 17: magnetar.controlplane.v1.PulsarResourceChange.source:type_name -> magnetar.controlplane.v1.PulsarSource
+	36, // 18: magnetar.controlplane.v1.PulsarResourceChange.sink:type_name -> magnetar.controlplane.v1.PulsarSink
+	19, // 19: magnetar.controlplane.v1.WatchDesiredStateResponse.changes:type_name -> magnetar.controlplane.v1.ClusterChange
+	20, // 20: magnetar.controlplane.v1.WatchDesiredStateResponse.pulsar_changes:type_name -> magnetar.controlplane.v1.PulsarResourceChange
+	19, // 21: magnetar.controlplane.v1.WatchDesiredStateResponse.peer_changes:type_name -> magnetar.controlplane.v1.ClusterChange
+	0,  // 22: magnetar.controlplane.v1.ReportClusterStatusRequest.state:type_name -> magnetar.controlplane.v1.ReportClusterStatusRequest.State
+	37, // 23: magnetar.controlplane.v1.ReportResourceStatusRequest.state:type_name -> magnetar.controlplane.v1.PulsarResourceState
+	38, // 24: magnetar.controlplane.v1.ReportResourceStatusRequest.instance_status:type_name -> magnetar.controlplane.v1.FunctionInstanceStatus
+	39, // 25: magnetar.controlplane.v1.HeartbeatRequest.status:type_name -> magnetar.controlplane.v1.RegionStatus
+	1,  // 26: magnetar.controlplane.v1.Regions.GetRegion:input_type -> magnetar.controlplane.v1.GetRegionRequest
+	2,  // 27: magnetar.controlplane.v1.Regions.ListRegions:input_type -> magnetar.controlplane.v1.ListRegionsRequest
+	4,  // 28: magnetar.controlplane.v1.Regions.CreateRegion:input_type -> magnetar.controlplane.v1.CreateRegionRequest
+	5,  // 29: magnetar.controlplane.v1.Regions.UpdateRegion:input_type -> magnetar.controlplane.v1.UpdateRegionRequest
+	6,  // 30: magnetar.controlplane.v1.Regions.DeleteRegion:input_type -> magnetar.controlplane.v1.DeleteRegionRequest
+	7,  // 31: magnetar.controlplane.v1.Clusters.GetCluster:input_type -> magnetar.controlplane.v1.GetClusterRequest
+	8,  // 32: magnetar.controlplane.v1.Clusters.ListClusters:input_type -> magnetar.controlplane.v1.ListClustersRequest
+	10, // 33: magnetar.controlplane.v1.Clusters.CreateCluster:input_type -> magnetar.controlplane.v1.CreateClusterRequest
+	11, // 34: magnetar.controlplane.v1.Clusters.UpdateCluster:input_type -> magnetar.controlplane.v1.UpdateClusterRequest
+	12, // 35: magnetar.controlplane.v1.Clusters.DeleteCluster:input_type -> magnetar.controlplane.v1.DeleteClusterRequest
+	13, // 36: magnetar.controlplane.v1.Operations.GetOperation:input_type -> magnetar.controlplane.v1.GetOperationRequest
+	14, // 37: magnetar.controlplane.v1.Operations.ListOperations:input_type -> magnetar.controlplane.v1.ListOperationsRequest
+	16, // 38: magnetar.controlplane.v1.Operations.WaitOperation:input_type -> magnetar.controlplane.v1.WaitOperationRequest
+	17, // 39: magnetar.controlplane.v1.Operations.CancelOperation:input_type -> magnetar.controlplane.v1.CancelOperationRequest
+	18, // 40: magnetar.controlplane.v1.RegionAgent.WatchDesiredState:input_type -> magnetar.controlplane.v1.WatchDesiredStateRequest
+	22, // 41: magnetar.controlplane.v1.RegionAgent.ReportClusterStatus:input_type -> magnetar.controlplane.v1.ReportClusterStatusRequest
+	24, // 42: magnetar.controlplane.v1.RegionAgent.Heartbeat:input_type -> magnetar.controlplane.v1.HeartbeatRequest
+	23, // 43: magnetar.controlplane.v1.RegionAgent.ReportResourceStatus:input_type -> magnetar.controlplane.v1.ReportResourceStatusRequest
+	40, // 44: magnetar.controlplane.v1.RegionAgent.ReportReplicationStatus:input_type -> magnetar.controlplane.v1.ReportReplicationStatusRequest
+	25, // 45: magnetar.controlplane.v1.Regions.GetRegion:output_type -> magnetar.controlplane.v1.Region
+	3,  // 46: magnetar.controlplane.v1.Regions.ListRegions:output_type -> magnetar.controlplane.v1.ListRegionsResponse
+	25, // 47: magnetar.controlplane.v1.Regions.CreateRegion:output_type -> magnetar.controlplane.v1.Region
+	25, // 48: magnetar.controlplane.v1.Regions.UpdateRegion:output_type -> magnetar.controlplane.v1.Region
+	41, // 49: magnetar.controlplane.v1.Regions.DeleteRegion:output_type -> google.protobuf.Empty
+	27, // 50: magnetar.controlplane.v1.Clusters.GetCluster:output_type -> magnetar.controlplane.v1.Cluster
+	9,  // 51: magnetar.controlplane.v1.Clusters.ListClusters:output_type -> magnetar.controlplane.v1.ListClustersResponse
+	29, // 52: magnetar.controlplane.v1.Clusters.CreateCluster:output_type -> magnetar.controlplane.v1.Operation
+	29, // 53: magnetar.controlplane.v1.Clusters.UpdateCluster:output_type -> magnetar.controlplane.v1.Operation
+	29, // 54: magnetar.controlplane.v1.Clusters.DeleteCluster:output_type -> magnetar.controlplane.v1.Operation
+	29, // 55: magnetar.controlplane.v1.Operations.GetOperation:output_type -> magnetar.controlplane.v1.Operation
+	15, // 56: magnetar.controlplane.v1.Operations.ListOperations:output_type -> magnetar.controlplane.v1.ListOperationsResponse
+	29, // 57: magnetar.controlplane.v1.Operations.WaitOperation:output_type -> magnetar.controlplane.v1.Operation
+	29, // 58: magnetar.controlplane.v1.Operations.CancelOperation:output_type -> magnetar.controlplane.v1.Operation
+	21, // 59: magnetar.controlplane.v1.RegionAgent.WatchDesiredState:output_type -> magnetar.controlplane.v1.WatchDesiredStateResponse
+	27, // 60: magnetar.controlplane.v1.RegionAgent.ReportClusterStatus:output_type -> magnetar.controlplane.v1.Cluster
+	25, // 61: magnetar.controlplane.v1.RegionAgent.Heartbeat:output_type -> magnetar.controlplane.v1.Region
+	20, // 62: magnetar.controlplane.v1.RegionAgent.ReportResourceStatus:output_type -> magnetar.controlplane.v1.PulsarResourceChange
+	42, // 63: magnetar.controlplane.v1.RegionAgent.ReportReplicationStatus:output_type -> magnetar.controlplane.v1.ReportReplicationStatusResponse
+	45, // [45:64] is the sub-list for method output_type
+	26, // [26:45] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_api_controlplane_v1_clusters_proto_init() }
@@ -1837,12 +1908,16 @@ func file_api_controlplane_v1_clusters_proto_init() {
 	if File_api_controlplane_v1_clusters_proto != nil {
 		return
 	}
+	file_api_controlplane_v1_functions_proto_init()
 	file_api_controlplane_v1_replication_proto_init()
 	file_api_controlplane_v1_resources_proto_init()
 	file_api_controlplane_v1_clusters_proto_msgTypes[19].OneofWrappers = []any{
 		(*PulsarResourceChange_Tenant)(nil),
 		(*PulsarResourceChange_Namespace)(nil),
 		(*PulsarResourceChange_Topic)(nil),
+		(*PulsarResourceChange_Function)(nil),
+		(*PulsarResourceChange_Source)(nil),
+		(*PulsarResourceChange_Sink)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

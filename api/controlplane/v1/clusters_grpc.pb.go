@@ -791,7 +791,7 @@ type RegionAgentClient interface {
 	ReportClusterStatus(ctx context.Context, in *ReportClusterStatusRequest, opts ...grpc.CallOption) (*Cluster, error)
 	Heartbeat(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*Region, error)
 	// Records what the agent observed when it applied a Pulsar tenant,
-	// namespace or topic; returns the resource as it is now (a
+	// namespace, topic, function, source or sink; returns the resource as it is now (a
 	// PulsarResourceChange with one resource set). A report that changes
 	// nothing writes nothing, so the agent's own reports settle.
 	ReportResourceStatus(ctx context.Context, in *ReportResourceStatusRequest, opts ...grpc.CallOption) (*PulsarResourceChange, error)
@@ -873,7 +873,7 @@ type RegionAgentServer interface {
 	ReportClusterStatus(context.Context, *ReportClusterStatusRequest) (*Cluster, error)
 	Heartbeat(context.Context, *HeartbeatRequest) (*Region, error)
 	// Records what the agent observed when it applied a Pulsar tenant,
-	// namespace or topic; returns the resource as it is now (a
+	// namespace, topic, function, source or sink; returns the resource as it is now (a
 	// PulsarResourceChange with one resource set). A report that changes
 	// nothing writes nothing, so the agent's own reports settle.
 	ReportResourceStatus(context.Context, *ReportResourceStatusRequest) (*PulsarResourceChange, error)

@@ -1,5 +1,5 @@
 // Package controlplanev1 is the Magnetar control-plane API, version 1: the
-// resources (resources.proto), the services (iam.proto, clusters.proto, pulsar.proto), the
+// resources (resources.proto), the services (iam.proto, clusters.proto, pulsar.proto, functions.proto), the
 // HTTP/JSON mapping (gateway.yaml) and the merged OpenAPI v2 document
 // (controlplane.swagger.json, exposed as OpenAPI).
 //

@@ -555,9 +555,17 @@ type Organization struct {
 	UpdateTime  *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
 	// Opaque version of the resource; send it back on update and delete to
 	// detect concurrent changes (a stale etag is refused with ABORTED).
-	Etag          string `protobuf:"bytes,8,opt,name=etag,proto3" json:"etag,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Etag string `protobuf:"bytes,8,opt,name=etag,proto3" json:"etag,omitempty"`
+	// Maximum instances (the sum of parallelism) of the organization's
+	// Pulsar functions, sources and sinks; 0 means the service default.
+	// Only operators may set it.
+	MaxFunctionInstances int32 `protobuf:"varint,9,opt,name=max_function_instances,json=maxFunctionInstances,proto3" json:"max_function_instances,omitempty"`
+	// Maximum RAM in bytes (the sum of parallelism x resources.ram_bytes)
+	// of the organization's functions, sources and sinks; 0 means the
+	// service default. Only operators may set it.
+	MaxFunctionRamBytes int64 `protobuf:"varint,10,opt,name=max_function_ram_bytes,json=maxFunctionRamBytes,proto3" json:"max_function_ram_bytes,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *Organization) Reset() {
@@ -644,6 +652,20 @@ func (x *Organization) GetEtag() string {
 		return x.Etag
 	}
 	return ""
+}
+
+func (x *Organization) GetMaxFunctionInstances() int32 {
+	if x != nil {
+		return x.MaxFunctionInstances
+	}
+	return 0
+}
+
+func (x *Organization) GetMaxFunctionRamBytes() int64 {
+	if x != nil {
+		return x.MaxFunctionRamBytes
+	}
+	return 0
 }
 
 // A person who belongs to an organization.
@@ -2729,7 +2751,7 @@ var File_api_controlplane_v1_resources_proto protoreflect.FileDescriptor
 
 const file_api_controlplane_v1_resources_proto_rawDesc = "" +
 	"\n" +
-	"#api/controlplane/v1/resources.proto\x12\x18magnetar.controlplane.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb1\x02\n" +
+	"#api/controlplane/v1/resources.proto\x12\x18magnetar.controlplane.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9c\x03\n" +
 	"\fOrganization\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\tR\x03uid\x12!\n" +
@@ -2740,7 +2762,10 @@ const file_api_controlplane_v1_resources_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12\x12\n" +
-	"\x04etag\x18\b \x01(\tR\x04etag\"\xf3\x01\n" +
+	"\x04etag\x18\b \x01(\tR\x04etag\x124\n" +
+	"\x16max_function_instances\x18\t \x01(\x05R\x14maxFunctionInstances\x123\n" +
+	"\x16max_function_ram_bytes\x18\n" +
+	" \x01(\x03R\x13maxFunctionRamBytes\"\xf3\x01\n" +
 	"\x04User\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\tR\x03uid\x12!\n" +
