@@ -1,12 +1,17 @@
 package terraform_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	plog "github.com/apache/pulsar-client-go/pulsar/log"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
@@ -16,6 +21,8 @@ import (
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	cpv1 "github.com/magnetar-dev/magnetar/api/controlplane/v1"
+	"github.com/magnetar-dev/magnetar/controlplane/issuer"
+	"github.com/magnetar-dev/magnetar/internal/accesstoken"
 )
 
 const exclaimPy = `from pulsar import Function
@@ -37,6 +44,61 @@ func pythonFunctionsOrSkip(t *testing.T) {
 		t.Fatalf("python3 lacks the Python instance's packages: %v: %s", err, out)
 	}
 	t.Skipf("python3 lacks the Python instance's packages (dataplane/functions/pyinstance/requirements.txt): %s", out)
+}
+
+// checkFunctionRoundTrip produces in to the input topic through the
+// cluster's service URL, with the operator's access tokens, and waits for
+// want on the output topic.
+func (e *env) checkFunctionRoundTrip(cluster, input, output, in, want string) resource.TestCheckFunc {
+	return func(s *tfterraform.State) error {
+		attrs := s.RootModule().Resources[cluster].Primary.Attributes
+		ca, err := os.CreateTemp("", "tf-cluster-ca-*.pem")
+		if err != nil {
+			return err
+		}
+		defer os.Remove(ca.Name())
+		if _, err := ca.WriteString(attrs["ca_certificate"]); err != nil {
+			return err
+		}
+		ca.Close()
+		tokens, aud := accesstoken.New("http://"+e.up.Addr(), e.key), issuer.ClusterAudience(attrs["id"])
+		cl, err := pulsar.NewClient(pulsar.ClientOptions{URL: attrs["service_url"], TLSTrustCertsFilePath: ca.Name(),
+			OperationTimeout: 30 * time.Second,
+			Authentication: pulsar.NewAuthenticationTokenFromSupplier(func() (string, error) {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				return tokens.Token(ctx, aud)
+			}),
+			Logger: plog.NewLoggerWithSlog(quiet())})
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		cons, err := cl.Subscribe(pulsar.ConsumerOptions{Topic: output, SubscriptionName: "tf-check",
+			SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+		if err != nil {
+			return fmt.Errorf("subscribe %s: %w", output, err)
+		}
+		defer cons.Close()
+		prod, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: input})
+		if err != nil {
+			return fmt.Errorf("producer %s: %w", input, err)
+		}
+		defer prod.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		if _, err := prod.Send(ctx, &pulsar.ProducerMessage{Payload: []byte(in)}); err != nil {
+			return fmt.Errorf("send: %w", err)
+		}
+		m, err := cons.Receive(ctx)
+		if err != nil {
+			return fmt.Errorf("no output of the function within 60 s: %w", err)
+		}
+		if string(m.Payload()) != want {
+			return fmt.Errorf("function output %q, want %q", m.Payload(), want)
+		}
+		return cons.Ack(m)
+	}
 }
 
 func (e *env) functionConfig(pkgURL string, parallelism int) string {
@@ -129,6 +191,9 @@ func TestAccFunction(t *testing.T) {
 					resource.TestCheckResourceAttr(fn, "instance_error", ""),
 					resource.TestCheckResourceAttr(fn, "processing_guarantees", "ATLEAST_ONCE"),
 					resource.TestCheckResourceAttr(fn, "cpu", "1"),
+					// The instance works on the authenticated cluster: its
+					// brokers hand it the token the agent keeps fresh.
+					e.checkFunctionRoundTrip(cluster, "persistent://shop/orders/in", "persistent://shop/orders/out", "hello", "hello!"),
 				),
 			},
 			{

@@ -28,19 +28,23 @@ func (ff *functionsFlags) register(f *pflag.FlagSet, dirDefault string) {
 	f.StringVar(&ff.dir, "functions-dir", dirDefault, "the function worker's package cache, instance logs and extracted connectors")
 	f.StringVar(&ff.javaHome, "functions-java-home", "", "the Java instance's home written by dataplane/functions/javainstance/setup.sh (default $MAGNETAR_FUNCTIONS_HOME, else ~/.cache/magnetar/functions-4.2.4); without one Java functions and connectors are refused")
 	f.Int64Var(&ff.maxPackageSize, "functions-max-package-size", 256<<20, "largest function or connector package accepted, in bytes")
-	f.StringVar(&ff.tokenFile, "functions-instance-token-file", "", "a file holding the token function instances authenticate to the brokers with, when the cluster requires authentication (Pulsar's worker passes its own client credentials the same way)")
+	f.StringVar(&ff.tokenFile, "functions-instance-token-file", "", "a file holding the token function instances authenticate to the brokers with, when the cluster requires authentication, read at every authentication so it can be renewed (Pulsar's worker passes its own client credentials the same way)")
 }
 
-// token reads --functions-instance-token-file ("" when not set).
-func (ff *functionsFlags) token() (string, error) {
+// instanceTokenFile checks --functions-instance-token-file ("" when not set):
+// instances read it at every authentication, so it may be renewed.
+func (ff *functionsFlags) instanceTokenFile() (string, error) {
 	if ff.tokenFile == "" {
 		return "", nil
 	}
-	b, err := os.ReadFile(ff.tokenFile)
+	abs, err := filepath.Abs(ff.tokenFile)
 	if err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(abs); err != nil {
 		return "", fmt.Errorf("--functions-instance-token-file: %w", err)
 	}
-	return strings.TrimSpace(string(b)), nil
+	return abs, nil
 }
 
 // brokerConfig returns the broker's worker configuration (nil when off).
@@ -48,7 +52,7 @@ func (ff *functionsFlags) brokerConfig(brokerAddr string) (*brokernode.Functions
 	if !ff.enabled {
 		return nil, nil
 	}
-	tok, err := ff.token()
+	tokFile, err := ff.instanceTokenFile()
 	if err != nil {
 		return nil, err
 	}
@@ -61,5 +65,5 @@ func (ff *functionsFlags) brokerConfig(brokerAddr string) (*brokernode.Functions
 		slog.Warn("functions: some runtimes are not available", "err", err)
 	}
 	return &brokernode.FunctionsConfig{DataDir: dir, Runtimes: rt, ConnectorsDir: connectors,
-		MaxPackageSize: ff.maxPackageSize, InstanceToken: tok}, nil
+		MaxPackageSize: ff.maxPackageSize, InstanceTokenFile: tokFile}, nil
 }

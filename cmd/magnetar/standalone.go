@@ -42,7 +42,7 @@ func newStandaloneCommand() *cobra.Command {
 			cfg.Offload, cfg.OffloadPolicy = off.apply()
 			cfg.NoFunctions, cfg.FunctionsJavaHome, cfg.FunctionsMaxPackageSize = !fns.enabled, fns.javaHome, fns.maxPackageSize
 			var err error
-			if cfg.FunctionsInstanceToken, err = fns.token(); err != nil {
+			if cfg.FunctionsInstanceTokenFile, err = fns.instanceTokenFile(); err != nil {
 				return err
 			}
 			if fns.dir != standaloneFunctionsDir {

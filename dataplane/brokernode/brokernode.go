@@ -99,10 +99,13 @@ type FunctionsConfig struct {
 	// the cluster's metadata store (MetadataEndpoints, MetadataTLS) under
 	// <its prefix>/functions/state. A Metadata store that is not etcd
 	// leaves functions without state.
-	State          *worker.StateStore
-	InstanceToken  string
-	TLSTrustCerts  string
-	MaxPackageSize int64
+	State         *worker.StateStore
+	InstanceToken string
+	// InstanceTokenFile holds the instances' token (read at every
+	// authentication) instead of InstanceToken.
+	InstanceTokenFile string
+	TLSTrustCerts     string
+	MaxPackageSize    int64
 }
 
 // Node is a running broker process.
@@ -250,7 +253,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 			Packages: &worker.LedgerPackages{MD: n.md, Client: n.client, Root: "/functions/packages",
 				Ensemble: cfg.Ensemble, WriteQuorum: cfg.WriteQuorum, AckQuorum: cfg.AckQuorum},
 			Runtimes: fc.Runtimes, ConnectorsDir: fc.ConnectorsDir, State: n.functionState(),
-			InstanceToken: fc.InstanceToken, TLSTrustCerts: fc.TLSTrustCerts, MaxPackageSize: fc.MaxPackageSize,
+			InstanceToken: fc.InstanceToken, InstanceTokenFile: fc.InstanceTokenFile, TLSTrustCerts: fc.TLSTrustCerts, MaxPackageSize: fc.MaxPackageSize,
 			// A dead broker's instances move as soon as its bundles do.
 			SessionTTL: n.broker.Config().SessionTTL,
 			Logger:     cfg.Logger,

@@ -76,9 +76,10 @@ type Config struct {
 	FunctionsJavaHome string
 	// FunctionsDir holds the worker's files (default <DataDir>/functions).
 	FunctionsDir string
-	// FunctionsInstanceToken authenticates function instances to the
-	// broker when it requires authentication.
-	FunctionsInstanceToken string
+	// FunctionsInstanceTokenFile holds the token function instances
+	// authenticate to the broker with when it requires authentication
+	// (read at every authentication).
+	FunctionsInstanceTokenFile string
 	// FunctionsMaxPackageSize bounds an uploaded package (default 256 MiB).
 	FunctionsMaxPackageSize int64
 	Logger                  *slog.Logger
@@ -146,7 +147,7 @@ func Start(ctx context.Context, cfg Config) (_ *Standalone, err error) {
 		if rerr != nil {
 			cfg.Logger.Warn("functions: some runtimes are not available", "err", rerr)
 		}
-		fns = &brokernode.FunctionsConfig{DataDir: dir, Runtimes: rt, ConnectorsDir: connectors, MaxPackageSize: cfg.FunctionsMaxPackageSize, InstanceToken: cfg.FunctionsInstanceToken,
+		fns = &brokernode.FunctionsConfig{DataDir: dir, Runtimes: rt, ConnectorsDir: connectors, MaxPackageSize: cfg.FunctionsMaxPackageSize, InstanceTokenFile: cfg.FunctionsInstanceTokenFile,
 			State: &worker.StateStore{Endpoints: s.md.ClientURLs(), Prefix: "/functions/state"}}
 	}
 	if s.node, err = brokernode.Start(ctx, brokernode.Config{

@@ -187,8 +187,10 @@ type Agent struct {
 	// tokens are the agent's data-plane tokens (nil without
 	// Config.DataPlaneAuth).
 	tokens *accesstoken.Source
-	// peerTokens maps the audience of each replication peer to the token
-	// file its clusters' brokers read (guarded by mu).
+	// peerTokens maps each token file the agent keeps fresh to the
+	// audience of its tokens: a replication peer's, read by its clusters'
+	// brokers, and each cluster's functions token, read by its function
+	// instances (guarded by mu).
 	peerTokens map[string]string
 }
 

@@ -102,7 +102,41 @@ func (a *Agent) clusterAuth(ctx context.Context, cluster string) (*provisioner.A
 	}
 	org, _, _ := strings.Cut(cluster, "/clusters/")
 	auds := []string{aud, issuer.OrganizationAudience(org)}
-	return &provisioner.Auth{Issuer: iss, Audiences: auds, SuperuserRoles: roles}, nil
+	fnTokens, err := a.functionsToken(ctx, cluster, aud)
+	if err != nil {
+		return nil, err
+	}
+	return &provisioner.Auth{Issuer: iss, Audiences: auds, SuperuserRoles: roles, FunctionsTokenFile: fnTokens}, nil
+}
+
+// functionsToken writes the token file the function instances of
+// cluster authenticate to its brokers with, and has peerTokenLoop keep it
+// fresh (the instances read it at every authentication: Pulsar's
+// AuthenticationToken with file:// parameters). Its role is the agent's
+// own, as Pulsar's workers give instances their own credentials: a
+// function acts on its cluster with the operator's rights (it can read
+// only what its creator's permissions let it name at create). "" when the
+// agent has no PeerCredentialsDir to keep files in.
+func (a *Agent) functionsToken(ctx context.Context, cluster, aud string) (string, error) {
+	dir := a.cfg.PeerCredentialsDir
+	if dir == "" {
+		return "", nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	file := filepath.Join(dir, a.pulsarName(cluster)+".functions.token")
+	tok, err := a.tokens.Token(ctx, aud)
+	if err != nil {
+		return "", err
+	}
+	if err := atomicfile.WriteFile(file, []byte(tok)); err != nil {
+		return "", err
+	}
+	a.mu.Lock()
+	a.peerTokens[file] = aud
+	a.mu.Unlock()
+	return file, nil
 }
 
 // adminAuth is the option that authenticates the agent's admin calls to
@@ -400,7 +434,7 @@ func (a *Agent) peerCredentials(ctx context.Context, rc string, p *cpv1.Cluster,
 		return err
 	}
 	a.mu.Lock()
-	a.peerTokens[aud] = tokenFile
+	a.peerTokens[tokenFile] = aud
 	a.mu.Unlock()
 	cd.AuthenticationPlugin = "org.apache.pulsar.client.impl.auth.AuthenticationToken"
 	cd.AuthenticationParameters = "file://" + tokenFile
@@ -426,7 +460,7 @@ func (a *Agent) peerTokenLoop(ctx context.Context) {
 		a.mu.Lock()
 		files := maps.Clone(a.peerTokens)
 		a.mu.Unlock()
-		for aud, f := range files {
+		for f, aud := range files {
 			tok, err := a.tokens.Token(ctx, aud)
 			if err == nil {
 				err = atomicfile.WriteFile(f, []byte(tok))

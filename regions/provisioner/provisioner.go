@@ -63,6 +63,9 @@ type Auth struct {
 	Audiences []string
 	// SuperuserRoles may do everything (the region agent's own role).
 	SuperuserRoles []string
+	// FunctionsTokenFile, when set, holds the token the brokers' function
+	// instances authenticate with (kept fresh by the region agent).
+	FunctionsTokenFile string `json:",omitempty"`
 }
 
 // UnmarshalJSON reads an Auth, taking a record with a single "Audience"

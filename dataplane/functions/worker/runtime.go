@@ -55,8 +55,10 @@ type instanceEnv struct {
 	// JavaStateURL is the metadata-store URL Java instances keep state in
 	// ("etcd:http://..."); "" leaves Java state off.
 	JavaStateURL string
-	// Token authenticates instances to the brokers when set.
-	Token string
+	// Token authenticates instances to the brokers when set; TokenFile
+	// holds one instead, read by the instances at every authentication
+	// (so it can be renewed under them).
+	Token, TokenFile string
 	// TLSTrustCerts is the CA file for pulsar+ssl:// URLs.
 	TLSTrustCerts string
 	// HealthCheckInterval is --expected_healthcheck_interval in seconds.
@@ -192,8 +194,8 @@ func (rt *Runtimes) command(env *instanceEnv, l *launch) ([]string, error) {
 
 func (env *instanceEnv) authArgs() []string {
 	var args []string
-	if env.Token != "" {
-		args = append(args, "--client_auth_plugin", tokenAuthPlugin, "--client_auth_params", "token:"+env.Token)
+	if p := env.authParams(); p != "" {
+		args = append(args, "--client_auth_plugin", tokenAuthPlugin, "--client_auth_params", p)
 	}
 	tls := strings.HasPrefix(env.ServiceURL, "pulsar+ssl://")
 	args = append(args, "--use_tls", strconv.FormatBool(tls), "--tls_allow_insecure", "false",
@@ -202,6 +204,18 @@ func (env *instanceEnv) authArgs() []string {
 		args = append(args, "--tls_trust_cert_path", env.TLSTrustCerts)
 	}
 	return args
+}
+
+// authParams are Pulsar's AuthenticationToken parameters of the
+// instances ("" without a credential).
+func (env *instanceEnv) authParams() string {
+	switch {
+	case env.TokenFile != "":
+		return "file://" + env.TokenFile
+	case env.Token != "":
+		return "token:" + env.Token
+	}
+	return ""
 }
 
 func compactJSON(b []byte) (string, error) {
@@ -246,9 +260,9 @@ func goInstanceConf(env *instanceEnv, l *launch, detailsJSON string) (string, er
 		"tlsHostnameVerificationEnable": false,
 		"functionDetails":               detailsJSON,
 	}
-	if env.Token != "" {
+	if p := env.authParams(); p != "" {
 		c["clientAuthenticationPlugin"] = tokenAuthPlugin
-		c["clientAuthenticationParameters"] = "token:" + env.Token
+		c["clientAuthenticationParameters"] = p
 	}
 	if s := d.Source; s != nil {
 		specs := map[string]string{}

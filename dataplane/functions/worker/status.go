@@ -426,7 +426,10 @@ func (w *Worker) trigger(rw http.ResponseWriter, r *http.Request, t, ns, n strin
 	}
 	opts := pulsar.ClientOptions{URL: w.cfg.ServiceURL, OperationTimeout: 10 * time.Second,
 		Logger: pulsarlog.DefaultNopLogger()}
-	if w.cfg.InstanceToken != "" {
+	switch {
+	case w.cfg.InstanceTokenFile != "":
+		opts.Authentication = pulsar.NewAuthenticationTokenFromFile(w.cfg.InstanceTokenFile)
+	case w.cfg.InstanceToken != "":
 		opts.Authentication = pulsar.NewAuthenticationToken(w.cfg.InstanceToken)
 	}
 	if w.cfg.TLSTrustCerts != "" {

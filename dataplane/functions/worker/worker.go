@@ -50,8 +50,10 @@ type Config struct {
 	// their state calls fail with a clear error).
 	State *StateStore
 	// InstanceToken authenticates instances to the brokers when the
-	// cluster requires authentication.
-	InstanceToken string
+	// cluster requires authentication; InstanceTokenFile names a file
+	// holding it instead, which instances read at every authentication
+	// (the region agent renews it).
+	InstanceToken, InstanceTokenFile string
 	// TLSTrustCerts is the CA file instances trust for pulsar+ssl://.
 	TLSTrustCerts string
 	// MaxPackageSize bounds an uploaded package. Default 256 MiB.
@@ -154,7 +156,7 @@ func New(cfg Config) (*Worker, error) {
 	}
 	w.env = &instanceEnv{
 		ServiceURL: cfg.ServiceURL, WebServiceURL: cfg.URL, ClusterName: cfg.Broker.Config().ClusterName,
-		JavaStateURL: javaState, Token: cfg.InstanceToken, TLSTrustCerts: cfg.TLSTrustCerts,
+		JavaStateURL: javaState, Token: cfg.InstanceToken, TokenFile: cfg.InstanceTokenFile, TLSTrustCerts: cfg.TLSTrustCerts,
 		HealthCheckInterval: 30, LogDir: filepath.Join(cfg.DataDir, "logs"), NarDir: filepath.Join(cfg.DataDir, "nar"),
 	}
 	conns, err := ScanConnectors(cfg.ConnectorsDir)

@@ -434,6 +434,9 @@ func (p *Provisioner) args(c *cluster, m *member) []string {
 			if len(a.SuperuserRoles) > 0 {
 				args = append(args, "--superuser-roles", strings.Join(a.SuperuserRoles, ","))
 			}
+			if a.FunctionsTokenFile != "" {
+				args = append(args, "--functions-instance-token-file", a.FunctionsTokenFile)
+			}
 		}
 	}
 	if p.secure() {
