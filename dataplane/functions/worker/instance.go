@@ -32,6 +32,7 @@ const (
 	stopGrace   = 10 * time.Second
 	tailLines   = 20
 	healthEvery = 10 * time.Second
+	startHold   = 30 * time.Second
 )
 
 // ports hands out loopback ports so that no two live instances of this
@@ -92,8 +93,12 @@ type supervisor struct {
 	env    *instanceEnv
 	launch launch // ports are filled per start
 	ports  *ports
-	log    *slog.Logger
-	output string // file the instance's stdout and stderr are appended to
+	// starting is the worker's start slots: one is held from the process
+	// start until the instance first answers a health check (at most
+	// startHold).
+	starting chan struct{}
+	log      *slog.Logger
+	output   string // file the instance's stdout and stderr are appended to
 	// prepare returns the local path of the instance's package (fetched
 	// before each start, so a fetch failure backs off like a crash).
 	prepare func(ctx context.Context) (string, error)
@@ -201,6 +206,16 @@ func (s *supervisor) runOnce(ctx context.Context) error {
 	s.mu.Lock()
 	s.tail = s.tail[:0]
 	s.mu.Unlock()
+	// Take a start slot: released once the instance answers a health
+	// check, exits, or startHold passes.
+	select {
+	case s.starting <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { <-s.starting }) }
+	defer release()
 	var copyDone sync.WaitGroup
 	copyDone.Add(1)
 	go func() {
@@ -222,12 +237,30 @@ func (s *supervisor) runOnce(ctx context.Context) error {
 	go func() { exited <- cmd.Wait() }()
 	health := time.NewTicker(healthEvery)
 	defer health.Stop()
+	// Until it first answers, the instance is polled quickly: that ends
+	// its start (the slot goes to the next instance).
+	ready := time.NewTicker(250 * time.Millisecond)
+	defer ready.Stop()
+	holdEnd := time.After(startHold)
 	var werr error
 loop:
 	for {
 		select {
 		case werr = <-exited:
 			break loop
+		case <-holdEnd:
+			release()
+			ready.Stop()
+		case <-ready.C:
+			if conn != nil {
+				hctx, cancel := context.WithTimeout(ctx, time.Second)
+				_, err := pb.NewInstanceControlClient(conn).HealthCheck(hctx, &emptypb.Empty{})
+				cancel()
+				if err == nil {
+					release()
+					ready.Stop()
+				}
+			}
 		case <-health.C:
 			if conn != nil {
 				hctx, cancel := context.WithTimeout(ctx, 5*time.Second)

@@ -61,6 +61,14 @@ type Config struct {
 	// SessionTTL is how long a worker that stopped renewing its session
 	// keeps its instances assigned. Default 10s.
 	SessionTTL time.Duration
+	// SessionGrace is how long a worker that lost its session keeps its
+	// instances running while it gets a new one. Default 30s.
+	SessionGrace time.Duration
+	// MaxConcurrentStarts bounds the instances starting at once (from
+	// their process start until they answer a health check, at most 30 s),
+	// so a worker given many instances at once does not starve itself and
+	// the broker it runs in. Default 4.
+	MaxConcurrentStarts int
 	// Root is the metadata prefix. Default "/functions".
 	Root   string
 	Logger *slog.Logger
@@ -85,6 +93,12 @@ func (c *Config) setDefaults() error {
 	if c.SessionTTL <= 0 {
 		c.SessionTTL = 10 * time.Second
 	}
+	if c.SessionGrace <= 0 {
+		c.SessionGrace = 30 * time.Second
+	}
+	if c.MaxConcurrentStarts <= 0 {
+		c.MaxConcurrentStarts = 4
+	}
 	if c.Root == "" {
 		c.Root = "/functions"
 	}
@@ -103,6 +117,9 @@ type Worker struct {
 	log  *slog.Logger
 	env  *instanceEnv
 	port ports
+	// starting holds a token per instance that is starting
+	// (MaxConcurrentStarts).
+	starting chan struct{}
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -119,6 +136,7 @@ type Worker struct {
 	// the restart counter never goes down.
 	restartsGone int64
 	sess         metadata.Session // the live session (nil between sessions)
+	lostAt       time.Time        // when the last session was lost (zero while one is live)
 	assign       Assignment
 	connector    map[string]Connector // builtin connectors by name, read at start
 }
@@ -143,7 +161,7 @@ func New(cfg Config) (*Worker, error) {
 	w := &Worker{
 		cfg: cfg, md: cfg.Metadata, recs: records{md: cfg.Metadata, root: cfg.Root}, log: cfg.Logger,
 		stop: make(chan struct{}), pokeSched: make(chan struct{}, 1), pokeRun: make(chan struct{}, 1),
-		running: map[string]*running{},
+		running: map[string]*running{}, starting: make(chan struct{}, cfg.MaxConcurrentStarts),
 	}
 	if cfg.State != nil {
 		if w.state, err = startState(cfg.State); err != nil {
@@ -376,7 +394,7 @@ func (w *Worker) memberLoop() {
 		}
 		w.log.Info("functions worker registered", "worker", w.cfg.ID)
 		w.mu.Lock()
-		w.sess = sess
+		w.sess, w.lostAt = sess, time.Time{}
 		w.mu.Unlock()
 		poke(w.pokeRun)
 		w.campaign(ctx, sess)
@@ -385,8 +403,16 @@ func (w *Worker) memberLoop() {
 		w.leader, w.sess = false, nil
 		w.mu.Unlock()
 		if ctx.Err() == nil {
-			w.log.Warn("functions: worker session lost; stopping its instances", "worker", w.cfg.ID)
-			w.stopAll()
+			// The instances keep running while the worker gets a new
+			// session (a loaded machine can miss a lease renewal): the
+			// scheduler may move them meanwhile, and the next reconcile
+			// stops what moved. Without a session for SessionGrace, they
+			// stop (another worker runs them by then).
+			w.log.Warn("functions: worker session lost; instances stop unless it is renewed in time", "worker", w.cfg.ID, "grace", w.cfg.SessionGrace)
+			w.mu.Lock()
+			w.lostAt = time.Now()
+			w.mu.Unlock()
+			time.AfterFunc(w.cfg.SessionGrace, func() { poke(w.pokeRun) })
 		}
 	}
 }
@@ -518,6 +544,16 @@ func (w *Worker) reconcile(ctx context.Context) error {
 	} else if !errors.Is(err, metadata.ErrNotFound) {
 		return err
 	}
+	w.mu.Lock()
+	live, lostAt := w.sess != nil, w.lostAt
+	w.mu.Unlock()
+	if !live {
+		if !lostAt.IsZero() && time.Since(lostAt) >= w.cfg.SessionGrace {
+			w.log.Warn("functions: no worker session within the grace; stopping its instances", "worker", w.cfg.ID)
+			w.stopAll()
+		}
+		return nil // instances stay as they are until a session is back or the grace ends
+	}
 	registered := false
 	if _, err := w.md.Get(ctx, w.cfg.Root+"/workers/"+url.PathEscape(w.cfg.ID)); err == nil {
 		registered = true
@@ -648,7 +684,7 @@ func (w *Worker) newSupervisor(inst string, r *Record, index int) (*supervisor, 
 		return nil, err
 	}
 	s := &supervisor{
-		key: inst, rt: &w.cfg.Runtimes, env: w.env, ports: &w.port, log: w.log,
+		key: inst, rt: &w.cfg.Runtimes, env: w.env, ports: &w.port, log: w.log, starting: w.starting,
 		output: filepath.Join(w.env.LogDir, r.Tenant, r.Namespace, r.Name, fmt.Sprintf("%s-%d.out", r.Name, index)),
 		launch: launch{details: d, index: index, workerID: w.cfg.ID},
 	}
