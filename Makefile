@@ -64,6 +64,16 @@ bench-noisy:
 bench-secure:
 	$(GO) run ./bench/streambench -systems magnetar,magnetar-tls,magnetar-secure -workloads W1,W2 -rounds 9 -markdown $${BENCH_MD:-/dev/null}
 
+# Magnetar's functions worker beside Apache Pulsar 4.2.4's in-broker worker,
+# same machine, same run (bench/functionsbench): create → running, throughput,
+# latency, memory and CPU of a Java function on both, Magnetar's Python
+# function and 200 idle Python instances on one worker. Pulsar's jars come
+# from Maven Central (bench/internal/pulsarpeer/setup.sh, once); the Java
+# instance from dataplane/functions/javainstance/setup.sh.
+.PHONY: bench-functions
+bench-functions:
+	$(GO) run ./bench/functionsbench -markdown $${BENCH_MD:-/dev/null}
+
 # The Apache Pulsar Go client's integration tests against a fresh
 # `magnetar standalone`, one at a time; writes docs/compatibility.md.
 # COMPAT_RUN=regex, COMPAT_GROUPS=M1,M2, COMPAT_TIMEOUT=60s: see compat/README.md.
