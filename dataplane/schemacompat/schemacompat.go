@@ -62,6 +62,12 @@ func pairCompat(strategy string, old, cand Version) error {
 	if old.Type != cand.Type {
 		return fmt.Errorf("type %s cannot replace %s", pb.Schema_Type(cand.Type), pb.Schema_Type(old.Type))
 	}
+	if !structured(pb.Schema_Type(old.Type)) {
+		// A primitive type (STRING, INT64, ...) is compatible with itself,
+		// whatever its definition says: clients write it differently (Java
+		// an empty one, Python and C++ "null"), as Pulsar accepts.
+		return nil
+	}
 	oldRec, ok1 := parseRecord(old.Data)
 	newRec, ok2 := parseRecord(cand.Data)
 	if !ok1 || !ok2 {
@@ -81,6 +87,16 @@ func pairCompat(strategy string, old, cand Version) error {
 		}
 		return canRead(oldRec, newRec)
 	}
+}
+
+// structured reports the types whose definitions are compared: the
+// others are checked by type alone (Pulsar's default check for them).
+func structured(t pb.Schema_Type) bool {
+	switch t {
+	case pb.Schema_Avro, pb.Schema_Json, pb.Schema_Protobuf, pb.Schema_ProtobufNative, pb.Schema_KeyValue:
+		return true
+	}
+	return false
 }
 
 type recordField struct {

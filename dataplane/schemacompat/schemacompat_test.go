@@ -18,6 +18,9 @@ func TestSchemaCompatibility(t *testing.T) {
 	widen := avro(`{"name":"a","type":"long"}`)
 	dropA := avro(`{"name":"c","type":"int","default":0}`)
 	str := Version{Type: int32(pb.Schema_String)}
+	strPython := Version{Type: int32(pb.Schema_String), Data: []byte("null")}
+	jsonA := Version{Type: int32(pb.Schema_Json), Data: []byte(`{"type":"record","name":"R","fields":[{"name":"a","type":"int"}]}`)}
+	jsonB := Version{Type: int32(pb.Schema_Json), Data: []byte("not a record")}
 	tests := []struct {
 		name     string
 		strategy string
@@ -35,6 +38,10 @@ func TestSchemaCompatibility(t *testing.T) {
 		{"always compatible", "ALWAYS_COMPATIBLE", []Version{v1}, addRequired, true},
 		{"always incompatible", "ALWAYS_INCOMPATIBLE", []Version{v1}, addOptional, false},
 		{"type change", "FULL", []Version{v1}, str, false},
+		// Java writes STRING with an empty definition, Python and C++ "null".
+		{"string, other definition", "FULL", []Version{str}, strPython, true},
+		{"string, always incompatible", "ALWAYS_INCOMPATIBLE", []Version{str}, strPython, false},
+		{"json, unreadable definition", "FULL", []Version{jsonA}, jsonB, false},
 		// dropA drops a (no default in v1): not FORWARD-readable by v1.
 		{"last only", "FORWARD", []Version{dropA, addOptional}, addOptional, true},
 		{"transitive sees older", "BACKWARD_TRANSITIVE", []Version{v1, dropA}, dropA, true},
