@@ -3,7 +3,7 @@
 // same machine in the same run, with one load generator for both.
 //
 //	go run ./bench/functionsbench [-rounds 3] [-systems magnetar,pulsar] [-messages 20000] [-size 100]
-//	    [-window 1000] [-rate 1000] [-rate-duration 10s] [-python] [-density 200] [-density-wave 20]
+//	    [-window 1000] [-rate 1000] [-rate-duration 10s] [-python] [-density 200] [-density-wave 0]
 //	    [-java-density 3] [-density-idle 30s] [-pulsar-heap "-Xms1g -Xmx2g ..."] [-keep] [-markdown FILE]
 //
 // `make bench-functions` runs the defaults.
@@ -37,14 +37,11 @@
 //     running, first output, its instance's RSS.
 //
 // After the rounds, the density runs: -density idle Python instances
-// (parallelism 1, one input topic each) on one Magnetar worker, created in
-// waves of -density-wave (each wave's requests 8 at a time; the next wave
-// once the previous ones run; 0: all at once), until all run
+// (parallelism 1, one input topic each) on one Magnetar worker, all at
+// once by default (requests 8 at a time), or in waves of -density-wave
+// (the next wave once the previous ones run), until all run
 // (-density-limit); then their RSS, the worker's and the instances' CPU at
-// idle over -density-idle. Created all at once on this 2-core machine,
-// Magnetar's worker lost its 3-s metadata session while 200 Python
-// interpreters started and restarted every instance in a loop (see
-// defaultOptions). Pulsar is not run there (no Python instance in its
+// idle over -density-idle. Pulsar is not run there (no Python instance in its
 // Maven artifacts, and a Java instance is a JVM each); -java-density N
 // (3) runs N idle Java instances on each system for reference.
 //
