@@ -62,7 +62,7 @@ func (ff *functionsFlags) brokerConfig(brokerAddr string) (*brokernode.Functions
 	}
 	rt, connectors, err := worker.ResolveRuntimes(dir, ff.javaHome)
 	if err != nil {
-		slog.Warn("functions: some runtimes are not available", "err", err)
+		slog.Info("functions: runtimes not available on this broker (their functions are refused with a 400 that says why)", "missing", err)
 	}
 	return &brokernode.FunctionsConfig{DataDir: dir, Runtimes: rt, ConnectorsDir: connectors,
 		MaxPackageSize: ff.maxPackageSize, InstanceTokenFile: tokFile}, nil

@@ -145,7 +145,7 @@ func Start(ctx context.Context, cfg Config) (_ *Standalone, err error) {
 		}
 		rt, connectors, rerr := worker.ResolveRuntimes(dir, cfg.FunctionsJavaHome)
 		if rerr != nil {
-			cfg.Logger.Warn("functions: some runtimes are not available", "err", rerr)
+			cfg.Logger.Info("functions: runtimes not available here (their functions are refused with a 400 that says why)", "missing", rerr)
 		}
 		fns = &brokernode.FunctionsConfig{DataDir: dir, Runtimes: rt, ConnectorsDir: connectors, MaxPackageSize: cfg.FunctionsMaxPackageSize, InstanceTokenFile: cfg.FunctionsInstanceTokenFile,
 			State: &worker.StateStore{Endpoints: s.md.ClientURLs(), Prefix: "/functions/state"}}
