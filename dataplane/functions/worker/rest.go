@@ -208,7 +208,7 @@ func (w *Worker) builtinConnectors(which string) []Connector {
 		}
 		out = append(out, c)
 	}
-	slices.SortFunc(out, func(a, b Connector) int { return cmpString(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b Connector) int { return strings.Compare(a.Name, b.Name) })
 	if out == nil {
 		out = []Connector{}
 	}
@@ -549,67 +549,51 @@ func (w *Worker) normalize(kind fnconfig.Kind, t, ns, n string, cfgJSON []byte, 
 		}
 		return nil
 	}
+	// Per kind: the config, its identity fields, its archive (sources and
+	// sinks), and its defaults and conversion.
 	var (
-		d   *pb.FunctionDetails
-		out any
-		err error
+		cfg       any
+		ids       [3]*string
+		archive   *string
+		normalize func(connectorClass string) error
+		details   func() (*pb.FunctionDetails, error)
 	)
 	switch kind {
 	case fnconfig.KindFunction:
 		c := &fnconfig.FunctionConfig{}
-		if err := dec(c); err != nil {
-			return nil, nil, err
-		}
-		if err := identity(&c.Tenant, &c.Namespace, &c.Name); err != nil {
-			return nil, nil, err
-		}
-		if err := c.Normalize(); err != nil {
-			return nil, nil, err
-		}
-		d, err = c.Details()
-		out = c
+		cfg, ids, details = c, [3]*string{&c.Tenant, &c.Namespace, &c.Name}, c.Details
+		normalize = func(string) error { return c.Normalize() }
 	case fnconfig.KindSource:
 		c := &fnconfig.SourceConfig{}
-		if err := dec(c); err != nil {
-			return nil, nil, err
-		}
-		if err := identity(&c.Tenant, &c.Namespace, &c.Name); err != nil {
-			return nil, nil, err
-		}
-		cls, err := builtin(c.Archive)
-		if err != nil {
-			return nil, nil, err
-		}
-		if err := c.Normalize(cls); err != nil {
-			return nil, nil, err
-		}
-		d, err = c.Details()
-		out = c
+		cfg, ids, archive, normalize, details = c, [3]*string{&c.Tenant, &c.Namespace, &c.Name}, &c.Archive, c.Normalize, c.Details
 	case fnconfig.KindSink:
 		c := &fnconfig.SinkConfig{}
-		if err := dec(c); err != nil {
-			return nil, nil, err
-		}
-		if err := identity(&c.Tenant, &c.Namespace, &c.Name); err != nil {
-			return nil, nil, err
-		}
-		cls, err := builtin(c.Archive)
-		if err != nil {
-			return nil, nil, err
-		}
-		if err := c.Normalize(cls); err != nil {
-			return nil, nil, err
-		}
-		d, err = c.Details()
-		out = c
+		cfg, ids, archive, normalize, details = c, [3]*string{&c.Tenant, &c.Namespace, &c.Name}, &c.Archive, c.Normalize, c.Details
 	}
+	if err := dec(cfg); err != nil {
+		return nil, nil, err
+	}
+	if err := identity(ids[0], ids[1], ids[2]); err != nil {
+		return nil, nil, err
+	}
+	cls := ""
+	if archive != nil {
+		var err error
+		if cls, err = builtin(*archive); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := normalize(cls); err != nil {
+		return nil, nil, err
+	}
+	d, err := details()
 	if err != nil {
 		return nil, nil, err
 	}
 	if d.Builtin == "" && rec.Package.Builtin != "" {
 		d.Builtin = rec.Package.Builtin
 	}
-	b, err := json.Marshal(out)
+	b, err := json.Marshal(cfg)
 	return d, b, err
 }
 
@@ -887,9 +871,9 @@ func (w *Worker) workerAPI(rw http.ResponseWriter, r *http.Request, seg []string
 	case "worker/cluster/leader/ready":
 		writeJSON(rw, http.StatusOK, w.leaderID(ctx) != "")
 	case "worker/assignments":
-		a := Assignment{}
-		if kv, err := w.md.Get(ctx, w.cfg.Root+"/assignment"); err == nil {
-			json.Unmarshal(kv.Value, &a)
+		a, _, err := w.readAssignment(ctx)
+		if err != nil {
+			return err
 		}
 		out := map[string][]string{}
 		for inst, wid := range a.Instances {

@@ -131,18 +131,9 @@ func (rt *Runtimes) command(env *instanceEnv, l *launch) ([]string, error) {
 			args = append(args, "-Xmx"+strconv.FormatInt(d.Resources.Ram, 10))
 		}
 		args = append(args, javaInstanceMain,
-			"--jar", l.pkgPath,
-			"--instance_id", idx,
-			"--function_id", newUUID(),
-			"--function_version", newUUID(),
-			"--function_details", "'"+compact+"'",
-			"--pulsar_serviceurl", env.ServiceURL)
-		args = append(args, env.authArgs()...)
-		args = append(args,
-			"--max_buffered_tuples", "1024",
-			"--port", strconv.Itoa(l.port),
-			"--metrics_port", strconv.Itoa(l.metrics),
-			"--pending_async_requests", "1000")
+			"--jar", l.pkgPath)
+		args = append(args, env.instanceArgs(l, compact)...)
+		args = append(args, "--pending_async_requests", "1000")
 		if env.JavaStateURL != "" {
 			args = append(args, "--state_storage_impl_class", metadataStateProvider,
 				"--state_storage_serviceurl", env.JavaStateURL)
@@ -167,17 +158,9 @@ func (rt *Runtimes) command(env *instanceEnv, l *launch) ([]string, error) {
 			"--py", l.pkgPath,
 			"--logging_directory", logDir,
 			"--logging_file", d.Name+"-"+idx,
-			"--logging_config_file", "",
-			"--instance_id", idx,
-			"--function_id", newUUID(),
-			"--function_version", newUUID(),
-			"--function_details", "'"+compact+"'",
-			"--pulsar_serviceurl", env.ServiceURL)
-		args = append(args, env.authArgs()...)
+			"--logging_config_file", "")
+		args = append(args, env.instanceArgs(l, compact)...)
 		args = append(args,
-			"--max_buffered_tuples", "1024",
-			"--port", strconv.Itoa(l.port),
-			"--metrics_port", strconv.Itoa(l.metrics),
 			"--state_storage_serviceurl", env.WebServiceURL,
 			"--expected_healthcheck_interval", strconv.Itoa(env.HealthCheckInterval),
 			"--cluster_name", env.ClusterName)
@@ -190,6 +173,23 @@ func (rt *Runtimes) command(env *instanceEnv, l *launch) ([]string, error) {
 		return []string{l.pkgPath, "-instance-conf", conf}, nil
 	}
 	return nil, fmt.Errorf("%w: runtime %v", errNoRuntime, d.Runtime)
+}
+
+// instanceArgs are the arguments the Java and Python instances share:
+// identity, details, the brokers and their credentials, and ports.
+func (env *instanceEnv) instanceArgs(l *launch, detailsJSON string) []string {
+	args := []string{
+		"--instance_id", strconv.Itoa(l.index),
+		"--function_id", newUUID(),
+		"--function_version", newUUID(),
+		"--function_details", "'" + detailsJSON + "'",
+		"--pulsar_serviceurl", env.ServiceURL,
+	}
+	args = append(args, env.authArgs()...)
+	return append(args,
+		"--max_buffered_tuples", "1024",
+		"--port", strconv.Itoa(l.port),
+		"--metrics_port", strconv.Itoa(l.metrics))
 }
 
 func (env *instanceEnv) authArgs() []string {

@@ -258,15 +258,7 @@ func (w *Worker) status(rw http.ResponseWriter, r *http.Request, kind fnconfig.K
 		return nil
 	}
 	all := make([]InstanceStatusData, par)
-	var wg sync.WaitGroup
-	for i := range par {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			all[i] = w.instanceStatus(ctx, rec, i, false)
-		}()
-	}
-	wg.Wait()
+	forEachInstance(par, func(i int) { all[i] = w.instanceStatus(ctx, rec, i, false) })
 	instances := []map[string]any{}
 	running := 0
 	for i, s := range all {
@@ -277,6 +269,20 @@ func (w *Worker) status(rw http.ResponseWriter, r *http.Request, kind fnconfig.K
 	}
 	writeJSON(rw, http.StatusOK, map[string]any{"numInstances": par, "numRunning": running, "instances": instances})
 	return nil
+}
+
+// forEachInstance calls fn for instances 0..n-1 concurrently (each may
+// ask another worker) and waits for them.
+func forEachInstance(n int, fn func(i int)) {
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn(i)
+		}()
+	}
+	wg.Wait()
 }
 
 // StatsData is Pulsar's function stats (totals and the last minute's).
@@ -352,15 +358,7 @@ func (w *Worker) stats(rw http.ResponseWriter, r *http.Request, t, ns, n string,
 		return nil
 	}
 	all := make([]InstanceStats, par)
-	var wg sync.WaitGroup
-	for i := range par {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			all[i] = w.instanceStats(ctx, rec, i, false)
-		}()
-	}
-	wg.Wait()
+	forEachInstance(par, func(i int) { all[i] = w.instanceStats(ctx, rec, i, false) })
 	var total, oneMin StatsData
 	var last int64
 	instances := []map[string]any{}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/url"
@@ -13,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -484,13 +484,8 @@ func (w *Worker) scheduleOnce(ctx context.Context) error {
 			instances = append(instances, InstanceKey(r.Kind, r.Tenant, r.Namespace, r.Name, i))
 		}
 	}
-	key := w.cfg.Root + "/assignment"
-	prev := Assignment{}
-	version := metadata.NotExists
-	if kv, err := w.md.Get(ctx, key); err == nil {
-		json.Unmarshal(kv.Value, &prev)
-		version = kv.Version
-	} else if !errors.Is(err, metadata.ErrNotFound) {
+	prev, version, err := w.readAssignment(ctx)
+	if err != nil {
 		return err
 	}
 	next := Assignment{Instances: Schedule(prev.Instances, instances, workers)}
@@ -498,7 +493,7 @@ func (w *Worker) scheduleOnce(ctx context.Context) error {
 		return nil
 	}
 	b, _ := json.Marshal(next)
-	if _, err := w.md.Put(ctx, key, b, version); err != nil {
+	if _, err := w.md.Put(ctx, w.cfg.Root+"/assignment", b, version); err != nil {
 		return err
 	}
 	w.log.Info("functions assignment written", "instances", len(instances), "workers", len(workers))
@@ -535,13 +530,26 @@ func (w *Worker) runLoop() {
 	}
 }
 
+// readAssignment reads the scheduler's assignment and its version
+// (NotExists, and an empty assignment, before the first one is written).
+func (w *Worker) readAssignment(ctx context.Context) (Assignment, metadata.Version, error) {
+	var a Assignment
+	kv, err := w.md.Get(ctx, w.cfg.Root+"/assignment")
+	if errors.Is(err, metadata.ErrNotFound) {
+		return a, metadata.NotExists, nil
+	}
+	if err != nil {
+		return a, 0, err
+	}
+	if err := json.Unmarshal(kv.Value, &a); err != nil {
+		return a, 0, fmt.Errorf("worker: assignment: %w", err)
+	}
+	return a, kv.Version, nil
+}
+
 func (w *Worker) reconcile(ctx context.Context) error {
-	a := Assignment{}
-	if kv, err := w.md.Get(ctx, w.cfg.Root+"/assignment"); err == nil {
-		if err := json.Unmarshal(kv.Value, &a); err != nil {
-			return err
-		}
-	} else if !errors.Is(err, metadata.ErrNotFound) {
+	a, _, err := w.readAssignment(ctx)
+	if err != nil {
 		return err
 	}
 	w.mu.Lock()
@@ -651,30 +659,15 @@ func (w *Worker) stopAll() {
 }
 
 func parseInstanceKey(inst string) (kind fnconfig.Kind, tenant, ns, name string, index int, ok bool) {
-	var parts [5]string
-	rest := inst
-	for i := range 4 {
-		j := indexByte(rest, '/')
-		if j < 0 {
-			return
-		}
-		parts[i], rest = rest[:j], rest[j+1:]
+	parts := strings.SplitN(inst, "/", 5)
+	if len(parts) != 5 {
+		return
 	}
-	parts[4] = rest
 	idx, err := strconv.Atoi(parts[4])
 	if err != nil {
 		return
 	}
 	return fnconfig.Kind(parts[0]), parts[1], parts[2], parts[3], idx, true
-}
-
-func indexByte(s string, b byte) int {
-	for i := range len(s) {
-		if s[i] == b {
-			return i
-		}
-	}
-	return -1
 }
 
 // newSupervisor prepares an instance: its details and package.
@@ -763,18 +756,6 @@ func (w *Worker) liveWorkers(ctx context.Context) ([]WorkerInfo, error) {
 			out = append(out, wi)
 		}
 	}
-	slices.SortFunc(out, func(a, b WorkerInfo) int { return cmpString(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b WorkerInfo) int { return strings.Compare(a.ID, b.ID) })
 	return out, nil
 }
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-var _ = io.Discard

@@ -14,7 +14,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -383,7 +382,6 @@ func TestRefusals(t *testing.T) {
 	if code, b := call(t, http.MethodGet, base+"/admin/v3/sources/builtinsources", nil, ""); code != 200 || !strings.HasPrefix(string(b), "[") {
 		t.Errorf("builtin sources: %d %s", code, b)
 	}
-	_ = filepath.Join
 }
 
 func TestPackageOverTheLimitIsRefused(t *testing.T) {
