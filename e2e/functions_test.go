@@ -8,8 +8,6 @@ import (
 	"io"
 	"mime/multipart"
 	"net/http"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,22 +15,9 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
-)
 
-// pythonFunctionsOrSkip skips a test that runs Python functions when
-// python3 lacks the instance's packages (a failure with
-// MAGNETAR_REQUIRE_PYTHON_PULSAR=1).
-func pythonFunctionsOrSkip(t *testing.T) {
-	t.Helper()
-	out, err := exec.Command("python3", "-c", "import pulsar, google.protobuf, h2").CombinedOutput()
-	if err == nil {
-		return
-	}
-	if os.Getenv("MAGNETAR_REQUIRE_PYTHON_PULSAR") == "1" {
-		t.Fatalf("python3 lacks the Python instance's packages: %v: %s", err, out)
-	}
-	t.Skipf("python3 lacks the Python instance's packages (dataplane/functions/pyinstance/requirements.txt): %s", out)
-}
+	"github.com/magnetar-dev/magnetar/dataplane/functions/pyinstance/pyinstancetest"
+)
 
 // createFunction posts a function with its package to a worker's
 // /admin/v3/functions.
@@ -87,7 +72,7 @@ class ExclamationFunction(Function):
 // runs on the other worker within seconds and that every acknowledged input
 // has its output (at-least-once: duplicates allowed, nothing lost).
 func TestFunctionWorkerKill9(t *testing.T) {
-	pythonFunctionsOrSkip(t)
+	pyinstancetest.Require(t)
 	c := newDataCluster(t, 3, 2)
 	cl := newClusterClient(t, c.serviceURL())
 	in, out := "persistent://public/default/fnkill-in", "persistent://public/default/fnkill-out"

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"testing"
 	"time"
 
@@ -23,6 +22,8 @@ import (
 	cpv1 "github.com/magnetar-dev/magnetar/api/controlplane/v1"
 	"github.com/magnetar-dev/magnetar/controlplane/issuer"
 	"github.com/magnetar-dev/magnetar/internal/accesstoken"
+
+	"github.com/magnetar-dev/magnetar/dataplane/functions/pyinstance/pyinstancetest"
 )
 
 const exclaimPy = `from pulsar import Function
@@ -31,20 +32,6 @@ class Exclaim(Function):
     def process(self, input, context):
         return input + context.get_user_config_value('suffix')
 `
-
-// pythonFunctionsOrSkip skips when python3 lacks the Python instance's
-// packages (a failure with MAGNETAR_REQUIRE_PYTHON_PULSAR=1).
-func pythonFunctionsOrSkip(t *testing.T) {
-	t.Helper()
-	out, err := exec.Command("python3", "-c", "import pulsar, google.protobuf, h2").CombinedOutput()
-	if err == nil {
-		return
-	}
-	if os.Getenv("MAGNETAR_REQUIRE_PYTHON_PULSAR") == "1" {
-		t.Fatalf("python3 lacks the Python instance's packages: %v: %s", err, out)
-	}
-	t.Skipf("python3 lacks the Python instance's packages (dataplane/functions/pyinstance/requirements.txt): %s", out)
-}
 
 // checkFunctionRoundTrip produces in to the input topic through the
 // cluster's service URL, with the operator's access tokens, and waits for
@@ -154,7 +141,7 @@ resource "magnetar_pulsar_function" "exclaim" {
 // is drift the plan puts back, and destroy deletes it.
 func TestAccFunction(t *testing.T) {
 	terraformCLI(t)
-	pythonFunctionsOrSkip(t)
+	pyinstancetest.Require(t)
 	pkgs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/exclaim.py" {
 			http.NotFound(w, r)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"testing"
 	"time"
 
@@ -19,22 +17,9 @@ import (
 	cpv1 "github.com/magnetar-dev/magnetar/api/controlplane/v1"
 	"github.com/magnetar-dev/magnetar/regions/provisioner"
 	"github.com/magnetar-dev/magnetar/regions/provisioner/provisionertest"
-)
 
-// pythonFunctionsOrSkip skips a test that runs Python functions when
-// python3 lacks the instance's packages (a failure with
-// MAGNETAR_REQUIRE_PYTHON_PULSAR=1).
-func pythonFunctionsOrSkip(t *testing.T) {
-	t.Helper()
-	out, err := exec.Command("python3", "-c", "import pulsar, google.protobuf, h2").CombinedOutput()
-	if err == nil {
-		return
-	}
-	if os.Getenv("MAGNETAR_REQUIRE_PYTHON_PULSAR") == "1" {
-		t.Fatalf("python3 lacks the Python instance's packages: %v: %s", err, out)
-	}
-	t.Skipf("python3 lacks the Python instance's packages (dataplane/functions/pyinstance/requirements.txt): %s", out)
-}
+	"github.com/magnetar-dev/magnetar/dataplane/functions/pyinstance/pyinstancetest"
+)
 
 const exclaimPy = `from pulsar import Function
 
@@ -51,7 +36,7 @@ class Exclaim(Function):
 // updated nor re-reported; a function whose class is missing reports the
 // failing instance; deletion removes it from the worker.
 func TestFunctionResources(t *testing.T) {
-	pythonFunctionsOrSkip(t)
+	pyinstancetest.Require(t)
 	cp := newControlPlane(t, "sqlite::memory:")
 	cp.setup()
 	sp := provisionertest.NewStandalones(t)

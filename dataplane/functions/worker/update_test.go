@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,19 +13,9 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/magnetar-dev/magnetar/dataplane/standalone/standalonetest"
-)
 
-func pythonOrSkip(t *testing.T) {
-	t.Helper()
-	out, err := exec.Command("python3", "-c", "import pulsar, google.protobuf, h2").CombinedOutput()
-	if err == nil {
-		return
-	}
-	if os.Getenv("MAGNETAR_REQUIRE_PYTHON_PULSAR") == "1" {
-		t.Fatalf("python3 lacks the Python instance's packages: %v: %s", err, out)
-	}
-	t.Skipf("python3 lacks the Python instance's packages: %s", out)
-}
+	"github.com/magnetar-dev/magnetar/dataplane/functions/pyinstance/pyinstancetest"
+)
 
 const suffixPy = `from pulsar import Function
 
@@ -41,7 +29,7 @@ class Suffix(Function):
 // version, every acknowledged input has an output (from the old or the new
 // version), and deleting the function removes its subscription.
 func TestUpdateUnderLoadLosesNothing(t *testing.T) {
-	pythonOrSkip(t)
+	pyinstancetest.Require(t)
 	s := startStandalone(t)
 	base := s.WebServiceURL()
 	in, out := "persistent://public/default/upd-in", "persistent://public/default/upd-out"
