@@ -40,7 +40,11 @@ type Config struct {
 	// authentication and authorization; the authenticated role is in the
 	// request's context (auth.RoleFrom).
 	Functions http.Handler
-	Logger    *slog.Logger
+	// FunctionsOnly serves Functions, /metrics and /magnetar/v1/usage
+	// only, for a worker of a separate pool (magnetar functions-worker):
+	// every other path answers 404 naming the brokers as the place for it.
+	FunctionsOnly bool
+	Logger        *slog.Logger
 }
 
 // functionsPath reports the routes Config.Functions serves.
@@ -130,6 +134,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if h.cfg.Functions != nil && functionsPath(seg) {
 		h.cfg.Functions.ServeHTTP(w, r)
+		return
+	}
+	if h.cfg.FunctionsOnly && !(len(seg) == 1 && seg[0] == "metrics") && !(len(seg) == 3 && seg[0] == "magnetar" && seg[1] == "v1" && seg[2] == "usage") {
+		writeError(w, http.StatusNotFound, "this is a functions worker: it serves /admin/v3 (functions, sources, sinks) and /admin/v2/worker; ask the cluster's brokers for the rest of the admin API")
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.RequestTimeout)

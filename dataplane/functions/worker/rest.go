@@ -743,7 +743,7 @@ func (w *Worker) cleanupSubscriptions(ctx context.Context, rec *Record) {
 		}
 		deadline := time.Now().Add(20 * time.Second)
 		for {
-			err := w.cfg.Broker.DeleteSubscription(ctx, tn, sub, false)
+			err := w.cfg.Subscriptions.DeleteSubscription(ctx, tn, sub, false)
 			if err == nil || time.Now().After(deadline) || isNotFound(err) {
 				if err != nil && !isNotFound(err) {
 					w.log.Warn("functions: subscription cleanup", "topic", tn, "subscription", sub, "err", err)

@@ -27,10 +27,17 @@ type Config struct {
 	Metadata metadata.Store
 	// Packages stores uploaded packages. Required.
 	Packages PackageStore
-	// Broker is the broker this worker runs in, or the cluster broker a
-	// separate worker talks for (authentication, authorization, internal
-	// calls between workers). Required.
+	// Broker is the broker this worker runs in, or, for a worker of a
+	// separate pool, a broker.Service that is never started and serves
+	// only its metadata-backed parts: tenants and namespaces,
+	// authentication and authorization, the internal credential of calls
+	// between workers, and the usage counters the worker meters into.
+	// Required.
 	Broker *broker.Service
+	// Subscriptions deletes a deleted function's or sink's subscriptions.
+	// Default: Broker (which must then own, or be able to load, the
+	// topics: the broker a worker runs in).
+	Subscriptions SubscriptionDeleter
 	// ID names the worker in assignments. Default: the broker's id.
 	ID string
 	// URL is this worker's admin URL, where other workers forward status
@@ -74,9 +81,18 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// SubscriptionDeleter deletes a subscription of a topic of the cluster
+// (broker.Service does for the topics it serves).
+type SubscriptionDeleter interface {
+	DeleteSubscription(ctx context.Context, t broker.TopicName, name string, force bool) error
+}
+
 func (c *Config) setDefaults() error {
 	if c.Metadata == nil || c.Packages == nil || c.Broker == nil || c.DataDir == "" {
 		return errors.New("worker: Metadata, Packages, Broker and DataDir are required")
+	}
+	if c.Subscriptions == nil {
+		c.Subscriptions = c.Broker
 	}
 	if c.ID == "" {
 		c.ID = c.Broker.BrokerID()
