@@ -240,6 +240,14 @@ func TestFunctionsWorkerPool(t *testing.T) {
 		st, err := functionStatus(urls[1], "excl")
 		return err == nil && st.NumRunning == 2 && st.Instances[0].Status.WorkerID != st.Instances[1].Status.WorkerID
 	})
+	// Each worker timed its instance's start (exec → first health answer).
+	for _, u := range urls {
+		waitFor(t, "the worker's Python instance start timed", 10*time.Second, func() bool {
+			m := httpBody(t, u+"/metrics")
+			return strings.Contains(m, `magnetar_functions_instance_start_seconds_count{runtime="PYTHON"} `) &&
+				!strings.Contains(m, `magnetar_functions_instance_start_seconds_count{runtime="PYTHON"} 0`)
+		})
+	}
 	moved := produceThroughKill(t, cl, in, verify, workers[0].Kill, func() bool {
 		st, err := functionStatus(urls[1], "excl")
 		if err != nil || st.NumRunning != 2 {

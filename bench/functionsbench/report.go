@@ -30,6 +30,7 @@ func metricDefs(o options) []metricDef {
 		{key: "create_http", label: "Java ExclamationFunction: create request (POST → 204)", unit: "ms", format: "%.0f"},
 		{key: "to_running", label: "Java: create → status numRunning 1", unit: "s", format: "%.2f"},
 		{key: "to_output", label: "Java: create → first output (an input already waiting)", unit: "s", format: "%.2f"},
+		{key: "java_inst_start", label: "… of create → running, the Java instance's own start (exec → first health answer; the same JVM on both)", unit: "s", format: "%.2f", magnetarOnly: true},
 		{key: "rss_idle_server", label: "RSS idle after create: broker/worker process", unit: "MiB", format: "%.0f"},
 		{key: "rss_idle_inst", label: "RSS idle after create: Java instance", unit: "MiB", format: "%.0f"},
 		{key: "rss_idle_total", label: "RSS idle after create: process tree", unit: "MiB", format: "%.0f"},

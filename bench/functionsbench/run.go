@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -217,6 +219,16 @@ func measureRound(ctx context.Context, o options, sys system, srv *server, pkgs 
 	s["to_running"] = created.running.Seconds()
 	s["to_output"] = created.output.Seconds()
 	fmt.Fprintf(progress, "  %s java: running %.2fs, first output %.2fs\n", sys.name(), created.running.Seconds(), created.output.Seconds())
+	if sys.name() == "magnetar" {
+		// The instance's own start, from its worker's histogram: the
+		// floor under create → running for any worker that runs this
+		// Java instance, Pulsar's included.
+		if secs, err := instanceStartSeconds(ctx, srv.webURL, "JAVA"); err == nil {
+			s["java_inst_start"] = secs
+		} else {
+			fmt.Fprintf(progress, "  %s java: instance start not measured: %v\n", sys.name(), err)
+		}
+	}
 
 	if err := sleepCtx(ctx, o.settle); err != nil {
 		return err
@@ -536,4 +548,35 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
+}
+
+// instanceStartSeconds is the mean of magnetar_functions_instance_start_seconds
+// for runtime on the worker at webURL (one start per fresh standalone here).
+func instanceStartSeconds(ctx context.Context, webURL, runtime string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, webURL+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	var sum, count float64
+	label := `{runtime="` + runtime + `"} `
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "magnetar_functions_instance_start_seconds_sum"+label); ok {
+			sum, _ = strconv.ParseFloat(v, 64)
+		} else if v, ok := strings.CutPrefix(line, "magnetar_functions_instance_start_seconds_count"+label); ok {
+			count, _ = strconv.ParseFloat(v, 64)
+		}
+	}
+	if count == 0 {
+		return 0, fmt.Errorf("no %s instance start in %s/metrics", runtime, webURL)
+	}
+	return sum / count, nil
 }

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/emptypb"
@@ -33,6 +34,10 @@ const (
 	tailLines   = 20
 	healthEvery = 10 * time.Second
 	startHold   = 30 * time.Second
+	// startPoll is how often a starting instance is asked for its health
+	// until it first answers (a loopback call: the poll's period is part
+	// of create → running).
+	startPoll = 100 * time.Millisecond
 )
 
 // ports hands out loopback ports so that no two live instances of this
@@ -97,8 +102,11 @@ type supervisor struct {
 	// start until the instance first answers a health check (at most
 	// startHold).
 	starting chan struct{}
-	log      *slog.Logger
-	output   string // file the instance's stdout and stderr are appended to
+	// started observes, per runtime, how long each start took from the
+	// process's exec to its first health answer (nil: not observed).
+	started *prometheus.HistogramVec
+	log     *slog.Logger
+	output  string // file the instance's stdout and stderr are appended to
 	// prepare returns the local path of the instance's package (fetched
 	// before each start, so a fetch failure backs off like a crash).
 	prepare func(ctx context.Context) (string, error)
@@ -227,6 +235,7 @@ func (s *supervisor) runOnce(ctx context.Context) error {
 		copyDone.Wait()
 		return fmt.Errorf("start %s: %w", argv[0], err)
 	}
+	execAt := time.Now()
 	s.log.Info("function instance started", "instance", s.key, "pid", cmd.Process.Pid, "port", port, "metrics_port", metrics)
 	conn, _ := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", port), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	s.mu.Lock()
@@ -239,7 +248,7 @@ func (s *supervisor) runOnce(ctx context.Context) error {
 	defer health.Stop()
 	// Until it first answers, the instance is polled quickly: that ends
 	// its start (the slot goes to the next instance).
-	ready := time.NewTicker(250 * time.Millisecond)
+	ready := time.NewTicker(startPoll)
 	defer ready.Stop()
 	holdEnd := time.After(startHold)
 	var werr error
@@ -259,6 +268,9 @@ loop:
 				if err == nil {
 					release()
 					ready.Stop()
+					if s.started != nil {
+						s.started.WithLabelValues(s.launch.details.GetRuntime().String()).Observe(time.Since(execAt).Seconds())
+					}
 				}
 			}
 		case <-health.C:

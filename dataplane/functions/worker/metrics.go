@@ -10,6 +10,7 @@ import (
 //	magnetar_functions_instances_running          gauge: of those, instances whose process is up
 //	magnetar_functions_instance_restarts_total    counter: instance processes that exited and were restarted
 //	magnetar_functions_scheduler_leader           gauge: 1 on the worker that schedules, 0 elsewhere
+//	magnetar_functions_instance_start_seconds     histogram{runtime}: process exec → first health answer
 func (w *Worker) RegisterMetrics(reg prometheus.Registerer) error {
 	snapshot := func() (supervised, running int, restarts int64) {
 		w.mu.Lock()
@@ -25,6 +26,7 @@ func (w *Worker) RegisterMetrics(reg prometheus.Registerer) error {
 		return supervised, running, restarts + w.restartsGone
 	}
 	for _, c := range []prometheus.Collector{
+		w.startSeconds,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "magnetar_functions_instances",
 			Help: "Function, source and sink instances assigned to this worker."},
 			func() float64 { n, _, _ := snapshot(); return float64(n) }),

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/magnetar-dev/magnetar/dataplane/broker"
 	"github.com/magnetar-dev/magnetar/dataplane/functions/fnconfig"
 	"github.com/magnetar-dev/magnetar/dataplane/metadata"
@@ -136,6 +138,8 @@ type Worker struct {
 	// starting holds a token per instance that is starting
 	// (MaxConcurrentStarts).
 	starting chan struct{}
+	// startSeconds is magnetar_functions_instance_start_seconds.
+	startSeconds *prometheus.HistogramVec
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -178,6 +182,9 @@ func New(cfg Config) (*Worker, error) {
 		cfg: cfg, md: cfg.Metadata, recs: records{md: cfg.Metadata, root: cfg.Root}, log: cfg.Logger,
 		stop: make(chan struct{}), pokeSched: make(chan struct{}, 1), pokeRun: make(chan struct{}, 1),
 		running: map[string]*running{}, starting: make(chan struct{}, cfg.MaxConcurrentStarts),
+		startSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "magnetar_functions_instance_start_seconds",
+			Help:    "Instance starts on this worker, from the process's exec to its first health answer, by runtime.",
+			Buckets: []float64{0.1, 0.25, 0.5, 1, 1.5, 2, 2.5, 3, 4, 5, 7.5, 10, 15, 20, 30}}, []string{"runtime"}),
 	}
 	if cfg.State != nil {
 		if w.state, err = startState(cfg.State); err != nil {
@@ -693,7 +700,7 @@ func (w *Worker) newSupervisor(inst string, r *Record, index int) (*supervisor, 
 		return nil, err
 	}
 	s := &supervisor{
-		key: inst, rt: &w.cfg.Runtimes, env: w.env, ports: &w.port, log: w.log, starting: w.starting,
+		key: inst, rt: &w.cfg.Runtimes, env: w.env, ports: &w.port, log: w.log, starting: w.starting, started: w.startSeconds,
 		output: filepath.Join(w.env.LogDir, r.Tenant, r.Namespace, r.Name, fmt.Sprintf("%s-%d.out", r.Name, index)),
 		launch: launch{details: d, index: index, workerID: w.cfg.ID},
 	}
