@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -160,7 +161,7 @@ func (s *Subscription) ack(cons *Consumer, a *pb.CommandAck) error {
 		}
 	}()
 	if s.durable {
-		defer s.topic.usage.advanceOut(context.Background(), s.name) // errors: counted at the next usage read
+		defer s.topic.usage.requestOut(s.name) // counted off this goroutine: the entries may be on the bookies
 	}
 	for _, id := range a.GetMessageId() {
 		pos := posOf(id)
@@ -205,10 +206,28 @@ func (s *Subscription) ack(cons *Consumer, a *pb.CommandAck) error {
 			s.mu.Unlock()
 		}
 		if err != nil && firstErr == nil && !errors.Is(err, ledger.ErrInvalidPosition) {
-			firstErr = err
+			firstErr = s.ackError(pos, err)
 		}
 	}
 	return firstErr
+}
+
+// ackError is what the client is told when its acknowledgement of pos
+// was not applied: which acknowledgement and why, rather than a bare
+// internal error.
+func (s *Subscription) ackError(pos ledger.Position, err error) error {
+	var pe *protocol.Error
+	if errors.As(err, &pe) {
+		return err
+	}
+	what := fmt.Sprintf("acknowledgement of %d:%d on subscription %s of %s not applied: ", pos.LedgerID, pos.EntryID, s.name, s.topic.name)
+	switch {
+	case errors.Is(err, ledger.ErrClosed), errors.Is(err, ledger.ErrFenced):
+		return protocol.ErrServiceNotReady.WithMessage(what + "the subscription is closed (its topic is closing or moving to another broker); the message may be delivered again")
+	case errors.Is(err, ledger.ErrInvalidArgument):
+		return protocol.ErrNotAllowed.WithMessage(what + err.Error())
+	}
+	return protocol.ErrUnknown.WithMessage(what + err.Error())
 }
 
 // batchSize returns the number of messages in the batch entry at pos: from

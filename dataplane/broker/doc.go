@@ -28,7 +28,9 @@
 //   - ownership.go: broker registration under a metadata session, bundle
 //     ownership as ephemeral keys, Lookup (owner, redirect or take a free
 //     bundle), unload and split, leader election; on a lost session every
-//     bundle is dropped and the broker registers again.
+//     bundle is dropped and the broker registers again. A topic load holds
+//     a lease (its bundle, owned in the current session) and the topic is
+//     served only if the lease still holds when the load ends.
 //   - loadmanager.go: the leader's load manager: load reports, the pure
 //     shedDecisions (split bundles over MaxTopicsPerBundle, move a busy
 //     bundle off an overloaded broker) and their execution through the
@@ -117,6 +119,9 @@
 //   - Subscription: one dispatcher goroutine (run) per persistent
 //     subscription with consumers, stopped and waited for by
 //     Subscription.close (stopCh, done).
+//   - Topic: the usage out worker (usage_durable.go), which counts the
+//     entries acknowledgements passed, runs while they ask for it and is
+//     stopped and waited for by the topic's close.
 //   - A deduplication snapshot after a SEND runs on its own goroutine,
 //     bounded by a 10 s timeout and not joined by Shutdown.
 //

@@ -94,3 +94,30 @@ func SideLedgerExists(ctx context.Context, s *Service, t TopicName, id int64) bo
 	_, err = tp.ml.OpenSideLedger(ctx, id)
 	return err == nil
 }
+
+// SetTopicLoadHook makes every load of a persistent topic call h once the
+// topic is open, before it is published to the registry. The returned
+// function removes it.
+func SetTopicLoadHook(h func(TopicName)) func() {
+	topicLoadHook.Store(&h)
+	return func() { topicLoadHook.Store(nil) }
+}
+
+// SessionID is the id of the broker's current metadata session.
+func SessionID(s *Service) int64 { return s.own.session().ID() }
+
+// OpenTopicNames lists the topics the broker serves.
+func OpenTopicNames(s *Service) []string {
+	var out []string
+	for _, t := range s.openTopics() {
+		out = append(out, t.name.String())
+	}
+	return out
+}
+
+// SetUsageReadHook makes every read of the usage counters' recount call h
+// with the topic first. The returned function removes it.
+func SetUsageReadHook(h func(TopicName)) func() {
+	usageReadHook.Store(&h)
+	return func() { usageReadHook.Store(nil) }
+}

@@ -106,6 +106,16 @@ func bundleKey(tenant, ns string, r bundle.Range) string {
 
 // ownership is a broker's membership and the bundles it owns.
 //
+// A topic is served only under a live ownership lease: its bundle's key,
+// created in the broker's current metadata session. A load takes a lease
+// (checkOwned) before it opens the topic and publishes the topic to the
+// registry only if the lease still holds (publishTopic). Every release of
+// bundles (session loss, unload, split) changes the owned set under mu and
+// moves released on, then closes the open topics it concerns; a publish
+// checks the lease and, under Service.mu, that released did not move
+// since, so a release either sees the published topic or the publish sees
+// the release.
+//
 // Lock order: ownership.mu is taken after Service.mu is released (never
 // while holding a topic's or subscription's lock).
 type ownership struct {
@@ -114,9 +124,12 @@ type ownership struct {
 	ttl      time.Duration
 	instance string
 
-	mu    sync.Mutex
-	info  BrokerInfo
-	sess  metadata.Session
+	mu   sync.Mutex
+	info BrokerInfo
+	sess metadata.Session
+	// epoch counts the sessions that were lost: an acquisition begun under
+	// an earlier epoch is not recorded, a lease of one is void.
+	epoch uint64
 	owned map[string]OwnerInfo // by bundleKey
 	// unloading bundles refuse topic opens until released.
 	unloading map[string]bool
@@ -124,6 +137,43 @@ type ownership struct {
 	// ownership key, shared by the lookups that wait (ownerwait.go).
 	releases map[string]*releaseWait
 	leader   atomic.Bool
+	// released moves on, under mu, whenever bundles stop being owned here.
+	released atomic.Uint64
+}
+
+// lease is what a topic load holds: the topic's bundle, owned here in
+// session epoch.
+type lease struct {
+	bundle string
+	epoch  uint64
+}
+
+// errLeaseLost refuses an acquisition or a load whose bundle stopped being
+// owned here while it ran; the client looks the topic up again.
+func errLeaseLost(bk string) error {
+	return protocol.ErrServiceNotReady.WithMessage("bundle " + bk + " is no longer owned by this broker (its metadata session ended, or the bundle was unloaded or split)")
+}
+
+// sessionLiveLocked reports whether the current session has not ended.
+func (o *ownership) sessionLiveLocked() bool {
+	if o.sess == nil {
+		return false
+	}
+	select {
+	case <-o.sess.Done():
+		return false
+	default:
+		return true
+	}
+}
+
+// holds reports whether l is still a live lease: same session epoch, the
+// session alive, the bundle owned and not being unloaded.
+func (o *ownership) holds(l lease) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_, owned := o.owned[l.bundle]
+	return l.epoch == o.epoch && owned && !o.unloading[l.bundle] && o.sessionLiveLocked()
 }
 
 func newOwnership(s *Service) *ownership {
@@ -324,11 +374,14 @@ func (o *ownership) campaign(ctx context.Context, sess metadata.Session) {
 }
 
 // dropAll forgets every bundle after the session was lost (the keys are gone
-// with it) and closes their topics.
+// with it) and closes their topics. Loads and acquisitions begun under the
+// lost session are refused from now on (epoch).
 func (o *ownership) dropAll() {
 	o.mu.Lock()
 	o.s.metrics.bundleReleased.WithLabelValues("session_lost").Add(float64(len(o.owned)))
 	o.owned = map[string]OwnerInfo{}
+	o.epoch++
+	o.released.Add(1)
 	o.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -365,6 +418,7 @@ func (o *ownership) deleteOwner(ctx context.Context, bk string) {
 	}
 	o.mu.Lock()
 	delete(o.owned, bk)
+	o.released.Add(1)
 	o.mu.Unlock()
 }
 
@@ -417,7 +471,7 @@ func (o *ownership) acquire(ctx context.Context, tenant, ns string, r bundle.Ran
 		o.mu.Unlock()
 		return OwnerInfo{}, protocol.ErrServiceNotReady.WithMessage("bundle " + bk + " is being unloaded")
 	}
-	sess := o.sess
+	sess, epoch := o.sess, o.epoch
 	o.mu.Unlock()
 	key := ownerKey(tenant, ns, r)
 	for range 5 {
@@ -433,8 +487,8 @@ func (o *ownership) acquire(ctx context.Context, tenant, ns string, r bundle.Ran
 			continue
 		}
 		if ok {
-			if oi.Instance == o.instance {
-				o.noteOwned(bk, oi)
+			if oi.Instance == o.instance && !o.noteOwned(bk, oi, epoch) {
+				return OwnerInfo{}, errLeaseLost(bk)
 			}
 			return oi, nil
 		}
@@ -443,7 +497,10 @@ func (o *ownership) acquire(ctx context.Context, tenant, ns string, r bundle.Ran
 		b, _ := json.Marshal(me)
 		_, err = sess.CreateEphemeral(ctx, key, b)
 		if err == nil {
-			o.noteOwned(bk, me)
+			if !o.noteOwned(bk, me, epoch) {
+				// The session ended meanwhile: the key went with it.
+				return OwnerInfo{}, errLeaseLost(bk)
+			}
 			o.s.metrics.bundleAcquired.Inc()
 			o.s.log.Info("bundle acquired", "bundle", bk)
 			return me, nil
@@ -491,26 +548,72 @@ func (o *ownership) markHandover(ctx context.Context, bk, dest string) {
 	}
 }
 
-func (o *ownership) noteOwned(bk string, oi OwnerInfo) {
+// noteOwned records that this broker owns bk, found or acquired under
+// session epoch; it refuses (false) once that session is lost.
+func (o *ownership) noteOwned(bk string, oi OwnerInfo, epoch uint64) bool {
 	o.mu.Lock()
+	defer o.mu.Unlock()
+	if epoch != o.epoch || !o.sessionLiveLocked() {
+		return false
+	}
 	o.owned[bk] = oi
-	o.mu.Unlock()
+	return true
 }
 
 // checkOwned is called before a topic is opened: this broker must own the
 // topic's bundle, taking it when it is free (a client sent here by an
-// unload's assigned-broker URL arrives without a lookup).
-func (s *Service) checkOwned(ctx context.Context, p Policies, t TopicName) error {
+// unload's assigned-broker URL arrives without a lookup). It returns the
+// lease the load holds.
+func (s *Service) checkOwned(ctx context.Context, p Policies, t TopicName) (lease, error) {
 	r := s.bundleOf(p, t)
 	oi, err := s.own.acquire(ctx, t.Tenant, t.Namespace, r)
 	if err != nil {
-		return err
+		return lease{}, err
 	}
 	if oi.Instance != s.own.instance {
-		return protocol.ErrServiceNotReady.WithMessage(fmt.Sprintf(
+		return lease{}, protocol.ErrServiceNotReady.WithMessage(fmt.Sprintf(
 			"Namespace bundle %s/%s/%s for topic %s is served by %s, not by this broker", t.Tenant, t.Namespace, r, t, oi.BrokerID))
 	}
-	return nil
+	bk := bundleKey(t.Tenant, t.Namespace, r)
+	s.own.mu.Lock()
+	l := lease{bundle: bk, epoch: s.own.epoch}
+	s.own.mu.Unlock()
+	if !s.own.holds(l) {
+		return lease{}, errLeaseLost(bk)
+	}
+	return l, nil
+}
+
+// publishTopic makes a loaded topic the registry's entry for key if its
+// load's lease still holds (see ownership); otherwise it closes the topic
+// and removes the load from the registry, and returns why.
+func (s *Service) publishTopic(ctx context.Context, key string, f *topicFuture, l lease) error {
+	for {
+		rel := s.own.released.Load()
+		if !s.own.holds(l) {
+			break
+		}
+		s.mu.Lock()
+		if s.own.released.Load() != rel {
+			s.mu.Unlock()
+			continue // a release ran meanwhile: check the lease again
+		}
+		if s.topics[key].fut == f {
+			s.topics[key] = topicSlot{topic: f.topic}
+		}
+		s.mu.Unlock()
+		return nil
+	}
+	s.log.Warn("topic load dropped: bundle ownership lost while loading", "topic", f.topic.name.String(), "bundle", l.bundle)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	_ = f.topic.close(cctx)
+	s.mu.Lock()
+	if s.topics[key].fut == f {
+		delete(s.topics, key)
+	}
+	s.mu.Unlock()
+	return errLeaseLost(l.bundle)
 }
 
 // Lookup answers where topic is served. An owned bundle answers with its
@@ -672,6 +775,7 @@ func (s *Service) UnloadBundle(ctx context.Context, tenant, ns string, r bundle.
 	_, ok := s.own.owned[bk]
 	if ok {
 		s.own.unloading[bk] = true
+		s.own.released.Add(1)
 	}
 	s.own.mu.Unlock()
 	if !ok {

@@ -416,14 +416,17 @@ func (s *Service) getTopic(ctx context.Context, t TopicName, mode topicOpen) (*T
 			s.topics[key] = topicSlot{fut: f}
 			s.mu.Unlock()
 			gen := s.limitGen.Load()
-			f.topic, f.err = s.openTopic(ctx, t, key, mode)
-			s.mu.Lock()
-			if f.err != nil {
+			var l lease
+			f.topic, l, f.err = s.openTopic(ctx, t, key, mode)
+			if f.err == nil {
+				if f.err = s.publishTopic(ctx, key, f, l); f.err != nil {
+					f.topic = nil
+				}
+			} else {
+				s.mu.Lock()
 				delete(s.topics, key)
-			} else if s.topics[key].fut == f {
-				s.topics[key] = topicSlot{topic: f.topic}
+				s.mu.Unlock()
 			}
-			s.mu.Unlock()
 			close(f.done)
 			if f.topic != nil {
 				s.catchUpPolicies(f.topic)
@@ -451,34 +454,35 @@ func (s *Service) getTopic(ctx context.Context, t TopicName, mode topicOpen) (*T
 }
 
 // openTopic opens t; name is t.ledgerName(), the string the registry keeps.
-func (s *Service) openTopic(ctx context.Context, t TopicName, name string, mode topicOpen) (*Topic, error) {
+func (s *Service) openTopic(ctx context.Context, t TopicName, name string, mode topicOpen) (*Topic, lease, error) {
 	// The namespace policies read here govern the topic's creation; the
 	// snapshot taken from them is kept current while the topic stays open
 	// (policywatch.go).
 	snap, err := s.namespaceSnapshot(ctx, t)
 	if err != nil {
-		return nil, err
+		return nil, lease{}, err
 	}
 	pol := snap.Policies
 	start := time.Now()
-	if err := s.checkOwned(ctx, pol, t); err != nil {
-		return nil, err
+	l, err := s.checkOwned(ctx, pol, t)
+	if err != nil {
+		return nil, lease{}, err
 	}
 	owned := time.Now()
 	if t.PartitionIndex() < 0 && mode != createTopic {
 		n, err := s.res.Partitions(ctx, t)
 		if err != nil {
-			return nil, err
+			return nil, lease{}, err
 		}
 		if n > 0 {
-			return nil, protocol.ErrNotAllowed.WithMessage("topic " + t.String() + " is partitioned; use its partitions")
+			return nil, lease{}, protocol.ErrNotAllowed.WithMessage("topic " + t.String() + " is partitioned; use its partitions")
 		}
 	}
 	if t.Domain == NonPersistent {
 		tp := newTopic(s, t, nil)
 		tp.pol.cur.Store(snap)
 		tp.refreshLimitsLocked() // not visible yet: nobody else holds pol.mu
-		return tp, nil
+		return tp, l, nil
 	}
 	// Whether the managed ledger exists is learnt by opening (or
 	// creating) it, not by a separate read.
@@ -488,7 +492,11 @@ func (s *Service) openTopic(ctx context.Context, t TopicName, name string, mode 
 		mode, allowed = openAutoCreate, true
 	}
 	if err := s.checkTopicRoom(ctx, snap, t, name, mode, allowed); err != nil {
-		return nil, err
+		return nil, lease{}, err
+	}
+	if !s.own.holds(l) {
+		// Opening the managed ledger would fence a new owner's ledger.
+		return nil, lease{}, errLeaseLost(l.bundle)
 	}
 	switch {
 	case mode == createTopic:
@@ -503,21 +511,21 @@ func (s *Service) openTopic(ctx context.Context, t TopicName, name string, mode 
 		if errors.Is(err, ledger.ErrExists) {
 			if len(guard) > 0 {
 				if n, perr := s.res.Partitions(ctx, t); perr == nil && n > 0 {
-					return nil, fmt.Errorf("%w: partitioned topic %s already exists", ErrAlreadyExists, t)
+					return nil, lease{}, fmt.Errorf("%w: partitioned topic %s already exists", ErrAlreadyExists, t)
 				}
 			}
-			return nil, fmt.Errorf("%w: topic %s", ErrAlreadyExists, t)
+			return nil, lease{}, fmt.Errorf("%w: topic %s", ErrAlreadyExists, t)
 		}
 	case mode == openAutoCreate && allowed:
 		ml, err = s.mlf.Open(ctx, name, ledgerConfig(pol))
 	default:
 		ml, err = s.mlf.OpenExisting(ctx, name, ledgerConfig(pol))
 		if errors.Is(err, ledger.ErrNotFound) {
-			return nil, protocol.ErrTopicNotFound.WithMessage("Topic " + t.String() + " does not exist")
+			return nil, lease{}, protocol.ErrTopicNotFound.WithMessage("Topic " + t.String() + " does not exist")
 		}
 	}
 	if err != nil {
-		return nil, protocol.ErrServiceNotReady.WithMessage("open topic: " + err.Error())
+		return nil, lease{}, protocol.ErrServiceNotReady.WithMessage("open topic: " + err.Error())
 	}
 	opened := time.Now()
 	// The factory hands back a managed ledger that is already open as it
@@ -533,20 +541,20 @@ func (s *Service) openTopic(ctx context.Context, t TopicName, name string, mode 
 	u, err := loadTopicUsage(ctx, tp)
 	if err != nil {
 		tp.close(ctx)
-		return nil, err
+		return nil, lease{}, err
 	}
 	tp.usage = u
 	if tp.dedupOn.Load() {
 		d, err := loadDedup(ctx, ml)
 		if err != nil {
 			tp.close(ctx)
-			return nil, err
+			return nil, lease{}, err
 		}
 		tp.dedup.Store(d)
 	}
 	if err := tp.loadSubscriptions(ctx); err != nil {
 		tp.close(ctx)
-		return nil, err
+		return nil, lease{}, err
 	}
 	tp.refreshReplication()
 	// The steps of a load, for failover analysis: the ownership check (a
@@ -555,8 +563,15 @@ func (s *Service) openTopic(ctx context.Context, t TopicName, name string, mode 
 	// (usage, dedup state, subscriptions).
 	s.log.Info("topic loaded", "topic", t.String(), "ownershipMs", owned.Sub(start).Milliseconds(),
 		"ledgerMs", opened.Sub(owned).Milliseconds(), "restMs", time.Since(opened).Milliseconds())
-	return tp, nil
+	if h := topicLoadHook.Load(); h != nil {
+		(*h)(t)
+	}
+	return tp, l, nil
 }
+
+// topicLoadHook, when set (tests), runs at the end of every load of a
+// persistent topic: the topic is open, not yet published to the registry.
+var topicLoadHook atomic.Pointer[func(TopicName)]
 
 // checkTopicRoom refuses to create a persistent topic (not a partition of
 // a partitioned topic: those were counted when it was created) in a

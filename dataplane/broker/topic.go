@@ -202,6 +202,7 @@ func (t *Topic) close(ctx context.Context) error {
 	// (ServiceNotReady), so a reopen never races the close.
 	var err error
 	if t.ml != nil {
+		t.usage.stop()
 		if uerr := t.usage.advanceOut(ctx, ""); uerr != nil {
 			t.s.log.Warn("usage: counting consumed entries failed", "topic", t.name.String(), "err", uerr)
 		}

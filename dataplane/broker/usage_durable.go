@@ -42,9 +42,18 @@ package broker
 // cursor without it has never stored an acknowledgement and its
 // mark-delete position is its start.
 //
-// Concurrency: topicUsage.mu guards the counters; outMu serializes the
-// out counting (which reads entries) and is taken before mu. Cursor
-// methods are called under mu (they never call back).
+// An acknowledgement only asks for its subscription's out counter to be
+// brought up to date (requestOut): the entries it passed, which may have
+// to be read from the bookies, are counted by the topic's out worker, a
+// goroutine that runs while such requests wait and coalesces them, so an
+// acknowledgement never waits for a storage read. A report and the
+// topic's close count synchronously, so what they see is up to date.
+//
+// Concurrency: topicUsage.mu guards the counters and the worker's state;
+// outMu serializes the out counting (which reads entries) and is taken
+// before mu. Cursor methods are called under mu (they never call back).
+// The out worker is owned by the topicUsage: stop ends it and waits for
+// it.
 
 import (
 	"context"
@@ -54,6 +63,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/magnetar-dev/magnetar/billing"
@@ -157,6 +167,16 @@ type topicUsage struct {
 	// in counter's position then.
 	sinceCheckpoint  int
 	checkpointLedger int64
+
+	// The out worker: the subscriptions whose counters it is asked to
+	// advance, whether it runs, whether stop was called; outCtx ends its
+	// reads at stop.
+	outWanted  map[string]struct{}
+	outRunning bool
+	outStopped bool
+	outCtx     context.Context
+	outCancel  context.CancelFunc
+	outWG      sync.WaitGroup
 }
 
 // loadTopicUsage opens the topic's usage cursor and brings the in counter
@@ -168,6 +188,7 @@ func loadTopicUsage(ctx context.Context, t *Topic) (*topicUsage, error) {
 		return nil, fmt.Errorf("usage: cursor: %w", err)
 	}
 	u := &topicUsage{t: t, cur: cur, subs: map[string]*subUsage{}}
+	u.outCtx, u.outCancel = context.WithCancel(context.Background())
 	props := cur.Properties()
 	var ok bool
 	if u.start, ok = parseUsagePos(props[usageInStartProp]); !ok {
@@ -201,7 +222,16 @@ func loadTopicUsage(ctx context.Context, t *Topic) (*topicUsage, error) {
 func (u *topicUsage) count(ctx context.Context, from, through ledger.Position, in bool, p *usagePoint) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, usageReadTimeout)
 	defer cancel()
-	es, err := u.t.ml.Read(ctx, u.t.ml.Next(from), usageReadBatch, 0)
+	if h := usageReadHook.Load(); h != nil {
+		(*h)(u.t.name)
+	}
+	want := usageReadBatch
+	if from.LedgerID == through.LedgerID && from.EntryID >= 0 && through.EntryID > from.EntryID {
+		// Entries of one ledger are numbered without gaps: read only
+		// those up to through.
+		want = int(min(through.EntryID-from.EntryID, usageReadBatch))
+	}
+	es, err := u.t.ml.Read(ctx, u.t.ml.Next(from), want, 0)
 	if err != nil {
 		return 0, err
 	}
@@ -228,6 +258,9 @@ func (u *topicUsage) count(ctx context.Context, from, through ledger.Position, i
 	}
 	return max(n, 1), nil
 }
+
+// usageReadHook, when set (tests), runs before every read of a recount.
+var usageReadHook atomic.Pointer[func(TopicName)]
 
 // entryUsage is what an entry counts: its messages and payload bytes, and
 // whether it is billed at all (markers are not; replicated entries are not
@@ -301,6 +334,70 @@ func (u *topicUsage) untrack(name string) {
 	u.cur.SetProperty(usageOutPropPrefix+name, "")
 	u.checkpointLocked()
 	u.mu.Unlock()
+}
+
+// requestOut asks the out worker to advance sub's counter (an
+// acknowledgement moved its mark-delete position), starting the worker
+// unless it runs. It never reads entries.
+func (u *topicUsage) requestOut(sub string) {
+	if u == nil {
+		return
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.outStopped {
+		return
+	}
+	if u.outWanted == nil {
+		u.outWanted = map[string]struct{}{}
+	}
+	u.outWanted[sub] = struct{}{}
+	if u.outRunning {
+		return
+	}
+	u.outRunning = true
+	u.outWG.Add(1)
+	go u.outWork()
+}
+
+// outWork is the out worker: it advances the counters asked for until no
+// request waits, then exits. A failed count is left to the next request,
+// report or close, which count from the same position.
+func (u *topicUsage) outWork() {
+	defer u.outWG.Done()
+	for {
+		u.mu.Lock()
+		if len(u.outWanted) == 0 || u.outStopped {
+			u.outRunning = false
+			u.mu.Unlock()
+			return
+		}
+		names := make([]string, 0, len(u.outWanted))
+		for n := range u.outWanted {
+			names = append(names, n)
+		}
+		clear(u.outWanted)
+		u.mu.Unlock()
+		for _, n := range names {
+			if err := u.advanceOut(u.outCtx, n); err != nil && u.outCtx.Err() == nil {
+				u.t.s.log.Debug("usage: counting consumed entries failed", "topic", u.t.name.String(), "subscription", n, "err", err)
+			}
+		}
+	}
+}
+
+// stop ends the out worker (a read under way is cancelled) and waits for
+// it; later requests are ignored. The topic's close then counts what is
+// left itself.
+func (u *topicUsage) stop() {
+	if u == nil {
+		return
+	}
+	u.mu.Lock()
+	u.outStopped = true
+	u.mu.Unlock()
+	u.outCancel()
+	u.outWG.Wait()
 }
 
 // advanceOut counts, for every subscription (or only sub, when not empty),

@@ -23,10 +23,15 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 var quiet = slog.New(slog.DiscardHandler)
 
 // cluster is a metadata store and n real bookie servers on loopback ports.
+// A bookie can be stopped and started again at the same address on the
+// same storage (a restart that keeps its disk).
 type cluster struct {
 	tb      testing.TB
 	md      metadata.Store
-	servers []*bookie.Server
+	servers []*bookie.Server // nil while stopped
+	stores  []storage.Storage
+	dirs    []string
+	addrs   []string
 }
 
 type clusterOpts struct {
@@ -42,7 +47,6 @@ func newCluster(tb testing.TB, o clusterOpts) *cluster {
 	md := memstore.New()
 	tb.Cleanup(func() { md.Close() })
 	c := &cluster{tb: tb, md: md}
-	ctx := context.Background()
 	for i := 0; i < o.bookies; i++ {
 		var st storage.Storage
 		if o.disk {
@@ -54,30 +58,51 @@ func newCluster(tb testing.TB, o clusterOpts) *cluster {
 		} else {
 			st = memstorage.New()
 		}
-		s, err := bookie.New(bookie.Config{ListenAddr: "127.0.0.1:0", DataDir: tb.TempDir(), Logger: quiet}, st, md)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		if err := s.Start(ctx); err != nil {
-			tb.Fatal(err)
-		}
+		c.stores = append(c.stores, st)
+		c.dirs = append(c.dirs, tb.TempDir())
+		c.addrs = append(c.addrs, "127.0.0.1:0")
+		c.servers = append(c.servers, nil)
+		c.startBookie(i)
 		tb.Cleanup(func() {
-			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			if err := s.Shutdown(sctx); err != nil {
-				tb.Errorf("bookie shutdown: %v", err)
-			}
+			c.stopBookie(i)
 			if err := st.Close(); err != nil {
 				tb.Errorf("storage close: %v", err)
 			}
 		})
-		c.servers = append(c.servers, s)
 	}
 	waitUntil(tb, "bookies registered", func() bool {
-		regs, err := bookie.ListAvailable(ctx, md)
+		regs, err := bookie.ListAvailable(context.Background(), md)
 		return err == nil && len(regs) == o.bookies
 	})
 	return c
+}
+
+// startBookie starts bookie i on its storage and data directory, at the
+// address it had before if it ran already.
+func (c *cluster) startBookie(i int) {
+	c.tb.Helper()
+	s, err := bookie.New(bookie.Config{ListenAddr: c.addrs[i], DataDir: c.dirs[i], Logger: quiet}, c.stores[i], c.md)
+	if err != nil {
+		c.tb.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		c.tb.Fatal(err)
+	}
+	c.servers[i], c.addrs[i] = s, s.Addr().String()
+}
+
+// stopBookie shuts bookie i down (its storage stays, for a restart).
+func (c *cluster) stopBookie(i int) {
+	s := c.servers[i]
+	if s == nil {
+		return
+	}
+	c.servers[i] = nil
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Shutdown(sctx); err != nil {
+		c.tb.Errorf("bookie shutdown: %v", err)
+	}
 }
 
 func (c *cluster) newClient() *client.Client {

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
+	"github.com/magnetar-dev/magnetar/dataplane/bookie"
 	"github.com/magnetar-dev/magnetar/dataplane/bookie/wire"
 	"github.com/magnetar-dev/magnetar/dataplane/metadata"
 )
@@ -60,8 +62,10 @@ type Config struct {
 	Metadata metadata.Store
 	// Dialer connects to bookies. Required.
 	Dialer Dialer
-	// AddTimeout bounds how long an add may wait for its quorum while no
-	// replacement bookie can be found. Default 30s.
+	// AddTimeout bounds how long adds may wait without any of them being
+	// acknowledged while a bookie of the ledger is failed and neither
+	// replaced nor back; they then fail with ErrNotEnoughBookies.
+	// Default 30s.
 	AddTimeout time.Duration
 	// SpeculativeReadTimeout is how long a read waits for one replica before
 	// also asking the next. Default 100ms.
@@ -71,8 +75,10 @@ type Config struct {
 	// BookieListTTL is how long the list of available bookies read for
 	// new ledgers' ensembles is reused. A bookie that registers meanwhile
 	// is found at once when the list has too few; one that went away is
-	// replaced on the first failed write (ensemble change, which always
-	// reads the list afresh). Default 1s; negative: read it every time.
+	// replaced on the first failed write (ensemble change, whose first
+	// round reads the list afresh; its retries use this list, so a failed
+	// bookie that restarts is taken back within about BookieListTTL).
+	// Default 1s; negative: read it every time.
 	BookieListTTL time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
@@ -241,12 +247,44 @@ func (c *Client) DeleteLedger(ctx context.Context, id int64) error {
 	return nil
 }
 
-func (c *Client) chooseReplacement(ctx context.Context, fragment []string, idx int) (string, error) {
-	avail, err := availableBookies(ctx, c.cfg.Metadata)
-	if err != nil {
-		return "", err
-	}
+// pickReplacement picks a bookie outside fragment from avail to replace
+// fragment[idx], and connects to it.
+func (c *Client) pickReplacement(ctx context.Context, avail []bookie.Registration, fragment []string, idx int) (string, BookieConn, bool) {
 	c.rndMu.Lock()
-	defer c.rndMu.Unlock()
-	return chooseReplacement(c.rnd, avail, fragment, idx)
+	addr, err := chooseReplacement(c.rnd, avail, fragment, idx)
+	c.rndMu.Unlock()
+	if err != nil {
+		return "", nil, false
+	}
+	conn, err := c.cfg.Dialer.Get(ctx, addr)
+	if err != nil {
+		return "", nil, false
+	}
+	return addr, conn, true
+}
+
+// takeBackProbeTimeout bounds the request that shows a failed bookie
+// answers again.
+const takeBackProbeTimeout = time.Second
+
+// takeBack returns a connection to the failed bookie at addr if it may
+// rejoin the ensemble of ledger id: it is registered in avail and
+// writable, and answers a request about the ledger (a connection that
+// only timed out may still be the one in the pool; any answer from the
+// bookie, "no such ledger" included, shows it serves again).
+func (c *Client) takeBack(ctx context.Context, avail []bookie.Registration, addr string, id int64) (BookieConn, bool) {
+	i := slices.IndexFunc(avail, func(r bookie.Registration) bool { return r.Addr == addr })
+	if i < 0 || avail[i].ReadOnly {
+		return nil, false
+	}
+	conn, err := c.cfg.Dialer.Get(ctx, addr)
+	if err != nil {
+		return nil, false
+	}
+	pctx, cancel := context.WithTimeout(ctx, takeBackProbeTimeout)
+	defer cancel()
+	if _, _, err := conn.ReadLAC(pctx, id); err != nil && !errors.Is(err, wire.ErrNoSuchLedger) && !errors.Is(err, wire.ErrNoSuchEntry) {
+		return nil, false
+	}
+	return conn, true
 }

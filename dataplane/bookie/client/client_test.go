@@ -226,6 +226,94 @@ func TestDegradedWithoutSpare(t *testing.T) {
 	checkEntries(t, c, h.ID(), 100)
 }
 
+// TestFailedBookieTakenBack: E=3, Qw=2, Qa=2 on exactly three bookies. One
+// goes down: the adds of its write sets wait, no bookie outside the
+// ensemble can replace it. It comes back with its disk: the writer takes it
+// back in a new fragment from the first unacknowledged entry, sends it the
+// pending entries, and every append succeeds long before AddTimeout.
+func TestFailedBookieTakenBack(t *testing.T) {
+	c, fb, md := newTestClient(t, 3)
+	ctx := context.Background()
+	h, err := c.CreateLedger(ctx, CreateOptions{Ensemble: 3, WriteQuorum: 2, AckQuorum: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, h, 0, 10)
+	victim := h.Metadata().Fragments[0].Bookies[1]
+	fb.kill(t, md, victim)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		appendN(t, h, 10, 20)
+	}()
+	waitFor(t, "an add refused by the victim", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.failed[1]
+	})
+	fb.revive(t, md, victim)
+	start := time.Now()
+	select {
+	case <-done:
+	case <-time.After(c.cfg.AddTimeout):
+		t.Fatalf("appends still waiting %v after the bookie came back", c.cfg.AddTimeout)
+	}
+	t.Logf("appends completed %v after the bookie came back", time.Since(start).Round(time.Millisecond))
+	if err := h.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m, _ := c.LedgerMetadata(ctx, h.ID())
+	last := m.Fragments[len(m.Fragments)-1]
+	if len(m.Fragments) != 2 || last.Bookies[1] != victim || last.FirstEntry < 10 || last.FirstEntry >= 30 {
+		t.Fatalf("fragments %+v: want a second one, from an entry in [10, 30), with %s back at index 1", m.Fragments, victim)
+	}
+	// Every entry of the new fragment is on both bookies of its write set.
+	for e := last.FirstEntry; e < 30; e++ {
+		for _, idx := range writeSet(nil, e, 3, 2) {
+			if !fb.get(last.Bookies[idx]).has(h.ID(), e) {
+				t.Fatalf("entry %d missing on %s", e, last.Bookies[idx])
+			}
+		}
+	}
+	checkEntries(t, c, h.ID(), 30)
+}
+
+// TestBookieFailingAgainAfterTakeBack: a bookie that answers but fails every
+// add is taken back and fails again, round after round; the pending adds
+// still fail once none has been acknowledged for AddTimeout, instead of
+// waiting for ever.
+func TestBookieFailingAgainAfterTakeBack(t *testing.T) {
+	c, fb, _ := newTestClient(t, 3)
+	ctx := context.Background()
+	h, err := c.CreateLedger(ctx, CreateOptions{Ensemble: 3, WriteQuorum: 2, AckQuorum: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, h, 0, 3)
+	b := fb.get(h.Metadata().Fragments[0].Bookies[1])
+	fb.mu.Lock()
+	b.failAdds = true
+	fb.mu.Unlock()
+	start := time.Now()
+	errs := make(chan error, 3)
+	for i := range 3 {
+		h.AppendAsync(payload(3+i), func(_ int64, err error) { errs <- err })
+	}
+	for range 3 {
+		select {
+		case err := <-errs:
+			if !errors.Is(err, ErrNotEnoughBookies) {
+				t.Fatalf("append: %v, want ErrNotEnoughBookies", err)
+			}
+		case <-time.After(4 * c.cfg.AddTimeout):
+			t.Fatalf("appends still pending %v after the bookie began failing them", 4*c.cfg.AddTimeout)
+		}
+	}
+	if d := time.Since(start); d < c.cfg.AddTimeout {
+		t.Fatalf("appends failed after %v, before AddTimeout (%v)", d, c.cfg.AddTimeout)
+	}
+}
+
 // TestQuorumLost: with two of three bookies gone and Qa=2 there is no quorum;
 // appends fail with ErrNotEnoughBookies instead of hanging.
 func TestQuorumLost(t *testing.T) {

@@ -42,7 +42,13 @@
 //     at the first unacknowledged entry (acknowledgements are held while the
 //     fragment is recorded, so the boundary is exact), and pending entries
 //     are re-sent to the replacement. With no spare bookie, writing goes on
-//     while every write set keeps Qa live bookies; the change is retried.
+//     while every write set keeps Qa live bookies; the change is retried
+//     every 250 ms, and the failed bookie itself is taken back, in a new
+//     fragment from the first unacknowledged entry, once it is registered
+//     writable and answers again (restarted at the same address with its
+//     disk: what it acknowledged is on its journal, and every pending entry
+//     of its write sets is sent to it again). Pending adds fail with
+//     ErrNotEnoughBookies when none was acknowledged for AddTimeout.
 //   - Recovery (OpenLedger with recover): IN_RECOVERY by CAS, fence the
 //     last fragment until every write set has Qw-Qa+1 fenced bookies, read
 //     forward from the highest LAC with fencing reads, re-add each

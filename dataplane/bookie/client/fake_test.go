@@ -29,6 +29,9 @@ type fakeBookie struct {
 	held    []func()
 	entries map[[2]int64]wire.Entry
 	fenced  map[int64]bool
+	// failAdds: adds fail with ErrConnClosed while the bookie answers
+	// everything else (a bookie whose writes keep breaking).
+	failAdds bool
 }
 
 func newFakeBookies(t *testing.T, md metadata.Store, n int) *fakeBookies {
@@ -60,6 +63,19 @@ func (f *fakeBookies) kill(t *testing.T, md metadata.Store, addr string) {
 	f.bookies[addr].down = true
 	f.mu.Unlock()
 	if err := md.Delete(context.Background(), bookie.AvailableKey(addr), metadata.AnyVersion); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// revive brings a killed bookie back at its address with what it stored,
+// and registers it again (a restart that kept its disk).
+func (f *fakeBookies) revive(t *testing.T, md metadata.Store, addr string) {
+	t.Helper()
+	f.mu.Lock()
+	f.bookies[addr].down = false
+	f.mu.Unlock()
+	v, _ := json.Marshal(bookie.Registration{ID: addr, Addr: addr})
+	if _, err := md.Put(context.Background(), bookie.AvailableKey(addr), v, metadata.AnyVersion); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -104,7 +120,7 @@ func (b *fakeBookie) release() {
 func (b *fakeBookie) Add(req *wire.AddRequest, done wire.AddDone) {
 	cb := done.AddDone
 	b.set.mu.Lock()
-	if b.down {
+	if b.down || b.failAdds {
 		b.set.mu.Unlock()
 		go cb(wire.ErrConnClosed)
 		return

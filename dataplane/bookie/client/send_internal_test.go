@@ -20,7 +20,7 @@ func (c *recordingConn) Add(_ *wire.AddRequest, done wire.AddDone) { c.got = app
 // of its own, and no record is handed out twice.
 func TestSendUsesEntryRecords(t *testing.T) {
 	conn := &recordingConn{got: make([]wire.AddDone, 0, 1024)}
-	h := &WriteHandle{ensemble: []string{"b0", "b1", "b2"}, conns: []BookieConn{conn, conn, conn}}
+	h := &WriteHandle{ensemble: []string{"b0", "b1", "b2"}, conns: []BookieConn{conn, conn, conn}, gen: make([]uint32, 3)}
 	p := &pendingAdd{entryID: 7}
 	allocs := testing.AllocsPerRun(100, func() {
 		p.nsends = 0
@@ -58,7 +58,7 @@ func TestPendingAddRecycledAfterLastReply(t *testing.T) {
 	h := &WriteHandle{
 		id: 1, meta: &LedgerMetadata{ID: 1, Ensemble: 3, WriteQuorum: 3, AckQuorum: 2},
 		ensemble: []string{"b0", "b1", "b2"}, conns: []BookieConn{conn, conn, conn},
-		failed: make([]bool, 3), lac: -1, drained: make(chan struct{}),
+		failed: make([]bool, 3), gen: make([]uint32, 3), lac: -1, drained: make(chan struct{}),
 	}
 	acked := make(chan int64, 1)
 	h.AppendAsync([]byte("entry"), func(id int64, err error) {

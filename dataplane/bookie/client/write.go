@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/magnetar-dev/magnetar/dataplane/bookie"
 	"github.com/magnetar-dev/magnetar/dataplane/bookie/wire"
 	"github.com/magnetar-dev/magnetar/dataplane/metadata"
 )
@@ -64,6 +65,7 @@ type addSend struct {
 	h       *WriteHandle
 	idx     int
 	addr    string
+	gen     uint32 // the handle's gen[idx] when sent
 	entryID int64
 	p       *pendingAdd // the entry holding this record (one of its sends); nil for a record of its own
 }
@@ -86,11 +88,15 @@ type completion struct {
 // When a bookie fails, the handle replaces it (a new fragment starting at
 // the first unacknowledged entry, recorded by compare-and-set of the
 // ledger's metadata) and re-sends the pending entries of its write sets. If
-// no replacement is available, writing continues as long as every write set
-// keeps Qa live bookies (the ensemble change is retried until it succeeds or
-// the ledger closes; the auditor re-replicates what was missed). If the
-// ledger was fenced by a recovering reader, every pending and later append
-// fails with ErrFenced: such an entry may or may not be in the ledger.
+// no bookie outside the ensemble is available, writing continues as long as
+// every write set keeps Qa live bookies, and the change is retried: the
+// failed bookie itself is taken back once it is registered writable and
+// answers again (a restart at the same address), as the bookie of a new
+// fragment like any replacement. Pending adds fail with ErrNotEnoughBookies
+// once none has been acknowledged for AddTimeout while a bookie is failed.
+// If the ledger was fenced by a recovering reader, every pending and later
+// append fails with ErrFenced: such an entry may or may not be in the
+// ledger.
 //
 // Concurrency: mu guards all fields below it; callbacks from bookie
 // connections take mu; user callbacks never run under mu.
@@ -98,11 +104,15 @@ type WriteHandle struct {
 	c  *Client
 	id int64
 
-	mu        sync.Mutex
-	meta      *LedgerMetadata
-	ensemble  []string
-	conns     []BookieConn
-	failed    []bool
+	mu       sync.Mutex
+	meta     *LedgerMetadata
+	ensemble []string
+	conns    []BookieConn
+	failed   []bool
+	// gen counts the bookies admitted at each ensemble index (replaced or
+	// taken back): replies to sends of an earlier admission are ignored,
+	// since the entries pending then were sent again.
+	gen       []uint32
 	nextEntry int64
 	lac       int64
 	length    int64
@@ -110,6 +120,10 @@ type WriteHandle struct {
 	err       error // terminal: every later append fails with it
 	closing   bool
 	changing  bool
+	// stallSince is when the ensemble change first saw entries pending
+	// since the last acknowledgement (zero again at the next one). Pending
+	// adds fail when it is older than AddTimeout.
+	stallSince time.Time
 	// changeDone is closed when the running ensemble-change goroutine exits.
 	changeDone chan struct{}
 	closeCh    chan struct{} // closed by Close once pending appends drained
@@ -136,6 +150,7 @@ func newWriteHandle(ctx context.Context, c *Client, m *LedgerMetadata) (*WriteHa
 		ensemble: append([]string(nil), last.Bookies...),
 		conns:    make([]BookieConn, m.Ensemble),
 		failed:   make([]bool, m.Ensemble),
+		gen:      make([]uint32, m.Ensemble),
 		lac:      -1,
 		drained:  make(chan struct{}),
 		stopCh:   make(chan struct{}),
@@ -240,7 +255,11 @@ func (h *WriteHandle) AppendTo(payload []byte, cb AddHandler) {
 			h.sendLocked(p, idx)
 		}
 	}
-	h.checkQuorumPossibleLocked()
+	if !h.changing && slices.Contains(h.failed, true) {
+		// A change that stopped while nothing was written (see
+		// ensembleChange) runs again for this entry.
+		h.startEnsembleChangeLocked()
+	}
 }
 
 // sendLocked sends p to the bookie at ensemble index idx.
@@ -255,7 +274,7 @@ func (h *WriteHandle) sendLocked(p *pendingAdd, idx int) {
 	} else {
 		s = new(addSend)
 	}
-	*s = addSend{h: h, idx: idx, addr: h.ensemble[idx], entryID: p.entryID, p: holder}
+	*s = addSend{h: h, idx: idx, addr: h.ensemble[idx], gen: h.gen[idx], entryID: p.entryID, p: holder}
 	h.conns[idx].Add(&p.req, s)
 }
 
@@ -269,8 +288,8 @@ func (h *WriteHandle) onAddResult(s *addSend, err error) {
 		// run last in first out, so before mu is unlocked.
 		defer s.p.releaseLocked()
 	}
-	if h.ensemble[idx] != addr {
-		return // reply from a bookie replaced since
+	if h.ensemble[idx] != addr || h.gen[idx] != s.gen {
+		return // reply from a bookie replaced or taken back since
 	}
 	if err != nil {
 		if errors.Is(err, wire.ErrFenced) {
@@ -312,6 +331,7 @@ func (h *WriteHandle) drainLocked() {
 		n++
 	}
 	if n > 0 {
+		h.stallSince = time.Time{}
 		h.pending = h.pending[n:]
 		if len(h.pending) == 0 {
 			h.pending = nil
@@ -406,17 +426,22 @@ func (h *WriteHandle) startEnsembleChangeLocked() {
 	go h.ensembleChange(h.changeDone)
 }
 
+// ensembleRetryInterval is the pause between two rounds of an ensemble
+// change that left a bookie failed.
+const ensembleRetryInterval = 250 * time.Millisecond
+
 // ensembleChange replaces failed bookies until none is left, the handle
-// fails or closes. Without a replacement it retries every second while the
-// handle writes in degraded mode, and gives up after AddTimeout if an entry
-// cannot reach its quorum.
+// fails or closes. While one is left it retries every
+// ensembleRetryInterval, the handle writing in degraded mode meanwhile. It
+// fails the pending adds once none has been acknowledged for AddTimeout,
+// and stops when nothing has been pending for AddTimeout (the next append
+// starts it again).
 func (h *WriteHandle) ensembleChange(done chan struct{}) {
 	defer h.wg.Done()
 	defer close(done)
-	start := time.Now()
-	progress := true
-	for {
-		if !progress {
+	var idleSince time.Time
+	for round := 0; ; round++ {
+		if round > 0 {
 			select {
 			case <-h.stopCh:
 				h.mu.Lock()
@@ -428,11 +453,12 @@ func (h *WriteHandle) ensembleChange(done chan struct{}) {
 				h.changing = false
 				h.mu.Unlock()
 				return
-			case <-time.After(time.Second):
+			case <-time.After(ensembleRetryInterval):
 			}
 		}
-		var err error
-		progress, err = h.replaceFailed()
+		// The first round reads the registered bookies afresh (one just
+		// failed); the retries share the client's cached list.
+		err := h.replaceFailed(round == 0)
 		h.mu.Lock()
 		if err != nil && h.err == nil {
 			if errors.Is(err, ErrFenced) {
@@ -441,26 +467,34 @@ func (h *WriteHandle) ensembleChange(done chan struct{}) {
 				h.c.log.Warn("ledger ensemble change failed", "ledger", h.id, "err", err)
 			}
 		}
-		remaining := false
-		for _, f := range h.failed {
-			remaining = remaining || f
-		}
-		if !remaining || h.err != nil || (h.closing && len(h.pending) == 0) {
+		if !slices.Contains(h.failed, true) || h.err != nil || (h.closing && len(h.pending) == 0) {
 			h.changing = false
 			h.checkQuorumPossibleLocked()
 			h.mu.Unlock()
 			return
 		}
-		if progress {
-			start = time.Now()
-		}
-		if time.Since(start) > h.c.cfg.AddTimeout {
-			h.changing = false
-			h.checkQuorumPossibleLocked()
-			if h.err == nil && len(h.pending) > 0 {
-				h.failLocked(fmt.Errorf("%w: ledger %d: no replacement bookie within %v", ErrNotEnoughBookies, h.id, h.c.cfg.AddTimeout))
+		now := time.Now()
+		if len(h.pending) == 0 {
+			if idleSince.IsZero() {
+				idleSince = now
 			}
-			// Writing continues degraded (if it can); a later failure restarts the change.
+			if now.Sub(idleSince) > h.c.cfg.AddTimeout {
+				h.changing = false
+				h.mu.Unlock()
+				return
+			}
+			h.mu.Unlock()
+			continue
+		}
+		idleSince = time.Time{}
+		if h.stallSince.IsZero() {
+			h.stallSince = now
+		}
+		if now.Sub(h.stallSince) > h.c.cfg.AddTimeout {
+			h.changing = false
+			h.stallSince = time.Time{}
+			h.failLocked(fmt.Errorf("%w: ledger %d: no entry acknowledged for %v while bookies %v failed", ErrNotEnoughBookies,
+				h.id, h.c.cfg.AddTimeout, h.failedAddrsLocked()))
 			h.mu.Unlock()
 			return
 		}
@@ -468,18 +502,36 @@ func (h *WriteHandle) ensembleChange(done chan struct{}) {
 	}
 }
 
-// replaceFailed runs one round of ensemble change: pick replacements for
-// the failed bookies, record the new fragment by CAS, then switch the
-// handle to it and re-send pending entries. It reports whether any bookie
-// was replaced.
-func (h *WriteHandle) replaceFailed() (bool, error) {
+// failedAddrsLocked lists the failed bookies' addresses.
+func (h *WriteHandle) failedAddrsLocked() []string {
+	var out []string
+	for i, f := range h.failed {
+		if f {
+			out = append(out, h.ensemble[i])
+		}
+	}
+	return out
+}
+
+// replaceFailed runs one round of ensemble change: pick a bookie for each
+// failed one, record the new fragment by CAS, then switch the handle to it
+// and re-send pending entries. A bookie outside the ensemble is preferred;
+// without one, the failed bookie itself is taken back once it is
+// registered writable and answers a request. That is safe: what it
+// acknowledged before it failed was on its disk (its journal), every
+// pending entry of its write sets is sent to it again (a bookie stores a
+// re-sent entry over the old copy), and like a replacement it starts a new
+// fragment at the first unacknowledged entry, so the entries acknowledged
+// without it stay in the fragment before, where the auditor finds what it
+// lacks. With fresh, the registered bookies are read afresh.
+func (h *WriteHandle) replaceFailed(fresh bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
 	h.mu.Lock()
 	if h.err != nil {
 		h.mu.Unlock()
-		return false, nil
+		return nil
 	}
 	newEns := append([]string(nil), h.ensemble...)
 	var idxs []int
@@ -490,33 +542,43 @@ func (h *WriteHandle) replaceFailed() (bool, error) {
 	}
 	h.mu.Unlock()
 
+	var avail []bookie.Registration
+	var err error
+	if fresh {
+		avail, err = availableBookies(ctx, h.c.cfg.Metadata)
+	} else {
+		avail, err = h.c.bookies.get(ctx)
+	}
+	if err != nil {
+		return nil // the next round tries again
+	}
 	newConns := map[int]BookieConn{}
 	for _, idx := range idxs {
-		addr, err := h.c.chooseReplacement(ctx, newEns, idx)
-		if err != nil {
-			continue
+		if addr, conn, ok := h.c.pickReplacement(ctx, avail, newEns, idx); ok {
+			newEns[idx] = addr
+			newConns[idx] = conn
+		} else if conn, ok := h.c.takeBack(ctx, avail, newEns[idx], h.id); ok {
+			newConns[idx] = conn
 		}
-		conn, err := h.c.cfg.Dialer.Get(ctx, addr)
-		if err != nil {
-			continue
-		}
-		newEns[idx] = addr
-		newConns[idx] = conn
 	}
 	if len(newConns) == 0 {
-		return false, nil
+		return nil
 	}
 
 	h.mu.Lock()
 	if h.err != nil {
 		h.mu.Unlock()
-		return false, nil
+		return nil
 	}
 	h.casInFlight = true
 	m := h.meta.clone()
 	first := h.lac + 1
+	unchanged := false
 	if last := &m.Fragments[len(m.Fragments)-1]; last.FirstEntry >= first {
-		last.Bookies = newEns // nothing acknowledged in it yet: replace in place
+		// Nothing acknowledged in it yet: replace in place (nothing to
+		// record when only failed bookies were taken back).
+		unchanged = slices.Equal(last.Bookies, newEns)
+		last.Bookies = newEns
 	} else {
 		m.Fragments = append(m.Fragments, Fragment{FirstEntry: first, Bookies: newEns})
 	}
@@ -524,12 +586,14 @@ func (h *WriteHandle) replaceFailed() (bool, error) {
 
 	// Only this writer changes an OPEN ledger's metadata; acknowledgements
 	// wait (casInFlight) so the new fragment's first entry stays LAC+1.
-	if err := h.casFragment(ctx, m); err != nil {
-		h.mu.Lock()
-		h.casInFlight = false
-		h.drainLocked()
-		h.mu.Unlock()
-		return false, err
+	if !unchanged {
+		if err := h.casFragment(ctx, m); err != nil {
+			h.mu.Lock()
+			h.casInFlight = false
+			h.drainLocked()
+			h.mu.Unlock()
+			return err
+		}
 	}
 
 	h.mu.Lock()
@@ -538,10 +602,15 @@ func (h *WriteHandle) replaceFailed() (bool, error) {
 	defer h.drainLocked()
 	h.meta = m
 	for idx, conn := range newConns {
-		h.c.log.Info("ledger ensemble changed", "ledger", h.id, "index", idx, "old", h.ensemble[idx], "new", newEns[idx])
+		if h.ensemble[idx] == newEns[idx] {
+			h.c.log.Info("ledger bookie taken back", "ledger", h.id, "index", idx, "bookie", newEns[idx], "fromEntry", first)
+		} else {
+			h.c.log.Info("ledger ensemble changed", "ledger", h.id, "index", idx, "old", h.ensemble[idx], "new", newEns[idx])
+		}
 		h.ensemble[idx] = newEns[idx]
 		h.conns[idx] = conn
 		h.failed[idx] = false
+		h.gen[idx]++
 		for _, p := range h.pending {
 			if !inWriteSet(idx, p.entryID, m.Ensemble, m.WriteQuorum) {
 				continue
@@ -553,7 +622,7 @@ func (h *WriteHandle) replaceFailed() (bool, error) {
 			h.sendLocked(p, idx)
 		}
 	}
-	return true, nil
+	return nil
 }
 
 // casFragment records m, retrying over version races as long as the ledger
