@@ -75,7 +75,8 @@ bench-functions:
 	$(GO) run ./bench/functionsbench -markdown $${BENCH_MD:-/dev/null}
 
 # The Apache Pulsar Go client's integration tests against a fresh
-# `magnetar standalone`, one at a time; writes docs/compatibility.md.
+# `magnetar standalone`: one at a time, and each group in one process in
+# upstream's order (COMPAT_MODE=each|group|both); writes docs/compatibility.md.
 # COMPAT_RUN=regex, COMPAT_GROUPS=M1,M2, COMPAT_TIMEOUT=60s: see compat/README.md.
 compat:
 	GO=$(GO) ./compat/run.sh

@@ -5,7 +5,11 @@
 # Environment:
 #   COMPAT_RUN=regex        only tests whose name matches
 #   COMPAT_GROUPS=M1,M2     only these milestones ("all": every group, even M7/M10/X)
-#   COMPAT_TIMEOUT=60s      -test.timeout of each test
+#   COMPAT_MODE=both        "each": one process per test; "group": one process per
+#                           group in upstream's file order against one fresh broker,
+#                           as upstream CI runs them; "both": each, then group
+#   COMPAT_TIMEOUT=60s      -test.timeout of each test (mode each)
+#   COMPAT_GROUP_TIMEOUT=20m -test.timeout of each group's process (mode group)
 #   COMPAT_RESTART_EVERY=25 fresh broker after this many tests
 #   COMPAT_BUDGET=55m       stop starting tests after this long (0: no limit)
 #   COMPAT_OUT=dir          logs, broker data, results.json (default: a new temp dir)
@@ -73,7 +77,7 @@ if [ -z "$REPORT" ]; then
 fi
 
 CMD="make compat"
-for v in COMPAT_RUN COMPAT_GROUPS COMPAT_TIMEOUT COMPAT_RESTART_EVERY COMPAT_BUDGET COMPAT_BROKER_FLAGS; do
+for v in COMPAT_RUN COMPAT_GROUPS COMPAT_MODE COMPAT_TIMEOUT COMPAT_GROUP_TIMEOUT COMPAT_RESTART_EVERY COMPAT_BUDGET COMPAT_BROKER_FLAGS; do
 	if [ -n "${!v:-}" ]; then CMD="$v='${!v}' $CMD"; fi
 done
 
@@ -88,7 +92,9 @@ exec "$OUT/compatrun" \
 	-command "$CMD" \
 	-groups "${COMPAT_GROUPS:-}" \
 	-run "${COMPAT_RUN:-}" \
+	-mode "${COMPAT_MODE:-both}" \
 	-timeout "${COMPAT_TIMEOUT:-60s}" \
+	-group-timeout "${COMPAT_GROUP_TIMEOUT:-20m}" \
 	-restart-every "${COMPAT_RESTART_EVERY:-25}" \
 	-budget "${COMPAT_BUDGET:-55m}" \
 	-broker-flags "${COMPAT_BROKER_FLAGS:---max-message-size 1048576}" \

@@ -16,6 +16,12 @@
 // JSON form) are compared structurally: a reader can read a writer's data
 // when every reader field is either in the writer with a compatible type
 // (equal, or an Avro promotion int->long->float->double, string<->bytes, or
-// a union containing the writer's type) or has a default. Other schema types
-// are compatible only with an identical definition.
+// a union containing the writer's type) or has a default. PROTOBUF_NATIVE
+// definitions (a JSON object holding a FileDescriptorSet and the root
+// message's name) are resolved and compared by their root message's full
+// name, which may not change, as Pulsar compares them; their bytes may
+// differ for one message, since clients list the descriptor set's files in
+// map order. KEY_VALUE definitions are compatible only when identical;
+// primitive types (STRING, INT64, ...) are compatible with themselves
+// whatever their definitions.
 package schemacompat

@@ -68,6 +68,9 @@ func pairCompat(strategy string, old, cand Version) error {
 		// an empty one, Python and C++ "null"), as Pulsar accepts.
 		return nil
 	}
+	if pb.Schema_Type(old.Type) == pb.Schema_ProtobufNative {
+		return protoNativeCompat(old.Data, cand.Data)
+	}
 	oldRec, ok1 := parseRecord(old.Data)
 	newRec, ok2 := parseRecord(cand.Data)
 	if !ok1 || !ok2 {

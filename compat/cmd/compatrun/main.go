@@ -1,12 +1,18 @@
 // Command compatrun runs the Apache Pulsar Go client's own integration
-// tests against `magnetar standalone`, one test at a time, and writes a
-// markdown report (docs/compatibility.md) with pass/fail per test, counts
-// per milestone and the first failing assertion of every failure.
+// tests against `magnetar standalone` and writes a markdown report
+// (docs/compatibility.md) with pass/fail per test, counts per milestone and
+// the first failing assertion of every failure. It runs the tests in two
+// modes (-mode): each test in a process of its own against a broker that
+// is replaced every so often (a failure is the test's own), and each
+// group's tests in one process, in upstream's file order, against one
+// fresh broker, as upstream CI runs them (what a test leaves behind
+// reaches the tests after it).
 //
 // Usage (compat/run.sh, `make compat`, prepares the arguments):
 //
 //	compatrun -upstream DIR -magnetar bin/magnetar -out OUTDIR [-groups M1,M2] [-run REGEX]
-//	          [-timeout 60s] [-restart-every 25] [-budget 55m] [-report docs/compatibility.md]
+//	          [-mode both|each|group] [-timeout 60s] [-group-timeout 20m] [-restart-every 25]
+//	          [-budget 55m] [-report docs/compatibility.md]
 //	compatrun -report-only OUTDIR/results.json -upstream DIR -report FILE
 //
 // DIR is a writable copy of the upstream module with pulsar.test (built
@@ -21,7 +27,9 @@
 //
 // Under OUTDIR: logs/<Test>.log (test output), logs/<Test>.broker.log
 // (broker warnings while a failed test ran), broker-NNN.log (each broker
-// process), results.json (rewritten after every test; -report-only
+// process), logs/inprocess/<Group>.log and broker-<Group>.log (the
+// in-process mode's processes and brokers; admin.<Group> for the admin
+// package), results.json (rewritten after every test; -report-only
 // renders it again).
 package main
 
@@ -49,7 +57,9 @@ type options struct {
 	out           string
 	groups        string
 	runFilter     string
+	mode          string
 	timeout       time.Duration
+	groupTimeout  time.Duration
 	restartEvery  int
 	restartOnFail bool
 	budget        time.Duration
@@ -70,7 +80,9 @@ func main() {
 	flag.StringVar(&o.out, "out", "", "directory for logs, broker data and results.json (required unless -report-only)")
 	flag.StringVar(&o.groups, "groups", "", `milestones to run, e.g. "M1,M2"; "all" for every group; default: all but M7, M10, X`)
 	flag.StringVar(&o.runFilter, "run", "", "run only tests whose name matches this regexp")
-	flag.DurationVar(&o.timeout, "timeout", 60*time.Second, "-test.timeout of each test")
+	flag.StringVar(&o.mode, "mode", modeBoth, `"each": one process per test; "group": one process per group, in upstream's file order, against one fresh broker; "both": each, then group`)
+	flag.DurationVar(&o.timeout, "timeout", 60*time.Second, "-test.timeout of each test (mode each)")
+	flag.DurationVar(&o.groupTimeout, "group-timeout", 20*time.Minute, "-test.timeout of each group's process (mode group; upstream CI's go test -timeout)")
 	flag.IntVar(&o.restartEvery, "restart-every", 25, "start a fresh broker after this many tests (0: only when needed)")
 	flag.BoolVar(&o.restartOnFail, "restart-on-fail", true, "start a fresh broker after every failed test")
 	flag.DurationVar(&o.budget, "budget", 55*time.Minute, "stop starting tests after this long; the rest are reported as not run (0: no limit)")
@@ -110,6 +122,7 @@ func runMain(o options) error {
 			return err
 		}
 		reparse(r)
+		reparseInProcess(r)
 		return writeReportFile(o.report, r, all)
 	}
 	if o.out == "" {
@@ -124,6 +137,15 @@ func runMain(o options) error {
 	sel, err := parseGroups(o.groups)
 	if err != nil {
 		return err
+	}
+	var modes []string
+	switch o.mode {
+	case modeEach, modeGroup:
+		modes = []string{o.mode}
+	case modeBoth:
+		modes = []string{modeEach, modeGroup}
+	default:
+		return fmt.Errorf("-mode: want %s, %s or %s, not %q", modeEach, modeGroup, modeBoth, o.mode)
 	}
 	var filter *regexp.Regexp
 	if o.runFilter != "" {
@@ -140,6 +162,10 @@ func runMain(o options) error {
 		Timeout:       o.timeout,
 		RestartEvery:  o.restartEvery,
 		RunFilter:     o.runFilter,
+		Modes:         modes,
+	}
+	if r.ran(modeGroup) {
+		r.GroupTimeout = o.groupTimeout
 	}
 	for _, g := range groups {
 		if sel[g.id] {
@@ -173,9 +199,15 @@ func runMain(o options) error {
 			n++
 		}
 	}
-	fmt.Printf("compatrun: %d tests listed, %d to run (groups %s), timeout %v each, logs in %s\n",
-		len(all), n, strings.Join(r.Groups, ","), o.timeout, o.out)
-	runErr := runAll(ctx, o, r, runnable)
+	fmt.Printf("compatrun: %d tests listed, %d to run (groups %s, modes %s), logs in %s\n",
+		len(all), n, strings.Join(r.Groups, ","), strings.Join(modes, ","), o.out)
+	var runErr error
+	if r.ran(modeEach) {
+		runErr = runAll(ctx, o, r, runnable)
+	}
+	if runErr == nil && r.ran(modeGroup) {
+		runErr = runGroups(ctx, o, r, runnable, r.Started)
+	}
 	r.Finished = time.Now()
 	if err := r.save(filepath.Join(o.out, "results.json")); err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -48,14 +49,25 @@ type run struct {
 	Groups        []string      `json:"groups"` // selected
 	RunFilter     string        `json:"run_filter,omitempty"`
 	Restarts      int           `json:"restarts"`
-	Results       []result      `json:"results"`
+	// Modes are the run modes used: modeEach, modeGroup or both.
+	Modes        []string      `json:"modes,omitempty"`
+	GroupTimeout time.Duration `json:"group_timeout_ns,omitempty"`
+	// Results of the per-test mode: one process per test.
+	Results []result `json:"results"`
+	// Processes and InProcess are the in-process mode's test processes
+	// (one per group and package) and their tests' results.
+	Processes []processRun `json:"processes,omitempty"`
+	InProcess []result     `json:"in_process,omitempty"`
+}
+
+// ran reports whether the run used mode.
+func (r *run) ran(mode string) bool {
+	return slices.Contains(r.Modes, mode)
 }
 
 // packages the runner drives: binary name and working directory (the
 // tests open files by paths relative to their package directory).
-var packages = []struct {
-	pkg, binary, dir string
-}{
+var packages = []testPackage{
 	{pkgPulsar, "pulsar.test", "pulsar"},
 	{pkgAdmin, "admin.test", "pulsaradmin/pkg/admin"},
 }
@@ -253,12 +265,7 @@ func runAll(ctx context.Context, o options, r *run, tests []testCase) error {
 
 // runOne runs one test binary for one test, from the package directory.
 func runOne(ctx context.Context, o options, t testCase, logDir string, sa *standalone) result {
-	var p = packages[0]
-	for _, q := range packages {
-		if q.pkg == t.Pkg {
-			p = q
-		}
-	}
+	p := packageOf(t.Pkg)
 	logPath := filepath.Join(logDir, t.Name+".log")
 	if t.Pkg == pkgAdmin {
 		logPath = filepath.Join(logDir, "admin."+t.Name+".log")
@@ -274,12 +281,7 @@ func runOne(ctx context.Context, o options, t testCase, logDir string, sa *stand
 	// context is a backstop for a binary that does not exit.
 	cctx, cancel := context.WithTimeout(ctx, o.timeout+30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(cctx, filepath.Join(o.upstream, p.binary),
-		"-test.v", "-test.count", "1",
-		"-test.run", "^"+regexp.QuoteMeta(t.Name)+"$",
-		"-test.timeout", o.timeout.String())
-	cmd.Dir = filepath.Join(o.upstream, p.dir)
-	cmd.WaitDelay = 5 * time.Second
+	cmd := execTest(cctx, o, p, "^"+regexp.QuoteMeta(t.Name)+"$", o.timeout)
 	var buf strings.Builder
 	cmd.Stdout = teeWriter{lf, &buf}
 	cmd.Stderr = cmd.Stdout
@@ -302,6 +304,31 @@ func runOne(ctx context.Context, o options, t testCase, logDir string, sa *stand
 		}
 	}
 	return res
+}
+
+// testPackage is one upstream package the runner drives.
+type testPackage struct {
+	pkg, binary, dir string
+}
+
+// packageOf returns the package named pkg.
+func packageOf(pkg string) testPackage {
+	for _, q := range packages {
+		if q.pkg == pkg {
+			return q
+		}
+	}
+	return packages[0]
+}
+
+// execTest prepares p's test binary to run the tests matching run, from
+// the package directory, with -test.timeout timeout.
+func execTest(ctx context.Context, o options, p testPackage, run string, timeout time.Duration) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, filepath.Join(o.upstream, p.binary),
+		"-test.v", "-test.count", "1", "-test.run", run, "-test.timeout", timeout.String())
+	cmd.Dir = filepath.Join(o.upstream, p.dir)
+	cmd.WaitDelay = 5 * time.Second
+	return cmd
 }
 
 type teeWriter struct {
@@ -346,6 +373,9 @@ func loadRun(path string) (*run, error) {
 	var r run
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(r.Modes) == 0 { // written before the in-process mode existed
+		r.Modes = []string{modeEach}
 	}
 	return &r, nil
 }
