@@ -20,6 +20,9 @@ type metricDef struct {
 	key, label, unit string
 	format           string // fmt verb for the values
 	magnetarOnly     bool
+	// notRun says why a magnetarOnly row has no value for the other
+	// systems (default: Pulsar has no Python instance).
+	notRun string
 }
 
 // metricDefs are the main table's rows, in order. Labels name what was
@@ -30,7 +33,8 @@ func metricDefs(o options) []metricDef {
 		{key: "create_http", label: "Java ExclamationFunction: create request (POST → 204)", unit: "ms", format: "%.0f"},
 		{key: "to_running", label: "Java: create → status numRunning 1", unit: "s", format: "%.2f"},
 		{key: "to_output", label: "Java: create → first output (an input already waiting)", unit: "s", format: "%.2f"},
-		{key: "java_inst_start", label: "… of create → running, the Java instance's own start (exec → first health answer; the same JVM on both)", unit: "s", format: "%.2f", magnetarOnly: true},
+		{key: "java_inst_start", label: "… of create → running, the Java instance's own start (exec → first health answer; the same JVM on both)", unit: "s", format: "%.2f", magnetarOnly: true,
+			notRun: "not measured (Pulsar's worker exports no instance start time); the same JVM instance"},
 		{key: "rss_idle_server", label: "RSS idle after create: broker/worker process", unit: "MiB", format: "%.0f"},
 		{key: "rss_idle_inst", label: "RSS idle after create: Java instance", unit: "MiB", format: "%.0f"},
 		{key: "rss_idle_total", label: "RSS idle after create: process tree", unit: "MiB", format: "%.0f"},
@@ -104,7 +108,11 @@ func buildReport(o options, res *results) *report {
 		row := []string{m.label, m.unit}
 		for _, s := range o.systems {
 			if m.magnetarOnly && s != "magnetar" {
-				row = append(row, "not run (no Python instance in Pulsar's Maven artifacts)")
+				why := m.notRun
+				if why == "" {
+					why = "not run (no Python instance in Pulsar's Maven artifacts)"
+				}
+				row = append(row, why)
 				continue
 			}
 			row = append(row, spreadCell(res.samples[s], m.key, m.format))
