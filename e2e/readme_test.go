@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -56,9 +57,9 @@ func TestREADMERestWalkthrough(t *testing.T) {
 	}
 	// As the text after the block says: its trust file and the oauth2
 	// plugin with the key file it wrote.
-	a := clusterAccess{serviceURL: url, caFile: filepath.Join(dir, "acme-dev-ca.pem"),
+	a := clusterAccess{serviceURL: url, caFile: filepath.Join(dir, "globex-web-ca.pem"),
 		oauth2: map[string]string{"type": "client_credentials", "issuerUrl": "http://" + addr,
-			"audience": "urn:magnetar:cluster:acme/dev", "privateKey": "file://" + filepath.Join(dir, "oauth2.json")}}
+			"audience": "urn:magnetar:cluster:globex/web", "privateKey": "file://" + filepath.Join(dir, "oauth2.json")}}
 	roundTrip(t, a, "persistent://shop/orders/readme")
 	// Without the plugin the cluster refuses the client.
 	a.oauth2 = nil
@@ -74,15 +75,55 @@ func TestREADMERestWalkthrough(t *testing.T) {
 	}
 }
 
-// shellBlock returns the fenced sh block of md whose first line is first.
+// shellBlock returns the fenced sh block of md whose first line starts
+// with first.
 func shellBlock(t *testing.T, md, first string) string {
 	t.Helper()
 	for _, part := range strings.Split(md, "```sh\n")[1:] {
 		body, _, ok := strings.Cut(part, "```")
-		if ok && strings.HasPrefix(body, first+"\n") {
+		if ok && strings.HasPrefix(body, first) {
 			return body
 		}
 	}
-	t.Fatalf("README.md has no sh block starting %q", first)
+	t.Fatalf("no sh block starting %q", first)
 	return ""
+}
+
+// TestWalkthroughsUseDistinctOrganizations: the README's CLI quick start,
+// its REST walk-through, the Terraform quickstart and docs/billing.md's
+// walk-through each create an organization of their own, so a user who
+// follows them in order on one `magnetar up` never meets ALREADY_EXISTS.
+func TestWalkthroughsUseDistinctOrganizations(t *testing.T) {
+	read := func(p string) string {
+		raw, err := os.ReadFile(filepath.Join("..", p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(raw)
+	}
+	readme := read("README.md")
+	cliStart := shellBlock(t, readme, "go run ./cmd/magnetar up &")
+	orgCreate := regexp.MustCompile(`magnetar org create ([a-z][a-z0-9-]*)`)
+	sources := []struct {
+		what, text string
+		re         *regexp.Regexp
+	}{
+		{"README.md's CLI quick start", cliStart, orgCreate},
+		{"README.md's REST walk-through", shellBlock(t, readme, "# REST walk-through"), regexp.MustCompile(`organizationId=([a-z][a-z0-9-]*)`)},
+		{"terraform/examples/quickstart", read("terraform/examples/quickstart/main.tf"), regexp.MustCompile(`organization_id\s*=\s*"([a-z][a-z0-9-]*)"`)},
+		{"docs/billing.md", read("docs/billing.md"), orgCreate},
+	}
+	creator := map[string]string{}
+	for _, src := range sources {
+		ms := src.re.FindAllStringSubmatch(src.text, -1)
+		if len(ms) == 0 {
+			t.Errorf("%s creates no organization", src.what)
+		}
+		for _, m := range ms {
+			if prev, ok := creator[m[1]]; ok && prev != src.what {
+				t.Errorf("organization %q is created by %s and by %s", m[1], prev, src.what)
+			}
+			creator[m[1]] = src.what
+		}
+	}
 }

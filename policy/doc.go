@@ -33,7 +33,9 @@
 // t/namespaces/ns/topics/orders"); organizations by their resource name
 // ("organizations/acme") in Principal.Org, Resource.Org and binding
 // resources. A binding covers its resource and what is below it: equal, or
-// a prefix followed by "/".
+// a prefix followed by "/". The roles a binding can grant are those of
+// policy/roles (roles.All), which the API server accepts; TestRolesAgree
+// fails when the policies or docs/security.md name others or leave one out.
 //
 // # Callers
 //

@@ -32,6 +32,7 @@ const (
 	queryReasons = "data.magnetar.authz.reasons"
 	queryDeny    = "data.magnetar.admission.deny"
 	queryActions = "data.magnetar.actions.known"
+	queryOpOnly  = "data.magnetar.actions.operator_only"
 )
 
 // Admission codes, most severe first: a malformed request is reported before
@@ -60,6 +61,8 @@ type Engine struct {
 	reasons rego.PreparedEvalQuery
 	deny    rego.PreparedEvalQuery
 	actions []string
+	// operatorOnly are the actions reserved to operators.
+	operatorOnly map[string]bool
 	// The data-plane policy (pulsar.go).
 	pulsarAllow, pulsarReasons rego.PreparedEvalQuery
 }
@@ -190,6 +193,19 @@ func New(opts ...Option) (*Engine, error) {
 		}
 	}
 	sort.Strings(e.actions)
+	opOnly, err := prepare(queryOpOnly)
+	if err != nil {
+		return nil, err
+	}
+	if rs, err = opOnly.Eval(ctx); err != nil {
+		return nil, fmt.Errorf("policy: list operator-only actions: %w", err)
+	}
+	e.operatorOnly = map[string]bool{}
+	for _, v := range firstArray(rs) {
+		if s, ok := v.(string); ok {
+			e.operatorOnly[s] = true
+		}
+	}
 	return e, nil
 }
 
@@ -215,7 +231,7 @@ func (e *Engine) Decide(ctx context.Context, in Input) (Decision, error) {
 		return Decision{}, fmt.Errorf("%w: authz: allow is not a boolean", ErrEvaluation)
 	}
 	if !allowed {
-		d := Decision{Denied: true}
+		d := Decision{Denied: true, OperatorOnly: in.Principal.Kind != "operator" && e.operatorOnly[in.Action]}
 		rs, err := e.reasons.Eval(ctx, rego.EvalParsedInput(input))
 		if err != nil {
 			return Decision{Denied: true}, fmt.Errorf("%w: authz reasons: %w", ErrEvaluation, err)

@@ -31,9 +31,8 @@ type Principal struct {
 	Bindings []Binding `json:"bindings"`
 }
 
-// Binding grants Role on Resource and everything under it. Roles:
-// "roles/org.admin", "roles/cluster.admin", "roles/viewer",
-// "roles/pulsar.producer", "roles/pulsar.consumer".
+// Binding grants Role on Resource and everything under it. Role is one of
+// policy/roles (roles.All).
 type Binding struct {
 	Role string `json:"role"`
 	// Resource is a resource name the role applies to: an organization, a
@@ -101,4 +100,10 @@ type Decision struct {
 	// that order, when several rules fail).
 	Code    string   `json:"code,omitempty"`
 	Reasons []string `json:"reasons,omitempty"`
+	// OperatorOnly is set on a denial of an action reserved to operators
+	// ("organizations.create", "regions.create", ...) to a principal that is
+	// not one. Such a denial does not depend on the resource, so it reveals
+	// nothing about it: the API answers PERMISSION_DENIED even for a
+	// resource of another organization.
+	OperatorOnly bool `json:"operator_only,omitempty"`
 }

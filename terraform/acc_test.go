@@ -32,6 +32,7 @@ import (
 	"github.com/magnetar-dev/magnetar/controlplane/issuer"
 	"github.com/magnetar-dev/magnetar/e2e"
 	"github.com/magnetar-dev/magnetar/internal/accesstoken"
+	"github.com/magnetar-dev/magnetar/policy/roles"
 	"github.com/magnetar-dev/magnetar/regions/up"
 	"github.com/magnetar-dev/magnetar/terraform"
 )
@@ -627,7 +628,7 @@ func TestAccPlanTimeValidation(t *testing.T) {
   role            = "roles/root"
   member          = "organizations/acme/serviceAccounts/ci"
   resource        = "organizations/acme"
-}`, "role_binding.role: must be one of roles/org.admin, roles/cluster.admin, roles/viewer, roles/pulsar.producer, roles/pulsar.consumer"},
+}`, "role_binding.role: must be one of " + strings.Join(roles.Names(), ", ")},
 		{`resource "magnetar_role_binding" "x" {
   organization    = "organizations/acme"
   role_binding_id = "b"

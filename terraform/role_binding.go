@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	cpv1 "github.com/magnetar-dev/magnetar/api/controlplane/v1"
+	"github.com/magnetar-dev/magnetar/policy/roles"
 )
 
 type roleBindingResource struct{ configured }
@@ -22,8 +23,8 @@ var (
 
 func newRoleBindingResource() resource.Resource { return &roleBindingResource{} }
 
-// Roles is the API's list of roles (controlplane/apiserver).
-var Roles = []string{"roles/org.admin", "roles/cluster.admin", "roles/viewer", "roles/pulsar.producer", "roles/pulsar.consumer"}
+// Roles are the roles the API binds (policy/roles).
+var Roles = roles.Names()
 
 type roleBindingModel struct {
 	ID            types.String `tfsdk:"id"`

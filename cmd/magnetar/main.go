@@ -35,6 +35,7 @@ func newRootCommand() *cobra.Command {
 	for _, add := range subcommands {
 		root.AddCommand(add())
 	}
+	plainBoolFlags(root)
 	return root
 }
 

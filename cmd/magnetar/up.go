@@ -24,7 +24,9 @@ func newUpCommand() *cobra.Command {
 		Short: "Run the whole managed service on this machine: control plane plus an agent for regions local-a and local-b",
 		Long: "Run the control plane (SQLite) and one region agent per region in this process, with clusters as local\n" +
 			"processes, all under --data-dir. A development command: Ctrl-C stops everything it started, including\n" +
-			"the clusters' processes (their data is kept and they come back on the next `magnetar up`).",
+			"the clusters' processes, brokers first and metadata stores last (their data is kept and they come back\n" +
+			"on the next `magnetar up`). A control plane without price books gets the development price book\n" +
+			"(docs/billing.md), so invoices can be read at once.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signalContext()

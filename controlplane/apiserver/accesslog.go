@@ -12,9 +12,12 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+
+	"github.com/magnetar-dev/magnetar/controlplane/issuer"
 )
 
 // The HTTP edge observes every request that is not gRPC (REST calls, the
@@ -61,9 +64,40 @@ func fromGateway(ctx context.Context) bool {
 // long-polls and status reports, several a minute per region.
 const agentService = "/magnetar.controlplane.v1.RegionAgent/"
 
+// Access-log levels. At info level the log says what changed and what
+// failed; a request that succeeded without changing anything (a read, and
+// what region agents and brokers poll: role bindings, watches, heartbeats,
+// status and usage reports, revocation lists, keys, tokens) is logged at
+// debug level.
+
+// quietCall says whether a gRPC call of fullMethod that succeeded (or that
+// its caller canceled) is logged at debug level: reads ("Get...", "List...", "Wait...", "Export...") and the
+// region agents' periodic calls, usage reports included.
+func quietCall(fullMethod string) bool {
+	if strings.HasPrefix(fullMethod, agentService) {
+		return true
+	}
+	m := fullMethod[strings.LastIndex(fullMethod, "/")+1:]
+	for _, read := range []string{"Get", "List", "Wait", "Export"} {
+		if strings.HasPrefix(m, read) {
+			return true
+		}
+	}
+	return m == "IngestUsageRecords"
+}
+
+// quietRequest says whether an HTTP request answered status is logged at
+// debug level: a GET or HEAD that succeeded, or a token granted.
+func quietRequest(r *http.Request, status int) bool {
+	if status >= http.StatusBadRequest {
+		return false
+	}
+	return r.Method == http.MethodGet || r.Method == http.MethodHead ||
+		(r.Method == http.MethodPost && r.URL.Path == issuer.TokenPath)
+}
+
 // logInterceptor writes one access-log line per gRPC call of a client
-// (method, principal, gRPC code, duration): at info level, except the
-// region agents' periodic calls that succeed, at debug level.
+// (method, principal, gRPC code, duration), at the level quietCall says.
 func (s *Server) logInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	if fromGateway(ctx) {
 		return handler(ctx, req)
@@ -72,8 +106,8 @@ func (s *Server) logInterceptor(ctx context.Context, req any, info *grpc.UnarySe
 	call := &httpRequest{}
 	resp, err := handler(context.WithValue(ctx, grpcCallKey{}, call), req)
 	level := slog.LevelInfo
-	if err == nil && strings.HasPrefix(info.FullMethod, agentService) {
-		level = slog.LevelDebug
+	if (err == nil || status.Code(err) == codes.Canceled) && quietCall(info.FullMethod) {
+		level = slog.LevelDebug // canceled: a watch the agent ended, stopping
 	}
 	s.log.LogAttrs(ctx, level, "apiserver: grpc call",
 		slog.String("method", info.FullMethod),
@@ -110,9 +144,8 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the connection's writer.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// observeHTTP wraps next with the access log and the request metrics.
-// Health checks and metric scrapes are logged at debug level, everything
-// else at info.
+// observeHTTP wraps next with the access log and the request metrics, at
+// the level quietRequest says.
 func (s *Server) observeHTTP(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -128,7 +161,7 @@ func (s *Server) observeHTTP(next http.Handler) http.Handler {
 		elapsed := time.Since(start)
 		s.metrics.httpRequest(r.Context(), r.Method, sw.status, elapsed)
 		level := slog.LevelInfo
-		if r.Method == http.MethodGet && (r.URL.Path == "/healthz" || r.URL.Path == "/metrics") {
+		if quietRequest(r, sw.status) {
 			level = slog.LevelDebug
 		}
 		s.log.LogAttrs(r.Context(), level, "apiserver: http request",

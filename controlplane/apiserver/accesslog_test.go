@@ -66,6 +66,12 @@ func TestAccessLogAndHTTPMetrics(t *testing.T) {
 	if code, _ := h.rest(h.opKey, "DELETE", "/v1/regions/nowhere", nil); code != http.StatusNotFound {
 		t.Fatalf("DELETE missing region: %d", code)
 	}
+	if code, _ := h.rest(a.key, "POST", "/v1/"+a.org+"/serviceAccounts?serviceAccountId=rest", map[string]any{}); code != http.StatusOK {
+		t.Fatalf("POST service account: %d", code)
+	}
+	if code, _ := h.rest("", "GET", "/oauth2/revoked", nil); code != http.StatusOK {
+		t.Fatalf("GET revocation list: %d", code)
+	}
 	resp, err := http.Get(h.base + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -77,20 +83,24 @@ func TestAccessLogAndHTTPMetrics(t *testing.T) {
 	for _, l := range logs.lines(t, "apiserver: http request") {
 		byPath[l["method"].(string)+" "+l["path"].(string)] = l
 	}
+	// At info level: changes and failures; what only read, at debug level.
 	for _, want := range []struct {
 		key, principal string
 		status         float64
+		level          string
 	}{
-		{"GET /v1/" + a.org, a.sa, 200},
-		{"GET /v1/" + a.org + "/clusters", "-", 401},
-		{"DELETE /v1/regions/nowhere", "operators/bootstrap", 404},
+		{"GET /v1/" + a.org, a.sa, 200, "DEBUG"},
+		{"GET /v1/" + a.org + "/clusters", "-", 401, "INFO"},
+		{"DELETE /v1/regions/nowhere", "operators/bootstrap", 404, "INFO"},
+		{"POST /v1/" + a.org + "/serviceAccounts", a.sa, 200, "INFO"},
+		{"GET /oauth2/revoked", "-", 200, "DEBUG"},
 	} {
 		l := byPath[want.key]
 		if l == nil {
 			t.Errorf("no access-log line for %s; have %v", want.key, byPath)
 			continue
 		}
-		if l["principal"] != want.principal || l["status"] != want.status || l["level"] != "INFO" {
+		if l["principal"] != want.principal || l["status"] != want.status || l["level"] != want.level {
 			t.Errorf("%s: %v", want.key, l)
 		}
 		if d, ok := l["duration_seconds"].(float64); !ok || d <= 0 {
@@ -123,12 +133,14 @@ func TestAccessLogAndHTTPMetrics(t *testing.T) {
 	_, err = h.regions.GetRegion(t.Context(), &cpv1.GetRegionRequest{Name: "regions/us-east"})
 	wantCode(t, err, codes.Unauthenticated, "")
 	must[*cpv1.Region](t)(h.agent.Heartbeat(h.authCtx(h.opKey), &cpv1.HeartbeatRequest{Region: "regions/us-east"}))
+	must[*cpv1.ServiceAccount](t)(h.sas.CreateServiceAccount(h.authCtx(a.key), &cpv1.CreateServiceAccountRequest{Parent: a.org, ServiceAccountId: "grpc"}))
 	calls := map[string]map[string]any{}
 	for _, l := range logs.lines(t, "apiserver: grpc call") {
 		calls[l["method"].(string)] = l
 	}
 	for _, want := range []struct{ method, principal, code, level string }{
-		{"/magnetar.controlplane.v1.ServiceAccounts/ListServiceAccounts", a.sa, "OK", "INFO"},
+		{"/magnetar.controlplane.v1.ServiceAccounts/ListServiceAccounts", a.sa, "OK", "DEBUG"},
+		{"/magnetar.controlplane.v1.ServiceAccounts/CreateServiceAccount", a.sa, "OK", "INFO"},
 		{"/magnetar.controlplane.v1.Regions/GetRegion", "-", "Unauthenticated", "INFO"},
 		{"/magnetar.controlplane.v1.RegionAgent/Heartbeat", "operators/bootstrap", "OK", "DEBUG"},
 	} {

@@ -74,8 +74,10 @@ func (s *Server) authorize(ctx context.Context, t target) error {
 	var out error
 	outcome := "denied"
 	switch {
-	case d.Denied && !c.operator() && t.res.org != "" && t.res.org != c.org:
-		// Another organization's resource: do not confirm it exists.
+	case d.Denied && !d.OperatorOnly && !c.operator() && t.res.org != "" && t.res.org != c.org:
+		// Another organization's resource: do not confirm it exists. An
+		// action reserved to operators is refused whatever the resource,
+		// which tells nothing about it: that is PERMISSION_DENIED.
 		out = status.Errorf(codes.NotFound, "%s: not found", displayName(t))
 	case d.Denied:
 		if reason == "" {

@@ -21,7 +21,8 @@
 // is wrapped by the access log and the HTTP request metrics (accesslog.go):
 // one slog line per request with the authenticated principal, which the
 // gRPC interceptor hands back through a per-request token the gateway sends
-// as metadata. A client's gRPC calls get one line each from
+// as metadata; at info level for changes and failures, at debug level for
+// what only read (reads, and the agents' and brokers' polling). A client's gRPC calls get one line each from
 // logInterceptor; calls over the gateway's in-process connection do not. The
 // gateway does not call the service implementations directly: it is a gRPC
 // client of the same grpc.Server over an in-process connection (bufconn), so

@@ -127,6 +127,13 @@ func TestReplicationGroupRunbooks(t *testing.T) {
 	cop := must[*cpv1.Operation](t)(groups.CreateReplicationGroup(ctx, &cpv1.CreateReplicationGroupRequest{Parent: a.org, ReplicationGroupId: "g",
 		ReplicationGroup: &cpv1.ReplicationGroup{Members: []string{east, west}, Namespaces: []string{"shop/orders"}}}))
 	gname := a.org + "/replicationGroups/g"
+	var order []string
+	for _, m := range must[*cpv1.ReplicationGroup](t)(groups.GetReplicationGroup(ctx, &cpv1.GetReplicationGroupRequest{Name: gname})).GetStatus().GetMembers() {
+		order = append(order, m.Cluster)
+	}
+	if strings.Join(order, ",") != east+","+west {
+		t.Fatalf("status members %v, want the members' order %s,%s", order, east, west)
+	}
 	eastNS, westNS := east+"/tenants/shop/namespaces/orders", west+"/tenants/shop/namespaces/orders"
 	if ns := h.namespace(t, westNS); ns.FencedTo != east || strings.Join(ns.Policies.ReplicationClusters, ",") != east+","+west || ns.ReplicationGroup != gname {
 		t.Fatalf("passive member's namespace: %v", ns)

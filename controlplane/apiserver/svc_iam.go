@@ -17,6 +17,7 @@ import (
 
 	cpv1 "github.com/magnetar-dev/magnetar/api/controlplane/v1"
 	"github.com/magnetar-dev/magnetar/controlplane/store"
+	"github.com/magnetar-dev/magnetar/policy/roles"
 )
 
 // ---- Organizations ----
@@ -305,8 +306,6 @@ type roleBindings struct {
 	s *Server
 }
 
-var knownRoles = []string{"roles/org.admin", "roles/cluster.admin", "roles/viewer", "roles/pulsar.producer", "roles/pulsar.consumer"}
-
 func (b roleBindings) GetRoleBinding(ctx context.Context, req *cpv1.GetRoleBindingRequest) (*cpv1.RoleBinding, error) {
 	m, err := b.s.get(ctx, kindRoleBinding, req.GetName())
 	return as[*cpv1.RoleBinding](m), err
@@ -323,8 +322,8 @@ func (b roleBindings) CreateRoleBinding(ctx context.Context, req *cpv1.CreateRol
 		k: kindRoleBinding, parent: req.GetParent(), id: req.GetRoleBindingId(), msg: nilIfNil(rb), requestID: req.GetRequestId(),
 		attrs: map[string]any{"role": rb.GetRole(), "member": rb.GetMember(), "resource": rb.GetResource()},
 		validate: func(r resName) error {
-			if !slices.Contains(knownRoles, rb.GetRole()) {
-				return invalid("role_binding.role", "must be one of %s", strings.Join(knownRoles, ", "))
+			if !roles.Known(rb.GetRole()) {
+				return invalid("role_binding.role", "must be one of %s", strings.Join(roles.Names(), ", "))
 			}
 			if rb.GetMember() == "" {
 				return invalid("role_binding.member", "required")

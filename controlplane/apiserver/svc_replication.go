@@ -190,6 +190,17 @@ func memberStatus(rg *cpv1.ReplicationGroup, cluster string) *cpv1.MemberStatus 
 	return m
 }
 
+// sortStatus puts rg's status entries in the order of rg.Members, the
+// failover order.
+func sortStatus(rg *cpv1.ReplicationGroup) {
+	if rg.Status == nil {
+		return
+	}
+	slices.SortStableFunc(rg.Status.Members, func(a, b *cpv1.MemberStatus) int {
+		return slices.Index(rg.Members, a.Cluster) - slices.Index(rg.Members, b.Cluster)
+	})
+}
+
 // fencedTo is where cluster's producers are sent while it is fenced; "" when
 // it is not.
 func fencedTo(rg *cpv1.ReplicationGroup, cluster string) string {
@@ -414,11 +425,6 @@ func (g replicationGroups) CreateReplicationGroup(ctx context.Context, req *cpv1
 					return invalid("replication_group.primary", "%s is not a member", rg.Primary)
 				}
 				rg.ActiveCluster = rg.Primary
-				for _, m := range rg.Members {
-					if m != rg.Primary {
-						memberStatus(rg, m).FencedTo = rg.Primary
-					}
-				}
 			case cpv1.ReplicationGroup_ACTIVE_ACTIVE:
 				if rg.Primary != "" {
 					return invalid("replication_group.primary", "must be empty for ACTIVE_ACTIVE")
@@ -427,8 +433,12 @@ func (g replicationGroups) CreateReplicationGroup(ctx context.Context, req *cpv1
 			default:
 				return invalid("replication_group.mode", "unknown value %d", rg.Mode)
 			}
+			// The status lists the members in their failover order.
 			for _, m := range rg.Members {
-				memberStatus(rg, m)
+				ms := memberStatus(rg, m)
+				if rg.Mode == cpv1.ReplicationGroup_ACTIVE_PASSIVE && m != rg.Primary {
+					ms.FencedTo = rg.Primary
+				}
 			}
 			return nil
 		},
@@ -471,6 +481,7 @@ func (g replicationGroups) UpdateReplicationGroup(ctx context.Context, req *cpv1
 				ms.FencedTo = m.ActiveCluster // a new passive member
 			}
 		}
+		sortStatus(m)
 		op := &cpv1.Operation{Name: opName, Type: "UpdateReplicationGroup", Target: o.Name, State: cpv1.Operation_PENDING}
 		changed, err := syncGroupNamespaces(ctx, w, o, m)
 		if err != nil {

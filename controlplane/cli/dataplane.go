@@ -6,9 +6,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -41,22 +43,21 @@ const EnvPulsarToken = "MAGNETAR_PULSAR_TOKEN"
 const dataPlaneHelp = `
 
 This command talks to the topic's cluster, not to the control plane: it
-reads the cluster's service URL (pulsar://) and admin URL (http://) from
-the control plane (magnetar cluster get), unless --service-url and
---admin-url give them; then ORG and CLUSTER only complete the topic's path
-and no API key is needed. --non-persistent names a non-persistent topic.
+reads the cluster's service URL and admin URL from the control plane
+(magnetar cluster get), unless --service-url and --admin-url give them;
+then ORG and CLUSTER only complete the topic's path and no API key is
+needed. --non-persistent names a non-persistent topic.
 
-A cluster that serves TLS (provisioned with data-plane authentication: it
-has a TLS service URL, TLS admin URL and CA certificate) is reached on its
-pulsar+ssl:// and https:// URLs, trusting its CA certificate only, with
-access tokens for the cluster's audience
-(urn:magnetar:cluster:ORG/CLUSTER) that the control plane's token endpoint
-(/oauth2/token at --endpoint) issues for the API key, renewed while the
-command runs; the broker then allows what the key's role bindings give
-(roles/pulsar.producer, roles/pulsar.consumer), which also let the key read
-the cluster's URLs.
---token (env ` + EnvPulsarToken + `) sends that Pulsar token instead, on any
-cluster.`
+A cluster that serves TLS (every cluster a region agent provisions, unless
+it runs with --insecure-data-planes: it has a TLS service URL, TLS admin
+URL and CA certificate) is reached on its pulsar+ssl:// and https:// URLs,
+trusting its CA certificate only, with access tokens for the cluster's
+audience (urn:magnetar:cluster:ORG/CLUSTER) that the control plane's token
+endpoint (/oauth2/token at --endpoint) issues for the API key, renewed
+while the command runs; the broker then allows what the key's role
+bindings give (roles/pulsar.producer, roles/pulsar.consumer), which also
+let the key read the cluster's URLs. --token (env ` + EnvPulsarToken + `)
+sends that Pulsar token instead, on any cluster.`
 
 // dpFlags are the data-plane flags.
 type dpFlags struct {
@@ -70,9 +71,9 @@ type dpFlags struct {
 // service URL, topic whether it takes a topic (--non-persistent).
 func (d *dpFlags) register(f *pflag.FlagSet, service, topic bool) {
 	if service {
-		f.StringVar(&d.serviceURL, "service-url", "", "the cluster's Pulsar service URL, e.g. pulsar://127.0.0.1:6650 (default: from the control plane)")
+		f.StringVar(&d.serviceURL, "service-url", "", "the cluster's Pulsar service URL, e.g. pulsar+ssl://127.0.0.1:6651 or pulsar://127.0.0.1:6650 (default: from the control plane)")
 	}
-	f.StringVar(&d.adminURL, "admin-url", "", "the cluster's Pulsar admin URL, e.g. http://127.0.0.1:8080 (default: from the control plane)")
+	f.StringVar(&d.adminURL, "admin-url", "", "the cluster's Pulsar admin URL, e.g. https://127.0.0.1:8443 or http://127.0.0.1:8080 (default: from the control plane)")
 	f.StringVar(&d.token, "token", "", "Pulsar token for the data plane (env "+EnvPulsarToken+")")
 	if topic {
 		f.BoolVar(&d.nonPersistent, "non-persistent", false, "the topic is non-persistent")
@@ -90,6 +91,9 @@ type dataPlane struct {
 	tokens func(context.Context) (string, error)
 	// roots trusts the cluster's CA on its TLS URLs (nil: system roots).
 	roots *x509.CertPool
+	// fromControlPlane is set when the URLs are the Cluster resource's: the
+	// cluster is one the control plane manages.
+	fromControlPlane bool
 }
 
 // dataPlane finds the URLs of cluster (its full name) that the command
@@ -116,6 +120,7 @@ func (s *session) dataPlane(ctx context.Context, cluster string, d *dpFlags, ser
 	if err != nil {
 		return dp, err
 	}
+	dp.fromControlPlane = true
 	tlsURLs := c.GetTlsServiceUrl() != "" && c.GetTlsAdminUrl() != "" && c.GetCaCertificate() != ""
 	serviceURL, adminURL := c.GetServiceUrl(), c.GetAdminUrl()
 	if tlsURLs {
@@ -181,6 +186,45 @@ func (dp dataPlane) client(ctx context.Context, errOut io.Writer) (pulsar.Client
 		opts.Authentication = pulsar.NewAuthenticationToken(dp.token)
 	}
 	return pulsar.NewClient(opts)
+}
+
+// topicError returns err, a Pulsar client's failure on topic tn (whose
+// resource name is name), or, when the cause is that the topic's namespace
+// or tenant does not exist, an error saying so: the Pulsar client only reports
+// TopicNotFound then. The cluster's admin API answers 404 for the
+// partitions of a topic whose namespace is missing; where it may not be
+// asked (no admin URL, or the key may not read it) and the cluster is the
+// control plane's, the Namespace resource is.
+func (s *session) topicError(ctx context.Context, dp dataPlane, name string, tn pulsaradmin.TopicName, err error) error {
+	if ctx.Err() != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	ns, _, _ := strings.Cut(name, "/topics/")
+	cluster := shortName(strings.Join(strings.Split(name, "/")[:4], "/"))
+	noNamespace := fmt.Errorf("namespace %s/%s does not exist on cluster %s (create it: magnetar namespace create %s)",
+		tn.Tenant, tn.Namespace, cluster, shortName(ns))
+	if dp.adminURL != "" {
+		if adm, aerr := dp.admin(); aerr == nil {
+			_, perr := adm.Partitions(ctx, tn)
+			var ae *pulsaradmin.Error
+			switch {
+			case perr == nil:
+				return err // the namespace exists
+			case errors.As(perr, &ae) && ae.Status == http.StatusNotFound && strings.Contains(strings.ToLower(ae.Reason), "tenant"):
+				return fmt.Errorf("tenant %s does not exist on cluster %s (create it: magnetar tenant create %s/%s)", tn.Tenant, cluster, cluster, tn.Tenant)
+			case errors.As(perr, &ae) && ae.Status == http.StatusNotFound:
+				return noNamespace
+			}
+		}
+	}
+	if dp.fromControlPlane {
+		if _, gerr := s.namespaces().GetNamespace(ctx, &cpv1.GetNamespaceRequest{Name: ns}); status.Code(gerr) == codes.NotFound {
+			return noNamespace
+		}
+	}
+	return err
 }
 
 // topicTarget resolves a topic argument to its resource name, its
@@ -289,7 +333,7 @@ command returns once every message is acknowledged by the broker and prints
 how many were sent (-o json: their message ids).` + dataPlaneHelp,
 		Args: nameArgs(kindTopic),
 		RunE: g.runKeyOptional(func(ctx context.Context, s *session, args []string) error {
-			_, cluster, tn, err := topicTarget(args, &d)
+			name, cluster, tn, err := topicTarget(args, &d)
 			if err != nil {
 				return err
 			}
@@ -323,7 +367,7 @@ how many were sent (-o json: their message ids).` + dataPlaneHelp,
 			}
 			ids, err := produce(ctx, dp, s.errOut, tn.String(), payloads, count, key, props)
 			if err != nil {
-				return err
+				return s.topicError(ctx, dp, name, tn, err)
 			}
 			if s.g.output == "json" {
 				return s.printValue(map[string]any{"topic": tn.String(), "messageIds": ids})
@@ -420,7 +464,7 @@ messages; -n 0 receives until Ctrl-C or
 earliest message (--initial-position latest: after the last one).` + dataPlaneHelp,
 		Args: nameArgs(kindTopic),
 		RunE: g.runKeyOptional(func(ctx context.Context, s *session, args []string) error {
-			_, cluster, tn, err := topicTarget(args, &d)
+			name, cluster, tn, err := topicTarget(args, &d)
 			if err != nil {
 				return err
 			}
@@ -458,7 +502,7 @@ earliest message (--initial-position latest: after the last one).` + dataPlaneHe
 			c, err := client.Subscribe(pulsar.ConsumerOptions{Topic: tn.String(), SubscriptionName: sub, Type: st,
 				SubscriptionInitialPosition: pos, EnableBatchIndexAcknowledgment: true})
 			if err != nil {
-				return fmt.Errorf("subscribe to %s: %w", tn, err)
+				return s.topicError(ctx, dp, name, tn, fmt.Errorf("subscribe to %s: %w", tn, err))
 			}
 			defer c.Close()
 			for got := 0; count == 0 || got < count; got++ {

@@ -93,6 +93,19 @@ func TestTopicDataPlane(t *testing.T) {
 	cp.ok(t, key, "topic", "create", "acme/dev/shop/orders/payments", "--partitions", "2")
 	cp.waitState(t, key, "topic", "acme/dev/shop/orders/payments", "APPLIED")
 
+	// A missing namespace or tenant is named as such, not as a missing topic.
+	for topic, want := range map[string]string{
+		"acme/dev/shop/nons/t": "namespace shop/nons does not exist on cluster acme/dev (create it: magnetar namespace create acme/dev/shop/nons)",
+		"acme/dev/nope/ns/t":   "tenant nope does not exist on cluster acme/dev (create it: magnetar tenant create acme/dev/nope)",
+	} {
+		if r := cp.as(t, key, "topic", "produce", topic, "-m", "x"); r.err == nil || r.err.Error() != want {
+			t.Errorf("produce to %s: %v, want %q", topic, r.err, want)
+		}
+		if r := cp.as(t, key, "topic", "consume", topic, "-s", "s"); r.err == nil || r.err.Error() != want {
+			t.Errorf("consume from %s: %v, want %q", topic, r.err, want)
+		}
+	}
+
 	// A topic that a client creates by producing to it.
 	const events = "acme/dev/shop/orders/events"
 	out := cp.ok(t, key, "topic", "produce", events, "-m", "hello", "-m", "world", "-k", "k1", "-p", "source=cli")

@@ -22,7 +22,7 @@
 //	export MAGNETAR_API_KEY_FILE=data/up/bootstrap.key # or --api-key / MAGNETAR_API_KEY
 //	magnetar org create acme --display-name "Acme"
 //	magnetar cluster create acme dev --region local-a --brokers 1 --bookies 1
-//	magnetar cluster get acme/dev                      # STATE READY, SERVICE URL pulsar://...
+//	magnetar cluster get acme/dev                      # STATE READY, SERVICE URL pulsar+ssl://...
 //	magnetar tenant create acme/dev/shop
 //	magnetar namespace create acme/dev/shop/orders --retention-minutes 60 --retention-mb 100 --message-ttl 1h
 //	magnetar topic create acme/dev/shop/orders/payments --partitions 3

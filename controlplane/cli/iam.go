@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	cpv1 "github.com/magnetar-dev/magnetar/api/controlplane/v1"
+	"github.com/magnetar-dev/magnetar/policy/roles"
 )
 
 func newOrgCommand() *cobra.Command {
@@ -267,10 +268,12 @@ func newRoleBindingCommand() *cobra.Command {
 	create := &cobra.Command{
 		Use:   "create ORG --role ROLE --member MEMBER [--resource RESOURCE]",
 		Short: "Grant a role",
-		Long: `Grant ROLE (org.admin, cluster.admin, viewer, pulsar.producer or
-pulsar.consumer; "roles/" may be omitted) to MEMBER (a principal's full name,
-e.g. organizations/acme/serviceAccounts/ci) on RESOURCE (a full resource name;
-default: the organization).`,
+		Long: `Grant ROLE to MEMBER (a principal's full name, e.g.
+organizations/acme/serviceAccounts/ci) on RESOURCE (a full resource name;
+default: the organization) and everything under it. "roles/" may be omitted
+from ROLE. The roles:
+
+` + roleHelp(),
 		Args: nameArgs(kindOrg),
 		RunE: g.run(func(ctx context.Context, s *session, args []string) error {
 			org, err := kindOrg.resolve(args)
@@ -466,4 +469,14 @@ The API pages through the whole log in order and has no filters; --method,
 	f.StringVar(&outcome, "outcome", "", "only events with this outcome: ok, denied or a gRPC code name")
 	cmd.AddCommand(list)
 	return cmd
+}
+
+// roleHelp lists the roles a binding can grant, one per line with what it
+// grants.
+func roleHelp() string {
+	var b strings.Builder
+	for _, r := range roles.All {
+		fmt.Fprintf(&b, "  %-16s %s\n", strings.TrimPrefix(r.Name, "roles/"), r.Summary)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
 }

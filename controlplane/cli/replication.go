@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	cpv1 "github.com/magnetar-dev/magnetar/api/controlplane/v1"
@@ -169,9 +171,18 @@ func memberName(org, m string) string {
 	return org + "/clusters/" + m
 }
 
+// groupTable shows a group's members in their failover order.
 func groupTable(rg *cpv1.ReplicationGroup) *table {
 	t := &table{header: []string{"MEMBER", "ROLE", "HEALTHY", "FENCED TO", "BACKLOG"}}
-	for _, m := range rg.GetStatus().GetMembers() {
+	members := slices.Clone(rg.GetStatus().GetMembers())
+	order := func(m *cpv1.MemberStatus) int {
+		if i := slices.Index(rg.GetMembers(), m.Cluster); i >= 0 {
+			return i
+		}
+		return len(rg.GetMembers())
+	}
+	slices.SortStableFunc(members, func(a, b *cpv1.MemberStatus) int { return order(a) - order(b) })
+	for _, m := range members {
 		role := "member"
 		if m.Cluster == rg.ActiveCluster {
 			role = "active"
@@ -210,141 +221,21 @@ func newRunbookCommand() *cobra.Command {
 Each runbook is an operation of the control plane: its steps are recorded as
 they run, so a runbook interrupted by a crash of this command or of the
 control plane goes on where it stopped ("magnetar runbook watch OPERATION"
-follows it again). The final report gives the timeline, RTO and RPO.`
-	var (
-		group, to, region string
-		unplanned         bool
-		maxBacklog        int64
-		drainTimeout      time.Duration
-		noWait            bool
-	)
-	orgOf := func(name string) string {
-		segs := strings.SplitN(name, "/", 3)
-		return "organizations/" + segs[1]
-	}
-	failoverReq := func(validate bool) (*cpv1.FailoverReplicationGroupRequest, error) {
-		name, err := kindGroup.resolve([]string{group})
-		if err != nil {
-			return nil, err
-		}
-		req := &cpv1.FailoverReplicationGroupRequest{Name: name, Planned: !unplanned, MaxBacklog: maxBacklog,
-			DrainTimeout: durationpb.New(drainTimeout), ValidateOnly: validate}
-		if to != "" {
-			req.TargetCluster = memberName(orgOf(name), to)
-		}
-		return req, nil
-	}
-	addCommon := func(c *cobra.Command, withTarget bool) {
-		f := c.Flags()
-		if withTarget {
-			f.StringVar(&group, "group", "", "replication group ORG/GROUP (required)")
-			f.StringVar(&to, "to", "", "member cluster to move to (CLUSTER or ORG/CLUSTER; default the next healthy member)")
-			f.BoolVar(&unplanned, "unplanned", false, "do not require the active cluster to be reachable (RPO: what it had not replicated)")
-			f.Int64Var(&maxBacklog, "max-backlog", 100000, "planned: most entries the target may lack before writes stop")
-		}
-		f.DurationVar(&drainTimeout, "drain-timeout", 60*time.Second, "how long to wait for the old cluster to replicate everything")
-		f.BoolVar(&noWait, "no-wait", false, "print the operation and return without following it")
-	}
+follows it again). The final report gives the timeline, RTO and RPO.
+"magnetar runbook plan KIND" takes the flags of "magnetar runbook KIND" and
+prints the steps and the checks' results now, changing nothing.`
 	plan := &cobra.Command{
-		Use:   "plan failover|failback|evacuate [flags]",
+		Use:   "plan",
 		Short: "Print a runbook's steps and its checks' results now, changing nothing",
-		Args:  cobra.ExactArgs(1),
-		RunE: g.run(func(ctx context.Context, s *session, args []string) error {
-			var op *cpv1.Operation
-			var err error
-			switch args[0] {
-			case "failover":
-				req, rerr := failoverReq(true)
-				if rerr != nil {
-					return rerr
-				}
-				op, err = s.groups().FailoverReplicationGroup(ctx, req)
-			case "failback":
-				name, rerr := kindGroup.resolve([]string{group})
-				if rerr != nil {
-					return rerr
-				}
-				op, err = s.groups().FailbackReplicationGroup(ctx, &cpv1.FailbackReplicationGroupRequest{Name: name, MaxBacklog: maxBacklog, ValidateOnly: true})
-			case "evacuate":
-				if region == "" || group == "" {
-					return usageError(s.cmd, "plan evacuate needs --region and --group ORG (the organization)")
-				}
-				op, err = s.groups().EvacuateRegion(ctx, &cpv1.EvacuateRegionRequest{Parent: qualify("organizations", group), Region: qualify("regions", region), ValidateOnly: true})
-			default:
-				return usageError(s.cmd, "plan failover, failback or evacuate")
-			}
-			if err != nil {
-				return err
-			}
-			if s.g.output == "json" {
-				return s.printJSON(op)
-			}
-			writeRunbook(s.out, op)
-			return nil
-		}),
-	}
-	addCommon(plan, true)
-	plan.Flags().StringVar(&region, "region", "", "evacuate: the region")
-
-	failover := &cobra.Command{
-		Use:   "failover --group ORG/GROUP [--to CLUSTER] [--unplanned]",
-		Short: "Move a group's clients to another member (planned: RPO 0)",
 		Args:  cobra.NoArgs,
-		RunE: g.run(func(ctx context.Context, s *session, _ []string) error {
-			if group == "" {
-				return usageError(s.cmd, "--group is required")
-			}
-			req, err := failoverReq(false)
-			if err != nil {
-				return err
-			}
-			req.RequestId = randomID("failover")
-			op, err := s.groups().FailoverReplicationGroup(ctx, req)
-			if err != nil {
-				return err
-			}
-			return s.followRunbook(ctx, op, noWait)
-		}),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return usageError(cmd, "missing runbook: plan failover, failback or evacuate")
+		},
 	}
-	addCommon(failover, true)
-	failback := &cobra.Command{
-		Use:   "failback --group ORG/GROUP",
-		Short: "Move a group's clients back to its primary once it has caught up",
-		Args:  cobra.NoArgs,
-		RunE: g.run(func(ctx context.Context, s *session, _ []string) error {
-			name, err := kindGroup.resolve([]string{group})
-			if err != nil {
-				return err
-			}
-			op, err := s.groups().FailbackReplicationGroup(ctx, &cpv1.FailbackReplicationGroupRequest{Name: name, MaxBacklog: maxBacklog,
-				DrainTimeout: durationpb.New(drainTimeout), RequestId: randomID("failback")})
-			if err != nil {
-				return err
-			}
-			return s.followRunbook(ctx, op, noWait)
-		}),
+	for _, rk := range runbookKinds {
+		cmd.AddCommand(rk.command(g, false))
+		plan.AddCommand(rk.command(g, true))
 	}
-	addCommon(failback, true)
-	var org string
-	evacuate := &cobra.Command{
-		Use:   "evacuate --org ORG --region REGION",
-		Short: "Fail every group whose active cluster is in the region over to its next member outside it",
-		Args:  cobra.NoArgs,
-		RunE: g.run(func(ctx context.Context, s *session, _ []string) error {
-			if org == "" || region == "" {
-				return usageError(s.cmd, "--org and --region are required")
-			}
-			op, err := s.groups().EvacuateRegion(ctx, &cpv1.EvacuateRegionRequest{Parent: qualify("organizations", org), Region: qualify("regions", region),
-				DrainTimeout: durationpb.New(drainTimeout), RequestId: randomID("evacuate")})
-			if err != nil {
-				return err
-			}
-			return s.followRunbook(ctx, op, noWait)
-		}),
-	}
-	addCommon(evacuate, false)
-	evacuate.Flags().StringVar(&org, "org", "", "organization (required)")
-	evacuate.Flags().StringVar(&region, "region", "", "region to evacuate (required)")
 	watch := &cobra.Command{
 		Use:   "watch OPERATION",
 		Short: "Follow a runbook until it ends and print its report",
@@ -361,8 +252,165 @@ follows it again). The final report gives the timeline, RTO and RPO.`
 			return s.followRunbook(ctx, op, false)
 		}),
 	}
-	cmd.AddCommand(plan, failover, failback, evacuate, watch)
+	cmd.AddCommand(plan, watch)
 	return cmd
+}
+
+// runbookFlags are the flags of one runbook command.
+type runbookFlags struct {
+	group, to, org, region string
+	unplanned              bool
+	maxBacklog             int64
+	drainTimeout           time.Duration
+	noWait                 bool
+}
+
+// runbookKind is a runbook: the flags it takes and the call that starts it
+// (or, validateOnly, plans it). "runbook KIND" and "runbook plan KIND" are
+// built from the same kind, so both take the same flags.
+type runbookKind struct {
+	name, args, short string
+	flags             func(f *pflag.FlagSet, rf *runbookFlags)
+	// check returns a usage error's text when a required flag is missing.
+	check func(rf *runbookFlags) string
+	start func(ctx context.Context, s *session, rf *runbookFlags, validateOnly bool) (*cpv1.Operation, error)
+}
+
+func groupFlag(f *pflag.FlagSet, rf *runbookFlags) {
+	f.StringVar(&rf.group, "group", "", "replication group ORG/GROUP (required)")
+}
+
+func maxBacklogFlag(f *pflag.FlagSet, rf *runbookFlags) {
+	f.Int64Var(&rf.maxBacklog, "max-backlog", 100000, "planned: most entries the target may lack before writes stop")
+}
+
+func drainTimeoutFlag(f *pflag.FlagSet, rf *runbookFlags) {
+	f.DurationVar(&rf.drainTimeout, "drain-timeout", 60*time.Second, "how long to wait for the old cluster to replicate everything")
+}
+
+func needGroup(rf *runbookFlags) string {
+	if rf.group == "" {
+		return "--group is required"
+	}
+	return ""
+}
+
+var runbookKinds = []runbookKind{
+	{
+		name: "failover", args: "--group ORG/GROUP [--to CLUSTER] [--unplanned]",
+		short: "Move a group's clients to another member (planned: RPO 0)",
+		flags: func(f *pflag.FlagSet, rf *runbookFlags) {
+			groupFlag(f, rf)
+			f.StringVar(&rf.to, "to", "", "member cluster to move to (CLUSTER or ORG/CLUSTER; default the next healthy member)")
+			f.BoolVar(&rf.unplanned, "unplanned", false, "do not require the active cluster to be reachable (RPO: what it had not replicated)")
+			maxBacklogFlag(f, rf)
+			drainTimeoutFlag(f, rf)
+		},
+		check: needGroup,
+		start: func(ctx context.Context, s *session, rf *runbookFlags, validateOnly bool) (*cpv1.Operation, error) {
+			name, err := kindGroup.resolve([]string{rf.group})
+			if err != nil {
+				return nil, err
+			}
+			req := &cpv1.FailoverReplicationGroupRequest{Name: name, Planned: !rf.unplanned, MaxBacklog: rf.maxBacklog,
+				DrainTimeout: durationpb.New(rf.drainTimeout), ValidateOnly: validateOnly}
+			if rf.to != "" {
+				req.TargetCluster = memberName(orgOf(name), rf.to)
+			}
+			if !validateOnly {
+				req.RequestId = randomID("failover")
+			}
+			return s.groups().FailoverReplicationGroup(ctx, req)
+		},
+	},
+	{
+		name: "failback", args: "--group ORG/GROUP",
+		short: "Move a group's clients back to its primary once it has caught up",
+		flags: func(f *pflag.FlagSet, rf *runbookFlags) {
+			groupFlag(f, rf)
+			maxBacklogFlag(f, rf)
+			drainTimeoutFlag(f, rf)
+		},
+		check: needGroup,
+		start: func(ctx context.Context, s *session, rf *runbookFlags, validateOnly bool) (*cpv1.Operation, error) {
+			name, err := kindGroup.resolve([]string{rf.group})
+			if err != nil {
+				return nil, err
+			}
+			req := &cpv1.FailbackReplicationGroupRequest{Name: name, MaxBacklog: rf.maxBacklog,
+				DrainTimeout: durationpb.New(rf.drainTimeout), ValidateOnly: validateOnly}
+			if !validateOnly {
+				req.RequestId = randomID("failback")
+			}
+			return s.groups().FailbackReplicationGroup(ctx, req)
+		},
+	},
+	{
+		name: "evacuate", args: "--org ORG --region REGION",
+		short: "Fail every group whose active cluster is in the region over to its next member outside it",
+		flags: func(f *pflag.FlagSet, rf *runbookFlags) {
+			f.StringVar(&rf.org, "org", "", "organization (required)")
+			f.StringVar(&rf.region, "region", "", "region to evacuate (required)")
+			drainTimeoutFlag(f, rf)
+		},
+		check: func(rf *runbookFlags) string {
+			if rf.org == "" || rf.region == "" {
+				return "--org and --region are required"
+			}
+			return ""
+		},
+		start: func(ctx context.Context, s *session, rf *runbookFlags, validateOnly bool) (*cpv1.Operation, error) {
+			req := &cpv1.EvacuateRegionRequest{Parent: qualify("organizations", rf.org), Region: qualify("regions", rf.region),
+				DrainTimeout: durationpb.New(rf.drainTimeout), ValidateOnly: validateOnly}
+			if !validateOnly {
+				req.RequestId = randomID("evacuate")
+			}
+			return s.groups().EvacuateRegion(ctx, req)
+		},
+	},
+}
+
+// command builds "runbook KIND", which starts the runbook and follows it,
+// or with plan "runbook plan KIND", which prints what it would do.
+func (rk runbookKind) command(g *globals, plan bool) *cobra.Command {
+	rf := &runbookFlags{}
+	short := rk.short
+	if plan {
+		short = fmt.Sprintf("Print the steps \"runbook %s\" would take and its checks' results now, changing nothing", rk.name)
+	}
+	c := &cobra.Command{
+		Use:   rk.name + " " + rk.args,
+		Short: short,
+		Args:  cobra.NoArgs,
+		RunE: g.run(func(ctx context.Context, s *session, _ []string) error {
+			if msg := rk.check(rf); msg != "" {
+				return usageError(s.cmd, msg)
+			}
+			op, err := rk.start(ctx, s, rf, plan)
+			if err != nil {
+				return err
+			}
+			if !plan {
+				return s.followRunbook(ctx, op, rf.noWait)
+			}
+			if s.g.output == "json" {
+				return s.printJSON(op)
+			}
+			writeRunbook(s.out, op)
+			return nil
+		}),
+	}
+	rk.flags(c.Flags(), rf)
+	if !plan {
+		c.Flags().BoolVar(&rf.noWait, "no-wait", false, "print the operation and return without following it")
+	}
+	return c
+}
+
+// orgOf is the organization of a resource name under one.
+func orgOf(name string) string {
+	segs := strings.SplitN(name, "/", 3)
+	return "organizations/" + segs[1]
 }
 
 // followRunbook prints each step as it changes, then the report.

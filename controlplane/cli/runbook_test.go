@@ -32,3 +32,17 @@ func TestWriteRunbookReport(t *testing.T) {
 		t.Errorf("report without rpo_as_of:\n%s\nwant %q", b.String(), want)
 	}
 }
+
+// A group's table lists its members in their failover order, whatever the
+// order of its status entries.
+func TestGroupTableMemberOrder(t *testing.T) {
+	const dev, dr = "organizations/acme/clusters/dev", "organizations/acme/clusters/dr"
+	rg := &cpv1.ReplicationGroup{Members: []string{dev, dr}, ActiveCluster: dev,
+		Status: &cpv1.ReplicationGroupStatus{Members: []*cpv1.MemberStatus{{Cluster: dr, FencedTo: dev}, {Cluster: dev}}}}
+	var b strings.Builder
+	groupTable(rg).write(&b)
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[1], "acme/dev ") || !strings.HasPrefix(lines[2], "acme/dr ") {
+		t.Fatalf("group table:\n%s", b.String())
+	}
+}

@@ -582,6 +582,16 @@ func (a *Agent) report(ctx context.Context, req *cpv1.ReportClusterStatusRequest
 	return a.rpc.ReportClusterStatus(cctx, req)
 }
 
+// regionMessage is the region status's message: "1 cluster, 1 ready",
+// "3 clusters, 2 ready".
+func regionMessage(total, ready int) string {
+	noun := "clusters"
+	if total == 1 {
+		noun = "cluster"
+	}
+	return fmt.Sprintf("%d %s, %d ready", total, noun, ready)
+}
+
 func (a *Agent) heartbeatLoop(ctx context.Context) {
 	delay := time.Duration(0)
 	for {
@@ -593,7 +603,7 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 			}
 		}
 		a.mu.Unlock()
-		hs := &cpv1.RegionStatus{State: cpv1.RegionStatus_HEALTHY, Message: fmt.Sprintf("%d clusters, %d ready", total, ready)}
+		hs := &cpv1.RegionStatus{State: cpv1.RegionStatus_HEALTHY, Message: regionMessage(total, ready)}
 		if !synced || ready < total {
 			hs.State = cpv1.RegionStatus_DEGRADED
 		}

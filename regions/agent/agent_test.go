@@ -238,7 +238,7 @@ func TestCreateUpdateDelete(t *testing.T) {
 	// Heartbeats reach the region.
 	eventually(t, "a HEALTHY heartbeat", func() bool {
 		r, err := cp.regions.GetRegion(cp.ctx(), &cpv1.GetRegionRequest{Name: "regions/r1"})
-		return err == nil && r.GetStatus().GetState() == cpv1.RegionStatus_HEALTHY && r.GetStatus().GetMessage() == "1 clusters, 1 ready"
+		return err == nil && r.GetStatus().GetState() == cpv1.RegionStatus_HEALTHY && r.GetStatus().GetMessage() == "1 cluster, 1 ready"
 	})
 
 	op = cp.wait(must[*cpv1.Operation](t)(cp.clusters.DeleteCluster(cp.ctx(), &cpv1.DeleteClusterRequest{Name: c1})))

@@ -6,7 +6,9 @@
 // Config.AgentProcesses, each as a `magnetar agent` child process that up
 // supervises (agentproc.go): a region can then be lost as a whole (its agent
 // and its clusters killed) while the control plane and the other regions
-// go on. Every agent serves the failover endpoint on a port of its own.
+// go on. Every agent serves the failover endpoint on a port of its own. A
+// control plane without price books gets the development one
+// (pricebook.go), so invoices can be read at once.
 //
 // Layout of DataDir:
 //

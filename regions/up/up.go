@@ -178,7 +178,7 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 		return nil, fmt.Errorf("up: the operator key of this data directory is gone (%w); start with an empty --data-dir", err)
 	}
 	key := strings.TrimSpace(string(raw))
-	if err := e.registerRegions(ctx, key); err != nil {
+	if err := e.setUp(ctx, key); err != nil {
 		return nil, err
 	}
 
@@ -216,7 +216,9 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 	return e, nil
 }
 
-func (e *Env) registerRegions(ctx context.Context, key string) error {
+// setUp registers the regions and, in a control plane without price
+// books, creates the development one.
+func (e *Env) setUp(ctx context.Context, key string) error {
 	conn, err := grpc.NewClient(e.srv.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return fmt.Errorf("up: %w", err)
@@ -230,7 +232,7 @@ func (e *Env) registerRegions(ctx context.Context, key string) error {
 			return fmt.Errorf("up: register region %s: %w", r, err)
 		}
 	}
-	return nil
+	return ensurePriceBook(ctx, conn)
 }
 
 // Addr is the control plane's address (gRPC and REST).
@@ -261,8 +263,8 @@ func (e *Env) FailoverAddr(region string) string {
 	return strings.TrimSpace(string(raw))
 }
 
-// Shutdown stops the agents, every data-plane process (data is kept) and
-// the control plane.
+// Shutdown stops the agents, every data-plane process (data is kept; each
+// cluster's brokers first, its metadata store last) and the control plane.
 func (e *Env) Shutdown(ctx context.Context) error {
 	e.shutOnce.Do(func() {
 		e.cancel()
@@ -282,10 +284,20 @@ func (e *Env) Shutdown(ctx context.Context) error {
 				provs = append(provs, p)
 			}
 		}
-		for _, p := range provs {
-			p.Close()
-			errs = append(errs, p.StopAll(ctx))
+		// Every region's clusters at once; each cluster's brokers, then
+		// bookies, then metadata store (process.Provisioner.StopAll).
+		stopErrs := make([]error, len(provs))
+		var wg sync.WaitGroup
+		for i, p := range provs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				p.Close()
+				stopErrs[i] = p.StopAll(ctx)
+			}()
 		}
+		wg.Wait()
+		errs = append(errs, stopErrs...)
 		if e.srv != nil {
 			errs = append(errs, e.srv.Shutdown(ctx))
 			select {

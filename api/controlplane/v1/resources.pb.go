@@ -989,7 +989,8 @@ type RoleBinding struct {
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Uid  string `protobuf:"bytes,2,opt,name=uid,proto3" json:"uid,omitempty"`
 	// "roles/org.admin", "roles/cluster.admin", "roles/viewer",
-	// "roles/pulsar.producer" or "roles/pulsar.consumer".
+	// "roles/billing.viewer", "roles/pulsar.producer" or
+	// "roles/pulsar.consumer".
 	Role string `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
 	// Principal resource name, e.g. "organizations/acme/serviceAccounts/ci".
 	Member string `protobuf:"bytes,4,opt,name=member,proto3" json:"member,omitempty"`

@@ -33,7 +33,10 @@
 // NOT drained first: the ledger copies it held are lost with its directory,
 // and ledgers written with fewer copies than the bookies removed lose
 // data. Delete stops every process (SIGTERM to its process group, SIGKILL
-// after StopGrace) and removes the cluster's directory.
+// after StopGrace) and removes the cluster's directory. Processes are
+// stopped brokers first, then bookies, then the metadata store (each role
+// gone before the next is signalled), so every process shuts down while
+// what it depends on still serves; StopAll stops the clusters at once.
 //
 // Brokers are started with ensemble = write quorum = min(3, bookies) and
 // ack quorum = min(2, bookies), and are restarted when a bookie count

@@ -227,20 +227,27 @@ func (p *Provisioner) Close() error {
 	return nil
 }
 
-// StopAll stops every process of every cluster and keeps their data and
-// state: a later Provisioner on the same DataDir starts them again. Call
-// Close first, or the supervisor restarts them.
+// StopAll stops every process of every cluster, the clusters at once and
+// each in the order of stopMembers, and keeps their data and state: a
+// later Provisioner on the same DataDir starts them again. Call Close
+// first, or the supervisor restarts them.
 func (p *Provisioner) StopAll(ctx context.Context) error {
-	var errs []error
-	for _, c := range p.snapshot() {
-		c.mu.Lock()
-		if _, err := os.Stat(c.dir); errors.Is(err, os.ErrNotExist) {
-			c.mu.Unlock()
-			continue // deleted by another provisioner on the same directory
-		}
-		errs = append(errs, p.stopMembers(ctx, c, c.members()))
-		c.mu.Unlock()
+	clusters := p.snapshot()
+	errs := make([]error, len(clusters))
+	var wg sync.WaitGroup
+	for i, c := range clusters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if _, err := os.Stat(c.dir); errors.Is(err, os.ErrNotExist) {
+				return // deleted by another provisioner on the same directory
+			}
+			errs[i] = p.stopMembers(ctx, c, c.members())
+		}()
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 
@@ -464,6 +471,12 @@ func (p *Provisioner) save(c *cluster) error {
 // bookies and brokers once it answers), restarts those whose arguments
 // changed, and records new PIDs. Called with c.mu held.
 func (p *Provisioner) repair(c *cluster) {
+	// Reap every member that exited, also those this pass does not reach
+	// (the members after a metadata store that is down): an exited child
+	// stays a zombie until it is waited for.
+	for _, m := range c.members() {
+		reap(m.PID)
+	}
 	changed := false
 	now := time.Now()
 	mdUp := false
@@ -546,6 +559,15 @@ func (p *Provisioner) start(c *cluster, m *member) error {
 	cmd.Process.Release()
 	p.log.Info("process: started", "cluster", c.st.Name, "process", m.id(), "pid", m.PID, "log", logPath)
 	return nil
+}
+
+// reap waits for pid if it is an exited child of this process, without
+// blocking; it does nothing for any other pid.
+func reap(pid int) {
+	if pid > 0 {
+		var ws syscall.WaitStatus
+		syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+	}
 }
 
 // alive reports whether pid is a live process running the magnetar binary
@@ -734,15 +756,27 @@ func (p *Provisioner) Delete(ctx context.Context, name string) error {
 	return nil
 }
 
-// stopMembers stops the live processes among ms and clears their PIDs.
+// stopOrder is the order in which a cluster's processes are stopped:
+// brokers first, which close their topics' ledgers on the bookies and
+// record them in the metadata store; then the bookies, which end their
+// sessions in the metadata store; the metadata store last.
+var stopOrder = []string{"broker", "bookie", "metadata"}
+
+// stopMembers stops the live processes among ms, one role after the other
+// in stopOrder (each role's processes at once, and gone, or killed after
+// StopGrace, before the next role's get SIGTERM), and clears their PIDs.
 func (p *Provisioner) stopMembers(ctx context.Context, c *cluster, ms []*member) error {
-	var pids []int
-	for _, m := range ms {
-		if m.PID != 0 && alive(m.PID, m.Args) {
-			pids = append(pids, m.PID)
+	var errs []error
+	for _, role := range stopOrder {
+		var pids []int
+		for _, m := range ms {
+			if m.Role == role && m.PID != 0 && alive(m.PID, m.Args) {
+				pids = append(pids, m.PID)
+			}
 		}
+		errs = append(errs, p.stopPIDs(ctx, pids))
 	}
-	err := p.stopPIDs(ctx, pids)
+	err := errors.Join(errs...)
 	for _, m := range ms {
 		m.PID = 0
 		m.nextStart = time.Now().Add(maxBackoff) // not restarted by a concurrent pass

@@ -190,3 +190,92 @@ func TestProcessCluster(t *testing.T) {
 		t.Fatalf("cluster directory after Delete: %v", err)
 	}
 }
+
+// StopAll stops brokers before bookies and bookies before the metadata
+// store, so each shuts down cleanly: no broker gives up a shutdown step,
+// no bookie fails to end its session, nothing logs a warning or an error.
+func TestStopAllStopsInOrder(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	dir := t.TempDir()
+	p := newProvisioner(t, dir)
+	spec := provisioner.ClusterSpec{Name: "organizations/acme/clusters/dev", Size: provisioner.Size{Brokers: 1, Bookies: 1}, Revision: 1}
+	st := provisionertest.WaitReady(t, p, spec)
+	produceConsume(t, st.ServiceURL, "persistent://public/default/before-stop", "hello")
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.StopAll(t.Context()); err != nil {
+		t.Fatalf("StopAll: %v", err)
+	}
+	for _, ph := range st.Processes {
+		if !processGone(ph.PID) {
+			t.Fatalf("%s-%d (pid %d) still running after StopAll", ph.Role, ph.Index, ph.PID)
+		}
+	}
+	for _, name := range []string{"broker-0.log", "bookie-0.log"} {
+		raw, err := os.ReadFile(filepath.Join(dir, "clusters", "acme-dev", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, bad := range []string{"gave up", "level=WARN", "level=ERROR"} {
+			if bytes.Contains(raw, []byte(bad)) {
+				t.Errorf("%s says %q after StopAll:\n%s", name, bad, raw)
+			}
+		}
+	}
+}
+
+// A cluster's process that dies is reaped at the supervisor's next pass,
+// also while the cluster's metadata store is down and cannot be started
+// again (the pass then starts none of the other processes).
+func TestDeadProcessesReapedWhileMetadataDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	dir := t.TempDir()
+	p := newProvisioner(t, dir)
+	spec := provisioner.ClusterSpec{Name: "organizations/acme/clusters/dev", Size: provisioner.Size{Brokers: 1, Bookies: 1}, Revision: 1}
+	st := provisionertest.WaitReady(t, p, spec)
+	// The metadata store cannot start again: a file where its data
+	// directory was (the running one keeps the directory it opened).
+	mdDir := filepath.Join(dir, "clusters", "acme-dev", "metadata")
+	if err := os.Rename(mdDir, mdDir+".aside"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(mdDir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		os.Remove(mdDir)
+		os.Rename(mdDir+".aside", mdDir)
+	})
+	broker, md := pidOf(t, st, "broker", 0), pidOf(t, st, "metadata", 0)
+	for _, pid := range []int{md, broker} {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for _, pid := range []int{md, broker} {
+		for {
+			if _, err := os.Stat("/proc/" + itoa(pid)); errors.Is(err, os.ErrNotExist) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("pid %d killed, still not reaped (%s)", pid, procState(pid))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// procState is the state letter of pid in /proc ("Z" for a zombie).
+func procState(pid int) string {
+	raw, err := os.ReadFile("/proc/" + itoa(pid) + "/stat")
+	if i := bytes.LastIndexByte(raw, ')'); err == nil && i >= 0 && i+2 < len(raw) {
+		return string(raw[i+2])
+	}
+	return "gone"
+}

@@ -1,5 +1,7 @@
 # A whole estate on `magnetar up`: an organization with a CI service
-# account allowed to produce, one cluster and a topic. See README.md.
+# account allowed to produce, one cluster and a topic. See README.md. The
+# organization is not the README's or docs/billing.md's, so the quickstart
+# applies on the same `magnetar up` after them.
 terraform {
   required_providers {
     magnetar = {
@@ -17,13 +19,13 @@ variable "region" {
   default = "regions/local-a"
 }
 
-resource "magnetar_organization" "acme" {
-  organization_id = "acme"
-  display_name    = "Acme"
+resource "magnetar_organization" "initech" {
+  organization_id = "initech"
+  display_name    = "Initech"
 }
 
 resource "magnetar_service_account" "ci" {
-  organization       = magnetar_organization.acme.id
+  organization       = magnetar_organization.initech.id
   service_account_id = "ci"
   description        = "publishes payments"
 }
@@ -34,14 +36,14 @@ resource "magnetar_api_key" "ci" {
 }
 
 resource "magnetar_cluster" "dev" {
-  organization = magnetar_organization.acme.id
+  organization = magnetar_organization.initech.id
   cluster_id   = "dev"
   region       = var.region
   display_name = "Development"
 }
 
 resource "magnetar_role_binding" "ci_producer" {
-  organization    = magnetar_organization.acme.id
+  organization    = magnetar_organization.initech.id
   role_binding_id = "ci-producer"
   role            = "roles/pulsar.producer"
   member          = magnetar_service_account.ci.id
