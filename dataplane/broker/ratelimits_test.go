@@ -27,8 +27,21 @@ func measuredRate(t *testing.T, ts []time.Time, from int) float64 {
 	if len(ts) <= from+1 {
 		t.Fatalf("%d timestamps, need more than %d", len(ts), from+1)
 	}
-	d := ts[len(ts)-1].Sub(ts[from]).Seconds()
-	return float64(len(ts)-1-from) / d
+	// The least-squares slope of message index over time: a client
+	// goroutine that stalls and then drains its receive queue moves a few
+	// timestamps, not the rate (the ratio of the end points would swing
+	// with the one at from).
+	var n, st, si, stt, sti float64
+	t0 := ts[from]
+	for i := from; i < len(ts); i++ {
+		x, y := ts[i].Sub(t0).Seconds(), float64(i)
+		n, st, si, stt, sti = n+1, st+x, si+y, stt+x*x, sti+x*y
+	}
+	den := n*stt - st*st
+	if den <= 0 {
+		t.Fatalf("timestamps %v .. %v span no time", ts[from], ts[len(ts)-1])
+	}
+	return (n*sti - st*si) / den
 }
 
 // assertRate checks got within ±10% of want.
