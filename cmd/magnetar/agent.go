@@ -21,6 +21,7 @@ func newAgentCommand() *cobra.Command {
 	var pcfg process.Config
 	var keyFile string
 	var metering bool
+	var disc discoveryFlags
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Run a region agent: pull the region's desired state from the control plane and run its clusters as local processes",
@@ -52,6 +53,9 @@ func newAgentCommand() *cobra.Command {
 				cfg.FailoverCacheFile = filepath.Join(pcfg.DataDir, "failover-cache.json")
 				cfg.FailoverAddrFile = filepath.Join(pcfg.DataDir, agent.FailoverAddrFileName)
 			}
+			if cfg.Consul, err = disc.registrar(); err != nil {
+				return err
+			}
 			a, err := agent.New(cfg)
 			if err != nil {
 				return err
@@ -82,6 +86,7 @@ func newAgentCommand() *cobra.Command {
 	f.StringVar(&pcfg.Offload.Region, "s3-managed-ledger-offload-region", "", "region of the offload bucket")
 	f.StringVar(&pcfg.Offload.Endpoint, "s3-managed-ledger-offload-service-endpoint", "", "URL of an S3-compatible store")
 	f.StringVar(&pcfg.Offload.Prefix, "managed-ledger-offload-prefix", "", "prefix before each cluster's <org>/<cluster>/ in the bucket")
+	disc.add(f, true)
 	_ = cmd.MarkFlagRequired("region")
 	_ = cmd.MarkFlagRequired("api-key-file")
 	return cmd

@@ -13,6 +13,7 @@ import (
 	"github.com/magnetar-dev/magnetar/controlplane/issuer"
 	"github.com/magnetar-dev/magnetar/controlplane/store/sqlstore"
 	"github.com/magnetar-dev/magnetar/policy"
+	"github.com/magnetar-dev/magnetar/regions/discovery/consul"
 )
 
 func init() { subcommands = append(subcommands, newControlPlaneCommand) }
@@ -20,6 +21,7 @@ func init() { subcommands = append(subcommands, newControlPlaneCommand) }
 func newControlPlaneCommand() *cobra.Command {
 	var cfg apiserver.Config
 	var dataDir, dsn string
+	var disc discoveryFlags
 	cmd := &cobra.Command{
 		Use:   "controlplane",
 		Short: "Run the global control plane: the gRPC and REST API over a SQL store, authorized by OPA",
@@ -50,6 +52,17 @@ func newControlPlaneCommand() *cobra.Command {
 				return err
 			}
 			cfg.Store, cfg.Authorizer = st, engine
+			if on, err := disc.enabled(); err != nil {
+				return err
+			} else if on {
+				w, err := consul.NewWatcher(consul.WatcherConfig{Consul: disc.consul})
+				if err != nil {
+					return err
+				}
+				w.Start()
+				defer w.Shutdown(context.Background())
+				cfg.Discovery = w
+			}
 			s, err := apiserver.New(cfg)
 			if err != nil {
 				return err
@@ -82,5 +95,6 @@ func newControlPlaneCommand() *cobra.Command {
 	f.DurationVar(&cfg.SigningKeyRotation, "signing-key-rotation", issuer.DefaultRotation, "age at which the token signing key is replaced by a new one")
 	f.DurationVar(&cfg.SigningKeyGrace, "signing-key-grace", issuer.DefaultGrace, "how long a replaced signing key stays in the JWKS")
 	f.StringArrayVar(&cfg.TokenAudiences, "token-audience", nil, "an audience, besides this control plane and its clusters, the token endpoint issues tokens for (repeatable)")
+	disc.add(f, false)
 	return cmd
 }

@@ -19,6 +19,7 @@ func init() { subcommands = append(subcommands, newUpCommand) }
 
 func newUpCommand() *cobra.Command {
 	var cfg up.Config
+	var disc discoveryFlags
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run the whole managed service on this machine: control plane plus an agent for regions local-a and local-b",
@@ -31,12 +32,20 @@ func newUpCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signalContext()
 			defer stop()
+			if _, err := disc.enabled(); err != nil {
+				return err
+			}
+			cfg.Discovery, cfg.Consul = disc.mode, disc.consul
+			cfg.ConsulCheckInterval, cfg.ConsulCheckTTL = disc.interval, disc.ttl
 			env, err := up.Start(ctx, cfg)
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(os.Stderr, "magnetar up ready\n  REST: http://%s/v1/...\n  gRPC: %s (plaintext)\n  regions: %s\n  operator API key: %s\n",
 				env.Addr(), env.Addr(), strings.Join(env.Regions(), ", "), env.KeyFile())
+			for _, c := range env.ConsulAgents() {
+				fmt.Fprintf(os.Stderr, "  consul datacenter %s: http://%s (CONSUL_HTTP_ADDR=%s), DNS %s, PID %d\n", c.Datacenter, c.HTTPAddr, c.HTTPAddr, c.DNSAddr, c.PID)
+			}
 			for _, r := range cfg.Regions {
 				addr := env.FailoverAddr(r)
 				for deadline := time.Now().Add(10 * time.Second); addr == "" && time.Now().Before(deadline); addr = env.FailoverAddr(r) {
@@ -67,5 +76,6 @@ func newUpCommand() *cobra.Command {
 	f.DurationVar(&cfg.AccessTokenTTL, "access-token-ttl", issuer.DefaultTokenTTL, "lifetime of access tokens: how long clients ride out a control-plane outage (revoked API keys' connections end within seconds through the revocation list brokers fetch)")
 	f.DurationVar(&cfg.ReconcileInterval, "reconcile-interval", agent.DefaultReconcileInterval, "period of the agents' full reconcile (repairs crashed processes)")
 	f.DurationVar(&cfg.MeteringInterval, "metering-interval", agent.DefaultMeteringInterval, "period of the agents' usage scrape of the brokers")
+	disc.add(f, true)
 	return cmd
 }

@@ -66,6 +66,11 @@ type Config struct {
 	// clusters' (issuer.ClusterAudience), that the token endpoint issues
 	// tokens for: brokers the control plane does not manage.
 	TokenAudiences []string
+	// Discovery, when set, is the Consul catalog watch (discovery.go):
+	// regions show their Consul health and replication groups take it as
+	// a health input of automatic failover. Nil: static configuration.
+	// The server does not start or stop it.
+	Discovery Discovery
 }
 
 // DefaultBillingGrace is the default Config.BillingGrace.

@@ -8,6 +8,11 @@
 // operator key. State lives in a store.Store (controlplane/store); the
 // server keeps none of its own besides a wake-up channel for long-polls.
 //
+// Service discovery (discovery.go): with Config.Discovery (a Consul catalog
+// watch) each Region carries its Consul health (Region.consul, read at
+// request time, never stored), and the replication monitor takes Consul's
+// health of a member cluster as a second input of automatic failover.
+//
 // Called by cmd/magnetar (`magnetar controlplane`) and by tests: New(cfg)
 // binds the listener and bootstraps the store, Serve(ctx) serves until ctx
 // ends or Shutdown is called, Shutdown(ctx) stops gracefully.

@@ -19,7 +19,10 @@ import (
 // The replication monitor: one goroutine of Serve that, every
 // monitorInterval (and when a runbook starts),
 //   - checks the health of every member of every replication group: a TCP
-//     connection to the cluster's Pulsar URL within probeTimeout;
+//     connection to the cluster's Pulsar URL within probeTimeout and, with
+//     Config.Discovery, Consul's checks of its brokers (a cluster whose
+//     brokers are all critical in a freshly read datacenter fails, see
+//     discovery.go);
 //   - completes the groups' create, update and delete operations once
 //     their namespaces are applied in every member;
 //   - runs each runbook operation not done in its own goroutine (after a
@@ -300,6 +303,10 @@ func (s *Server) probeMembers(ctx context.Context, groups []*cpv1.ReplicationGro
 				msg := ""
 				if err != nil {
 					msg = err.Error()
+				} else if failing, why := s.consulVerdict(m); failing {
+					// Consul's checks are the second input: the region
+					// agent measured every broker failing.
+					err, msg = fmt.Errorf("%s", why), why
 				}
 				s.repl.setHealth(m, err == nil, msg, time.Now())
 			}()

@@ -31,12 +31,16 @@ type regions struct {
 
 func (r regions) GetRegion(ctx context.Context, req *cpv1.GetRegionRequest) (*cpv1.Region, error) {
 	m, err := r.s.get(ctx, kindRegion, req.GetName())
-	return as[*cpv1.Region](m), err
+	out := as[*cpv1.Region](m)
+	r.s.fillConsul(out)
+	return out, err
 }
 
 func (r regions) ListRegions(ctx context.Context, req *cpv1.ListRegionsRequest) (*cpv1.ListRegionsResponse, error) {
 	ms, next, err := r.s.list(ctx, kindRegion, "", req.GetPageSize(), req.GetPageToken())
-	return &cpv1.ListRegionsResponse{Regions: asAll[*cpv1.Region](ms), NextPageToken: next}, err
+	out := asAll[*cpv1.Region](ms)
+	r.s.fillConsul(out...)
+	return &cpv1.ListRegionsResponse{Regions: out, NextPageToken: next}, err
 }
 
 func (r regions) CreateRegion(ctx context.Context, req *cpv1.CreateRegionRequest) (*cpv1.Region, error) {

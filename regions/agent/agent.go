@@ -24,6 +24,7 @@ import (
 	cpv1 "github.com/magnetar-dev/magnetar/api/controlplane/v1"
 	"github.com/magnetar-dev/magnetar/internal/accesstoken"
 	"github.com/magnetar-dev/magnetar/internal/atomicfile"
+	"github.com/magnetar-dev/magnetar/regions/discovery/consul"
 	"github.com/magnetar-dev/magnetar/regions/provisioner"
 	"github.com/magnetar-dev/magnetar/regions/pulsaradmin"
 )
@@ -102,6 +103,11 @@ type Config struct {
 	// (host:port and a newline) once it listens, so a supervisor that
 	// asked for port 0 can find it. Removed when Run returns.
 	FailoverAddrFile string
+	// Consul, when set, registers the agent and every cluster it runs in
+	// Consul (consul.go). Its Region and Health are set by the agent;
+	// AgentAddress and AgentPort default to the failover endpoint's. Nil:
+	// no service discovery (the default).
+	Consul *consul.RegistrarConfig
 }
 
 // Validate fills defaults and checks required fields.
@@ -192,6 +198,9 @@ type Agent struct {
 	// brokers, and each cluster's functions token, read by its function
 	// instances (guarded by mu).
 	peerTokens map[string]string
+	// registrar keeps the agent and its clusters registered in Consul
+	// (nil without Config.Consul); set by Run before its loops start.
+	registrar *consul.Registrar
 }
 
 type desiredEntry struct {
@@ -280,6 +289,27 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 	}
 	defer a.userConn.Close()
+	if a.cfg.Consul != nil {
+		foAddr := ""
+		if fo != nil {
+			foAddr = fo.Addr().String()
+		}
+		r, err := a.newRegistrar(foAddr)
+		if err != nil {
+			if fo != nil {
+				fo.Shutdown(context.Background())
+			}
+			return err
+		}
+		a.registrar = r
+		r.Start()
+		a.log.Info("agent: registering in consul", "consul", a.cfg.Consul.Consul.Address)
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			r.Shutdown(sctx) // deregisters nothing: the checks expire after their TTL
+		}()
+	}
 
 	var m *meter
 	if a.cfg.MeteringDir != "" {
@@ -465,6 +495,7 @@ func (a *Agent) reconcile(ctx context.Context, name string) (done, ready bool) {
 			log.Error("agent: delete failed", "err", err)
 			return false, false
 		}
+		a.consulDelete(name)
 		if deleted {
 			a.forget(name, cl)
 			return true, false
@@ -508,6 +539,9 @@ func (a *Agent) reconcile(ctx context.Context, name string) (done, ready bool) {
 		}
 	}
 	a.mu.Unlock()
+	if st.State == provisioner.StateReady {
+		a.consulSet(name, st)
+	}
 	req := &cpv1.ReportClusterStatusRequest{Name: name, ObservedRevision: rev, Message: st.Message}
 	switch st.State {
 	case provisioner.StateReady:

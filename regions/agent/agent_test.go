@@ -52,16 +52,24 @@ type controlPlane struct {
 	orgs     cpv1.OrganizationsClient
 	clusters cpv1.ClustersClient
 	ops      cpv1.OperationsClient
+	change   func(*apiserver.Config)
 }
 
 func newControlPlane(t *testing.T, dsn string) *controlPlane {
+	t.Helper()
+	return newControlPlaneWith(t, dsn, nil)
+}
+
+// newControlPlaneWith is newControlPlane with a change to the server's
+// config.
+func newControlPlaneWith(t *testing.T, dsn string, change func(*apiserver.Config)) *controlPlane {
 	t.Helper()
 	st, err := sqlstore.Open(context.Background(), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	cp := &controlPlane{t: t, st: st, keyFile: filepath.Join(t.TempDir(), "bootstrap.key"), addr: "127.0.0.1:0"}
+	cp := &controlPlane{t: t, st: st, keyFile: filepath.Join(t.TempDir(), "bootstrap.key"), addr: "127.0.0.1:0", change: change}
 	cp.start()
 	raw, err := os.ReadFile(cp.keyFile)
 	if err != nil {
@@ -85,7 +93,11 @@ func (cp *controlPlane) start() {
 	if err != nil {
 		cp.t.Fatal(err)
 	}
-	srv, err := apiserver.New(apiserver.Config{Listen: cp.addr, Store: cp.st, Authorizer: engine, Logger: quiet(), BootstrapKeyFile: cp.keyFile})
+	cfg := apiserver.Config{Listen: cp.addr, Store: cp.st, Authorizer: engine, Logger: quiet(), BootstrapKeyFile: cp.keyFile}
+	if cp.change != nil {
+		cp.change(&cfg)
+	}
+	srv, err := apiserver.New(cfg)
 	if err != nil {
 		cp.t.Fatal(err)
 	}

@@ -51,6 +51,15 @@
 //     then sends the changed totals with Billing.IngestUsageRecords (see
 //     metering.go for why each step may be cut short by a crash).
 //
+// With Config.Consul the agent also registers itself and every cluster it
+// runs in its region's Consul datacenter (consul.go, regions/discovery/consul):
+// a cluster's brokers with their service and admin URLs once the
+// provisioner reports it READY, with TTL checks set from the provisioner's
+// own health probes of the brokers on every registrar pass; a cluster is
+// deregistered only when the agent has deleted its data plane. The
+// registrar runs in a goroutine of its own, started and stopped by Run;
+// Consul being down never holds up a reconcile.
+//
 // Static stability: when the control plane cannot be reached the agent
 // keeps reconciling the last desired state it has (so the data plane keeps
 // running and crashed processes are replaced), retries with exponential

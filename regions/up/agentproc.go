@@ -46,7 +46,7 @@ func (e *Env) agentArgs(region, rdir string) []string {
 	}
 	// Always explicit: the command's default is on, Config's zero value off.
 	args = append(args, fmt.Sprintf("--data-plane-auth=%t", e.cfg.DataPlaneAuth))
-	return args
+	return append(args, e.consulArgs(region)...)
 }
 
 // startAgentProcess stops an agent left behind for rdir, starts region's
@@ -80,6 +80,9 @@ func (e *Env) spawnAgent(region, rdir string, args []string) (*exec.Cmd, error) 
 	cmd := exec.Command(e.cfg.Binary, args...)
 	cmd.Stdout, cmd.Stderr = lf, lf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if t := e.cfg.Consul.Token; t != "" && e.cfg.Discovery == "consul" {
+		cmd.Env = append(os.Environ(), "CONSUL_HTTP_TOKEN="+t) // never on the command line
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("up: start the agent of region %s: %w", region, err)
 	}

@@ -8,7 +8,10 @@
 // and its clusters killed) while the control plane and the other regions
 // go on. Every agent serves the failover endpoint on a port of its own. A
 // control plane without price books gets the development one
-// (pricebook.go), so invoices can be read at once.
+// (pricebook.go), so invoices can be read at once. With Config.Discovery
+// "consul" it also runs a Consul dev agent per region, each region its own
+// datacenter, WAN-joined (or uses the Consul agent given), registers the
+// regions' clusters there and has the control plane watch it (consul.go).
 //
 // Layout of DataDir:
 //
@@ -18,6 +21,8 @@
 //	                         (clusters/<org>-<cluster>/..., see regions/provisioner/process)
 //	regions/<id>/failover.addr   the agent's failover endpoint (host:port) while it runs
 //	regions/<id>/agent.pid, agent.log   the agent process (AgentProcesses)
+//	consul/<id>/             the Consul dev agent of region <id> with Discovery "consul"
+//	                         (consul.pid, consul.log, http.addr, dns.addr; consul.go)
 //
 // Unlike `magnetar agent`, `up` is a development command: Shutdown stops
 // every data-plane process it runs, keeping their data; the next start

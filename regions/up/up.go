@@ -23,6 +23,7 @@ import (
 	"github.com/magnetar-dev/magnetar/controlplane/store/sqlstore"
 	"github.com/magnetar-dev/magnetar/policy"
 	"github.com/magnetar-dev/magnetar/regions/agent"
+	"github.com/magnetar-dev/magnetar/regions/discovery/consul"
 	"github.com/magnetar-dev/magnetar/regions/provisioner/process"
 )
 
@@ -74,6 +75,19 @@ type Config struct {
 	// before it is started again, as a supervisor such as systemd would;
 	// default DefaultAgentRestartDelay.
 	AgentRestartDelay time.Duration
+	// Discovery is "static" (default) or "consul": the regions' agents
+	// register in Consul and the control plane watches it (consul.go).
+	Discovery string
+	// Consul is how to reach Consul with Discovery "consul"; an empty
+	// Address (and no CONSUL_HTTP_ADDR) makes up start a Consul dev agent
+	// per region, WAN-joined. Its Datacenter is ignored.
+	Consul consul.Config
+	// ConsulBinary is the consul binary of the dev agents; default
+	// "consul" on PATH, else $GOPATH/bin/consul.
+	ConsulBinary string
+	// ConsulCheckInterval and ConsulCheckTTL are the agents' registrar's
+	// (consul.RegistrarConfig Interval and TTL); default the package's.
+	ConsulCheckInterval, ConsulCheckTTL time.Duration
 }
 
 // DefaultAgentRestartDelay is Config.AgentRestartDelay's default.
@@ -102,6 +116,13 @@ func (c *Config) Validate() error {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	switch c.Discovery {
+	case "":
+		c.Discovery = "static"
+	case "static", "consul":
+	default:
+		return fmt.Errorf("up: config: discovery %q: want static or consul", c.Discovery)
+	}
 	if c.AgentRestartDelay <= 0 {
 		c.AgentRestartDelay = DefaultAgentRestartDelay
 	}
@@ -124,6 +145,8 @@ type Env struct {
 	dir     string
 	keyFile string
 	provs   []*process.Provisioner // in-process agents' provisioners
+	consul  []*consulAgent         // the Consul dev agents up runs (consul.go)
+	watcher *consul.Watcher        // the control plane's catalog watch
 
 	cancel   context.CancelFunc // stops the agents
 	wg       sync.WaitGroup     // the agents
@@ -164,8 +187,19 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if e.srv, err = apiserver.New(apiserver.Config{Listen: cfg.Listen, Store: e.store, Authorizer: engine,
-		Logger: cfg.Logger, BootstrapKeyFile: e.keyFile, AccessTokenTTL: cfg.AccessTokenTTL}); err != nil {
+	scfg := apiserver.Config{Listen: cfg.Listen, Store: e.store, Authorizer: engine,
+		Logger: cfg.Logger, BootstrapKeyFile: e.keyFile, AccessTokenTTL: cfg.AccessTokenTTL}
+	if cfg.Discovery == "consul" {
+		if err := e.startConsul(ctx); err != nil {
+			return nil, err
+		}
+		if e.watcher, err = consul.NewWatcher(consul.WatcherConfig{Consul: e.consulConfig(""), Logger: cfg.Logger}); err != nil {
+			return nil, err
+		}
+		e.watcher.Start()
+		scfg.Discovery = e.watcher
+	}
+	if e.srv, err = apiserver.New(scfg); err != nil {
 		return nil, err
 	}
 	go func() {
@@ -203,7 +237,7 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 			MeteringDir:       filepath.Join(rdir, "metering"), MeteringInterval: cfg.MeteringInterval,
 			FailoverListen: "127.0.0.1:0", FailoverCacheFile: filepath.Join(rdir, "failover-cache.json"),
 			FailoverAddrFile: filepath.Join(rdir, agent.FailoverAddrFileName), DataPlaneAuth: cfg.DataPlaneAuth,
-			PeerCredentialsDir: filepath.Join(rdir, "peers")})
+			PeerCredentialsDir: filepath.Join(rdir, "peers"), Consul: e.registrarConfig(r)})
 		if err != nil {
 			return nil, err
 		}
@@ -309,6 +343,12 @@ func (e *Env) Shutdown(ctx context.Context) error {
 		}
 		if e.store != nil {
 			errs = append(errs, e.store.Close())
+		}
+		if e.watcher != nil {
+			errs = append(errs, e.watcher.Shutdown(ctx))
+		}
+		for _, a := range e.consul {
+			a.stop()
 		}
 		e.shutErr = errors.Join(errs...)
 	})

@@ -187,7 +187,7 @@ func (x RegionStatus_State) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RegionStatus_State.Descriptor instead.
 func (RegionStatus_State) EnumDescriptor() ([]byte, []int) {
-	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{6, 0}
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{7, 0}
 }
 
 type Cluster_State int32
@@ -245,7 +245,7 @@ func (x Cluster_State) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Cluster_State.Descriptor instead.
 func (Cluster_State) EnumDescriptor() ([]byte, []int) {
-	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{8, 0}
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{9, 0}
 }
 
 type Operation_State int32
@@ -303,7 +303,7 @@ func (x Operation_State) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Operation_State.Descriptor instead.
 func (Operation_State) EnumDescriptor() ([]byte, []int) {
-	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{9, 0}
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{10, 0}
 }
 
 type RunbookStep_State int32
@@ -361,7 +361,7 @@ func (x RunbookStep_State) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RunbookStep_State.Descriptor instead.
 func (RunbookStep_State) EnumDescriptor() ([]byte, []int) {
-	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{11, 0}
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{12, 0}
 }
 
 // Pulsar's schema compatibility strategies.
@@ -429,7 +429,7 @@ func (x NamespacePolicies_SchemaCompatibilityStrategy) Number() protoreflect.Enu
 
 // Deprecated: Use NamespacePolicies_SchemaCompatibilityStrategy.Descriptor instead.
 func (NamespacePolicies_SchemaCompatibilityStrategy) EnumDescriptor() ([]byte, []int) {
-	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{16, 0}
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{17, 0}
 }
 
 type NamespacePolicies_BacklogQuota_Policy int32
@@ -484,7 +484,7 @@ func (x NamespacePolicies_BacklogQuota_Policy) Number() protoreflect.EnumNumber 
 
 // Deprecated: Use NamespacePolicies_BacklogQuota_Policy.Descriptor instead.
 func (NamespacePolicies_BacklogQuota_Policy) EnumDescriptor() ([]byte, []int) {
-	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{16, 1, 0}
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{17, 1, 0}
 }
 
 type NamespacePolicies_AutoTopicCreation_TopicType int32
@@ -533,7 +533,7 @@ func (x NamespacePolicies_AutoTopicCreation_TopicType) Number() protoreflect.Enu
 
 // Deprecated: Use NamespacePolicies_AutoTopicCreation_TopicType.Descriptor instead.
 func (NamespacePolicies_AutoTopicCreation_TopicType) EnumDescriptor() ([]byte, []int) {
-	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{16, 2, 0}
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{17, 2, 0}
 }
 
 // An organization is a tenant: every other tenant resource lives under one.
@@ -1094,13 +1094,16 @@ func (x *RoleBinding) GetEtag() string {
 type Region struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// "regions/{region}".
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Uid           string                 `protobuf:"bytes,2,opt,name=uid,proto3" json:"uid,omitempty"`
-	DisplayName   string                 `protobuf:"bytes,3,opt,name=display_name,json=displayName,proto3" json:"display_name,omitempty"`
-	Status        *RegionStatus          `protobuf:"bytes,4,opt,name=status,proto3" json:"status,omitempty"`
-	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
-	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
-	Etag          string                 `protobuf:"bytes,7,opt,name=etag,proto3" json:"etag,omitempty"`
+	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Uid         string                 `protobuf:"bytes,2,opt,name=uid,proto3" json:"uid,omitempty"`
+	DisplayName string                 `protobuf:"bytes,3,opt,name=display_name,json=displayName,proto3" json:"display_name,omitempty"`
+	Status      *RegionStatus          `protobuf:"bytes,4,opt,name=status,proto3" json:"status,omitempty"`
+	CreateTime  *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	UpdateTime  *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	Etag        string                 `protobuf:"bytes,7,opt,name=etag,proto3" json:"etag,omitempty"`
+	// The region as Consul's catalog shows it, when the control plane runs
+	// with --discovery consul; unset otherwise. Output only.
+	Consul        *RegionConsul `protobuf:"bytes,8,opt,name=consul,proto3" json:"consul,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1184,6 +1187,130 @@ func (x *Region) GetEtag() string {
 	return ""
 }
 
+func (x *Region) GetConsul() *RegionConsul {
+	if x != nil {
+		return x.Consul
+	}
+	return nil
+}
+
+// A region's registration in Consul: the health of its agent's service
+// ("magnetar-agent" in the region's datacenter) and of the clusters it
+// registered, as the control plane's catalog watch last saw them. Output
+// only.
+type RegionConsul struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The Consul datacenter the region's agent is registered in ("" when
+	// no datacenter lists it).
+	Datacenter string `protobuf:"bytes,1,opt,name=datacenter,proto3" json:"datacenter,omitempty"`
+	// The agent's check: "passing", "warning" or "critical"; "" when the
+	// agent is not registered in any datacenter the control plane reads.
+	Health string `protobuf:"bytes,2,opt,name=health,proto3" json:"health,omitempty"`
+	// The agent check's output.
+	Output string `protobuf:"bytes,3,opt,name=output,proto3" json:"output,omitempty"`
+	// Clusters the region registered, and how many of them pass (every
+	// broker's check passing).
+	Clusters        int32 `protobuf:"varint,4,opt,name=clusters,proto3" json:"clusters,omitempty"`
+	ClustersPassing int32 `protobuf:"varint,5,opt,name=clusters_passing,json=clustersPassing,proto3" json:"clusters_passing,omitempty"`
+	// True when the control plane could not read the datacenter (or the
+	// datacenter list) on its last attempt: this is its last view, as of
+	// last_refresh. Consul being unreachable changes nothing else.
+	Stale bool `protobuf:"varint,6,opt,name=stale,proto3" json:"stale,omitempty"`
+	// When the datacenter was last read successfully.
+	LastRefresh *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=last_refresh,json=lastRefresh,proto3" json:"last_refresh,omitempty"`
+	// Why the last read failed, or a warning such as answers filtered by
+	// ACLs.
+	Error         string `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegionConsul) Reset() {
+	*x = RegionConsul{}
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegionConsul) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegionConsul) ProtoMessage() {}
+
+func (x *RegionConsul) ProtoReflect() protoreflect.Message {
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegionConsul.ProtoReflect.Descriptor instead.
+func (*RegionConsul) Descriptor() ([]byte, []int) {
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *RegionConsul) GetDatacenter() string {
+	if x != nil {
+		return x.Datacenter
+	}
+	return ""
+}
+
+func (x *RegionConsul) GetHealth() string {
+	if x != nil {
+		return x.Health
+	}
+	return ""
+}
+
+func (x *RegionConsul) GetOutput() string {
+	if x != nil {
+		return x.Output
+	}
+	return ""
+}
+
+func (x *RegionConsul) GetClusters() int32 {
+	if x != nil {
+		return x.Clusters
+	}
+	return 0
+}
+
+func (x *RegionConsul) GetClustersPassing() int32 {
+	if x != nil {
+		return x.ClustersPassing
+	}
+	return 0
+}
+
+func (x *RegionConsul) GetStale() bool {
+	if x != nil {
+		return x.Stale
+	}
+	return false
+}
+
+func (x *RegionConsul) GetLastRefresh() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastRefresh
+	}
+	return nil
+}
+
+func (x *RegionConsul) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 // Health of a region as its agent last reported it. Output only.
 type RegionStatus struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1196,7 +1323,7 @@ type RegionStatus struct {
 
 func (x *RegionStatus) Reset() {
 	*x = RegionStatus{}
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[6]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1208,7 +1335,7 @@ func (x *RegionStatus) String() string {
 func (*RegionStatus) ProtoMessage() {}
 
 func (x *RegionStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[6]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1221,7 +1348,7 @@ func (x *RegionStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionStatus.ProtoReflect.Descriptor instead.
 func (*RegionStatus) Descriptor() ([]byte, []int) {
-	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{6}
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RegionStatus) GetState() RegionStatus_State {
@@ -1256,7 +1383,7 @@ type ClusterSize struct {
 
 func (x *ClusterSize) Reset() {
 	*x = ClusterSize{}
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[7]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1268,7 +1395,7 @@ func (x *ClusterSize) String() string {
 func (*ClusterSize) ProtoMessage() {}
 
 func (x *ClusterSize) ProtoReflect() protoreflect.Message {
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[7]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1281,7 +1408,7 @@ func (x *ClusterSize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterSize.ProtoReflect.Descriptor instead.
 func (*ClusterSize) Descriptor() ([]byte, []int) {
-	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{7}
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ClusterSize) GetBrokers() int32 {
@@ -1345,7 +1472,7 @@ type Cluster struct {
 
 func (x *Cluster) Reset() {
 	*x = Cluster{}
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[8]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1357,7 +1484,7 @@ func (x *Cluster) String() string {
 func (*Cluster) ProtoMessage() {}
 
 func (x *Cluster) ProtoReflect() protoreflect.Message {
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[8]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1370,7 +1497,7 @@ func (x *Cluster) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cluster.ProtoReflect.Descriptor instead.
 func (*Cluster) Descriptor() ([]byte, []int) {
-	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{8}
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Cluster) GetName() string {
@@ -1521,7 +1648,7 @@ type Operation struct {
 
 func (x *Operation) Reset() {
 	*x = Operation{}
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[9]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1533,7 +1660,7 @@ func (x *Operation) String() string {
 func (*Operation) ProtoMessage() {}
 
 func (x *Operation) ProtoReflect() protoreflect.Message {
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[9]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1546,7 +1673,7 @@ func (x *Operation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Operation.ProtoReflect.Descriptor instead.
 func (*Operation) Descriptor() ([]byte, []int) {
-	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{9}
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Operation) GetName() string {
@@ -1661,7 +1788,7 @@ type Runbook struct {
 
 func (x *Runbook) Reset() {
 	*x = Runbook{}
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[10]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1673,7 +1800,7 @@ func (x *Runbook) String() string {
 func (*Runbook) ProtoMessage() {}
 
 func (x *Runbook) ProtoReflect() protoreflect.Message {
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[10]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1686,7 +1813,7 @@ func (x *Runbook) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Runbook.ProtoReflect.Descriptor instead.
 func (*Runbook) Descriptor() ([]byte, []int) {
-	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{10}
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Runbook) GetGroups() []string {
@@ -1775,7 +1902,7 @@ type RunbookStep struct {
 
 func (x *RunbookStep) Reset() {
 	*x = RunbookStep{}
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[11]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1787,7 +1914,7 @@ func (x *RunbookStep) String() string {
 func (*RunbookStep) ProtoMessage() {}
 
 func (x *RunbookStep) ProtoReflect() protoreflect.Message {
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[11]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1800,7 +1927,7 @@ func (x *RunbookStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunbookStep.ProtoReflect.Descriptor instead.
 func (*RunbookStep) Descriptor() ([]byte, []int) {
-	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{11}
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RunbookStep) GetId() string {
@@ -1879,7 +2006,7 @@ type RunbookReport struct {
 
 func (x *RunbookReport) Reset() {
 	*x = RunbookReport{}
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[12]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1891,7 +2018,7 @@ func (x *RunbookReport) String() string {
 func (*RunbookReport) ProtoMessage() {}
 
 func (x *RunbookReport) ProtoReflect() protoreflect.Message {
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[12]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1904,7 +2031,7 @@ func (x *RunbookReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunbookReport.ProtoReflect.Descriptor instead.
 func (*RunbookReport) Descriptor() ([]byte, []int) {
-	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{12}
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RunbookReport) GetWritesStoppedTime() *timestamppb.Timestamp {
@@ -1968,7 +2095,7 @@ type OperationError struct {
 
 func (x *OperationError) Reset() {
 	*x = OperationError{}
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[13]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1980,7 +2107,7 @@ func (x *OperationError) String() string {
 func (*OperationError) ProtoMessage() {}
 
 func (x *OperationError) ProtoReflect() protoreflect.Message {
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[13]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1993,7 +2120,7 @@ func (x *OperationError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationError.ProtoReflect.Descriptor instead.
 func (*OperationError) Descriptor() ([]byte, []int) {
-	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{13}
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *OperationError) GetCode() int32 {
@@ -2032,7 +2159,7 @@ type AuditEvent struct {
 
 func (x *AuditEvent) Reset() {
 	*x = AuditEvent{}
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[14]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2044,7 +2171,7 @@ func (x *AuditEvent) String() string {
 func (*AuditEvent) ProtoMessage() {}
 
 func (x *AuditEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[14]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2057,7 +2184,7 @@ func (x *AuditEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEvent.ProtoReflect.Descriptor instead.
 func (*AuditEvent) Descriptor() ([]byte, []int) {
-	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{14}
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AuditEvent) GetSequence() int64 {
@@ -2141,7 +2268,7 @@ type Tenant struct {
 
 func (x *Tenant) Reset() {
 	*x = Tenant{}
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[15]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2153,7 +2280,7 @@ func (x *Tenant) String() string {
 func (*Tenant) ProtoMessage() {}
 
 func (x *Tenant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[15]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2166,7 +2293,7 @@ func (x *Tenant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tenant.ProtoReflect.Descriptor instead.
 func (*Tenant) Descriptor() ([]byte, []int) {
-	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{15}
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Tenant) GetName() string {
@@ -2250,7 +2377,7 @@ type NamespacePolicies struct {
 
 func (x *NamespacePolicies) Reset() {
 	*x = NamespacePolicies{}
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[16]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2262,7 +2389,7 @@ func (x *NamespacePolicies) String() string {
 func (*NamespacePolicies) ProtoMessage() {}
 
 func (x *NamespacePolicies) ProtoReflect() protoreflect.Message {
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[16]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2275,7 +2402,7 @@ func (x *NamespacePolicies) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NamespacePolicies.ProtoReflect.Descriptor instead.
 func (*NamespacePolicies) Descriptor() ([]byte, []int) {
-	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{16}
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *NamespacePolicies) GetRetention() *NamespacePolicies_Retention {
@@ -2361,7 +2488,7 @@ type Namespace struct {
 
 func (x *Namespace) Reset() {
 	*x = Namespace{}
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[17]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2373,7 +2500,7 @@ func (x *Namespace) String() string {
 func (*Namespace) ProtoMessage() {}
 
 func (x *Namespace) ProtoReflect() protoreflect.Message {
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[17]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2386,7 +2513,7 @@ func (x *Namespace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Namespace.ProtoReflect.Descriptor instead.
 func (*Namespace) Descriptor() ([]byte, []int) {
-	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{17}
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Namespace) GetName() string {
@@ -2484,7 +2611,7 @@ type Topic struct {
 
 func (x *Topic) Reset() {
 	*x = Topic{}
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[18]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2496,7 +2623,7 @@ func (x *Topic) String() string {
 func (*Topic) ProtoMessage() {}
 
 func (x *Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[18]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2509,7 +2636,7 @@ func (x *Topic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Topic.ProtoReflect.Descriptor instead.
 func (*Topic) Descriptor() ([]byte, []int) {
-	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{18}
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Topic) GetName() string {
@@ -2587,7 +2714,7 @@ type NamespacePolicies_Retention struct {
 
 func (x *NamespacePolicies_Retention) Reset() {
 	*x = NamespacePolicies_Retention{}
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[19]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2599,7 +2726,7 @@ func (x *NamespacePolicies_Retention) String() string {
 func (*NamespacePolicies_Retention) ProtoMessage() {}
 
 func (x *NamespacePolicies_Retention) ProtoReflect() protoreflect.Message {
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[19]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2612,7 +2739,7 @@ func (x *NamespacePolicies_Retention) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NamespacePolicies_Retention.ProtoReflect.Descriptor instead.
 func (*NamespacePolicies_Retention) Descriptor() ([]byte, []int) {
-	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{16, 0}
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{17, 0}
 }
 
 func (x *NamespacePolicies_Retention) GetTimeMinutes() int32 {
@@ -2642,7 +2769,7 @@ type NamespacePolicies_BacklogQuota struct {
 
 func (x *NamespacePolicies_BacklogQuota) Reset() {
 	*x = NamespacePolicies_BacklogQuota{}
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[20]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2654,7 +2781,7 @@ func (x *NamespacePolicies_BacklogQuota) String() string {
 func (*NamespacePolicies_BacklogQuota) ProtoMessage() {}
 
 func (x *NamespacePolicies_BacklogQuota) ProtoReflect() protoreflect.Message {
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[20]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2667,7 +2794,7 @@ func (x *NamespacePolicies_BacklogQuota) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NamespacePolicies_BacklogQuota.ProtoReflect.Descriptor instead.
 func (*NamespacePolicies_BacklogQuota) Descriptor() ([]byte, []int) {
-	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{16, 1}
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{17, 1}
 }
 
 func (x *NamespacePolicies_BacklogQuota) GetLimitBytes() int64 {
@@ -2699,7 +2826,7 @@ type NamespacePolicies_AutoTopicCreation struct {
 
 func (x *NamespacePolicies_AutoTopicCreation) Reset() {
 	*x = NamespacePolicies_AutoTopicCreation{}
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[21]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2711,7 +2838,7 @@ func (x *NamespacePolicies_AutoTopicCreation) String() string {
 func (*NamespacePolicies_AutoTopicCreation) ProtoMessage() {}
 
 func (x *NamespacePolicies_AutoTopicCreation) ProtoReflect() protoreflect.Message {
-	mi := &file_api_controlplane_v1_resources_proto_msgTypes[21]
+	mi := &file_api_controlplane_v1_resources_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2724,7 +2851,7 @@ func (x *NamespacePolicies_AutoTopicCreation) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use NamespacePolicies_AutoTopicCreation.ProtoReflect.Descriptor instead.
 func (*NamespacePolicies_AutoTopicCreation) Descriptor() ([]byte, []int) {
-	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{16, 2}
+	return file_api_controlplane_v1_resources_proto_rawDescGZIP(), []int{17, 2}
 }
 
 func (x *NamespacePolicies_AutoTopicCreation) GetAllow() bool {
@@ -2819,7 +2946,7 @@ const file_api_controlplane_v1_resources_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12\x12\n" +
-	"\x04etag\x18\b \x01(\tR\x04etag\"\x9f\x02\n" +
+	"\x04etag\x18\b \x01(\tR\x04etag\"\xdf\x02\n" +
 	"\x06Region\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\tR\x03uid\x12!\n" +
@@ -2829,7 +2956,19 @@ const file_api_controlplane_v1_resources_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12\x12\n" +
-	"\x04etag\x18\a \x01(\tR\x04etag\"\xfb\x01\n" +
+	"\x04etag\x18\a \x01(\tR\x04etag\x12>\n" +
+	"\x06consul\x18\b \x01(\v2&.magnetar.controlplane.v1.RegionConsulR\x06consul\"\x90\x02\n" +
+	"\fRegionConsul\x12\x1e\n" +
+	"\n" +
+	"datacenter\x18\x01 \x01(\tR\n" +
+	"datacenter\x12\x16\n" +
+	"\x06health\x18\x02 \x01(\tR\x06health\x12\x16\n" +
+	"\x06output\x18\x03 \x01(\tR\x06output\x12\x1a\n" +
+	"\bclusters\x18\x04 \x01(\x05R\bclusters\x12)\n" +
+	"\x10clusters_passing\x18\x05 \x01(\x05R\x0fclustersPassing\x12\x14\n" +
+	"\x05stale\x18\x06 \x01(\bR\x05stale\x12=\n" +
+	"\flast_refresh\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vlastRefresh\x12\x14\n" +
+	"\x05error\x18\b \x01(\tR\x05error\"\xfb\x01\n" +
 	"\fRegionStatus\x12B\n" +
 	"\x05state\x18\x01 \x01(\x0e2,.magnetar.controlplane.v1.RegionStatus.StateR\x05state\x12A\n" +
 	"\x0elast_heartbeat\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\rlastHeartbeat\x12\x18\n" +
@@ -3053,7 +3192,7 @@ func file_api_controlplane_v1_resources_proto_rawDescGZIP() []byte {
 }
 
 var file_api_controlplane_v1_resources_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_api_controlplane_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_api_controlplane_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_api_controlplane_v1_resources_proto_goTypes = []any{
 	(PulsarResourceState)(0),                           // 0: magnetar.controlplane.v1.PulsarResourceState
 	(ApiKey_State)(0),                                  // 1: magnetar.controlplane.v1.ApiKey.State
@@ -3070,89 +3209,92 @@ var file_api_controlplane_v1_resources_proto_goTypes = []any{
 	(*ApiKey)(nil),                                     // 12: magnetar.controlplane.v1.ApiKey
 	(*RoleBinding)(nil),                                // 13: magnetar.controlplane.v1.RoleBinding
 	(*Region)(nil),                                     // 14: magnetar.controlplane.v1.Region
-	(*RegionStatus)(nil),                               // 15: magnetar.controlplane.v1.RegionStatus
-	(*ClusterSize)(nil),                                // 16: magnetar.controlplane.v1.ClusterSize
-	(*Cluster)(nil),                                    // 17: magnetar.controlplane.v1.Cluster
-	(*Operation)(nil),                                  // 18: magnetar.controlplane.v1.Operation
-	(*Runbook)(nil),                                    // 19: magnetar.controlplane.v1.Runbook
-	(*RunbookStep)(nil),                                // 20: magnetar.controlplane.v1.RunbookStep
-	(*RunbookReport)(nil),                              // 21: magnetar.controlplane.v1.RunbookReport
-	(*OperationError)(nil),                             // 22: magnetar.controlplane.v1.OperationError
-	(*AuditEvent)(nil),                                 // 23: magnetar.controlplane.v1.AuditEvent
-	(*Tenant)(nil),                                     // 24: magnetar.controlplane.v1.Tenant
-	(*NamespacePolicies)(nil),                          // 25: magnetar.controlplane.v1.NamespacePolicies
-	(*Namespace)(nil),                                  // 26: magnetar.controlplane.v1.Namespace
-	(*Topic)(nil),                                      // 27: magnetar.controlplane.v1.Topic
-	(*NamespacePolicies_Retention)(nil),                // 28: magnetar.controlplane.v1.NamespacePolicies.Retention
-	(*NamespacePolicies_BacklogQuota)(nil),             // 29: magnetar.controlplane.v1.NamespacePolicies.BacklogQuota
-	(*NamespacePolicies_AutoTopicCreation)(nil),        // 30: magnetar.controlplane.v1.NamespacePolicies.AutoTopicCreation
-	(*timestamppb.Timestamp)(nil),                      // 31: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),                            // 32: google.protobuf.Struct
-	(*durationpb.Duration)(nil),                        // 33: google.protobuf.Duration
+	(*RegionConsul)(nil),                               // 15: magnetar.controlplane.v1.RegionConsul
+	(*RegionStatus)(nil),                               // 16: magnetar.controlplane.v1.RegionStatus
+	(*ClusterSize)(nil),                                // 17: magnetar.controlplane.v1.ClusterSize
+	(*Cluster)(nil),                                    // 18: magnetar.controlplane.v1.Cluster
+	(*Operation)(nil),                                  // 19: magnetar.controlplane.v1.Operation
+	(*Runbook)(nil),                                    // 20: magnetar.controlplane.v1.Runbook
+	(*RunbookStep)(nil),                                // 21: magnetar.controlplane.v1.RunbookStep
+	(*RunbookReport)(nil),                              // 22: magnetar.controlplane.v1.RunbookReport
+	(*OperationError)(nil),                             // 23: magnetar.controlplane.v1.OperationError
+	(*AuditEvent)(nil),                                 // 24: magnetar.controlplane.v1.AuditEvent
+	(*Tenant)(nil),                                     // 25: magnetar.controlplane.v1.Tenant
+	(*NamespacePolicies)(nil),                          // 26: magnetar.controlplane.v1.NamespacePolicies
+	(*Namespace)(nil),                                  // 27: magnetar.controlplane.v1.Namespace
+	(*Topic)(nil),                                      // 28: magnetar.controlplane.v1.Topic
+	(*NamespacePolicies_Retention)(nil),                // 29: magnetar.controlplane.v1.NamespacePolicies.Retention
+	(*NamespacePolicies_BacklogQuota)(nil),             // 30: magnetar.controlplane.v1.NamespacePolicies.BacklogQuota
+	(*NamespacePolicies_AutoTopicCreation)(nil),        // 31: magnetar.controlplane.v1.NamespacePolicies.AutoTopicCreation
+	(*timestamppb.Timestamp)(nil),                      // 32: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),                            // 33: google.protobuf.Struct
+	(*durationpb.Duration)(nil),                        // 34: google.protobuf.Duration
 }
 var file_api_controlplane_v1_resources_proto_depIdxs = []int32{
-	31, // 0: magnetar.controlplane.v1.Organization.create_time:type_name -> google.protobuf.Timestamp
-	31, // 1: magnetar.controlplane.v1.Organization.update_time:type_name -> google.protobuf.Timestamp
-	31, // 2: magnetar.controlplane.v1.User.create_time:type_name -> google.protobuf.Timestamp
-	31, // 3: magnetar.controlplane.v1.User.update_time:type_name -> google.protobuf.Timestamp
-	31, // 4: magnetar.controlplane.v1.ServiceAccount.create_time:type_name -> google.protobuf.Timestamp
-	31, // 5: magnetar.controlplane.v1.ServiceAccount.update_time:type_name -> google.protobuf.Timestamp
+	32, // 0: magnetar.controlplane.v1.Organization.create_time:type_name -> google.protobuf.Timestamp
+	32, // 1: magnetar.controlplane.v1.Organization.update_time:type_name -> google.protobuf.Timestamp
+	32, // 2: magnetar.controlplane.v1.User.create_time:type_name -> google.protobuf.Timestamp
+	32, // 3: magnetar.controlplane.v1.User.update_time:type_name -> google.protobuf.Timestamp
+	32, // 4: magnetar.controlplane.v1.ServiceAccount.create_time:type_name -> google.protobuf.Timestamp
+	32, // 5: magnetar.controlplane.v1.ServiceAccount.update_time:type_name -> google.protobuf.Timestamp
 	1,  // 6: magnetar.controlplane.v1.ApiKey.state:type_name -> magnetar.controlplane.v1.ApiKey.State
-	31, // 7: magnetar.controlplane.v1.ApiKey.expire_time:type_name -> google.protobuf.Timestamp
-	31, // 8: magnetar.controlplane.v1.ApiKey.revoke_time:type_name -> google.protobuf.Timestamp
-	31, // 9: magnetar.controlplane.v1.ApiKey.create_time:type_name -> google.protobuf.Timestamp
-	31, // 10: magnetar.controlplane.v1.ApiKey.update_time:type_name -> google.protobuf.Timestamp
-	31, // 11: magnetar.controlplane.v1.RoleBinding.create_time:type_name -> google.protobuf.Timestamp
-	31, // 12: magnetar.controlplane.v1.RoleBinding.update_time:type_name -> google.protobuf.Timestamp
-	15, // 13: magnetar.controlplane.v1.Region.status:type_name -> magnetar.controlplane.v1.RegionStatus
-	31, // 14: magnetar.controlplane.v1.Region.create_time:type_name -> google.protobuf.Timestamp
-	31, // 15: magnetar.controlplane.v1.Region.update_time:type_name -> google.protobuf.Timestamp
-	2,  // 16: magnetar.controlplane.v1.RegionStatus.state:type_name -> magnetar.controlplane.v1.RegionStatus.State
-	31, // 17: magnetar.controlplane.v1.RegionStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
-	16, // 18: magnetar.controlplane.v1.Cluster.size:type_name -> magnetar.controlplane.v1.ClusterSize
-	3,  // 19: magnetar.controlplane.v1.Cluster.state:type_name -> magnetar.controlplane.v1.Cluster.State
-	31, // 20: magnetar.controlplane.v1.Cluster.create_time:type_name -> google.protobuf.Timestamp
-	31, // 21: magnetar.controlplane.v1.Cluster.update_time:type_name -> google.protobuf.Timestamp
-	4,  // 22: magnetar.controlplane.v1.Operation.state:type_name -> magnetar.controlplane.v1.Operation.State
-	22, // 23: magnetar.controlplane.v1.Operation.error:type_name -> magnetar.controlplane.v1.OperationError
-	32, // 24: magnetar.controlplane.v1.Operation.response:type_name -> google.protobuf.Struct
-	31, // 25: magnetar.controlplane.v1.Operation.create_time:type_name -> google.protobuf.Timestamp
-	31, // 26: magnetar.controlplane.v1.Operation.update_time:type_name -> google.protobuf.Timestamp
-	31, // 27: magnetar.controlplane.v1.Operation.end_time:type_name -> google.protobuf.Timestamp
-	19, // 28: magnetar.controlplane.v1.Operation.runbook:type_name -> magnetar.controlplane.v1.Runbook
-	20, // 29: magnetar.controlplane.v1.Runbook.steps:type_name -> magnetar.controlplane.v1.RunbookStep
-	21, // 30: magnetar.controlplane.v1.Runbook.report:type_name -> magnetar.controlplane.v1.RunbookReport
-	33, // 31: magnetar.controlplane.v1.Runbook.drain_timeout:type_name -> google.protobuf.Duration
-	5,  // 32: magnetar.controlplane.v1.RunbookStep.state:type_name -> magnetar.controlplane.v1.RunbookStep.State
-	31, // 33: magnetar.controlplane.v1.RunbookStep.start_time:type_name -> google.protobuf.Timestamp
-	31, // 34: magnetar.controlplane.v1.RunbookStep.end_time:type_name -> google.protobuf.Timestamp
-	31, // 35: magnetar.controlplane.v1.RunbookReport.writes_stopped_time:type_name -> google.protobuf.Timestamp
-	31, // 36: magnetar.controlplane.v1.RunbookReport.switch_time:type_name -> google.protobuf.Timestamp
-	33, // 37: magnetar.controlplane.v1.RunbookReport.rto:type_name -> google.protobuf.Duration
-	31, // 38: magnetar.controlplane.v1.RunbookReport.rpo_as_of:type_name -> google.protobuf.Timestamp
-	31, // 39: magnetar.controlplane.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
-	32, // 40: magnetar.controlplane.v1.AuditEvent.detail:type_name -> google.protobuf.Struct
-	0,  // 41: magnetar.controlplane.v1.Tenant.state:type_name -> magnetar.controlplane.v1.PulsarResourceState
-	31, // 42: magnetar.controlplane.v1.Tenant.create_time:type_name -> google.protobuf.Timestamp
-	31, // 43: magnetar.controlplane.v1.Tenant.update_time:type_name -> google.protobuf.Timestamp
-	28, // 44: magnetar.controlplane.v1.NamespacePolicies.retention:type_name -> magnetar.controlplane.v1.NamespacePolicies.Retention
-	29, // 45: magnetar.controlplane.v1.NamespacePolicies.backlog_quota:type_name -> magnetar.controlplane.v1.NamespacePolicies.BacklogQuota
-	30, // 46: magnetar.controlplane.v1.NamespacePolicies.auto_topic_creation:type_name -> magnetar.controlplane.v1.NamespacePolicies.AutoTopicCreation
-	6,  // 47: magnetar.controlplane.v1.NamespacePolicies.schema_compatibility_strategy:type_name -> magnetar.controlplane.v1.NamespacePolicies.SchemaCompatibilityStrategy
-	25, // 48: magnetar.controlplane.v1.Namespace.policies:type_name -> magnetar.controlplane.v1.NamespacePolicies
-	0,  // 49: magnetar.controlplane.v1.Namespace.state:type_name -> magnetar.controlplane.v1.PulsarResourceState
-	31, // 50: magnetar.controlplane.v1.Namespace.create_time:type_name -> google.protobuf.Timestamp
-	31, // 51: magnetar.controlplane.v1.Namespace.update_time:type_name -> google.protobuf.Timestamp
-	0,  // 52: magnetar.controlplane.v1.Topic.state:type_name -> magnetar.controlplane.v1.PulsarResourceState
-	31, // 53: magnetar.controlplane.v1.Topic.create_time:type_name -> google.protobuf.Timestamp
-	31, // 54: magnetar.controlplane.v1.Topic.update_time:type_name -> google.protobuf.Timestamp
-	7,  // 55: magnetar.controlplane.v1.NamespacePolicies.BacklogQuota.policy:type_name -> magnetar.controlplane.v1.NamespacePolicies.BacklogQuota.Policy
-	8,  // 56: magnetar.controlplane.v1.NamespacePolicies.AutoTopicCreation.type:type_name -> magnetar.controlplane.v1.NamespacePolicies.AutoTopicCreation.TopicType
-	57, // [57:57] is the sub-list for method output_type
-	57, // [57:57] is the sub-list for method input_type
-	57, // [57:57] is the sub-list for extension type_name
-	57, // [57:57] is the sub-list for extension extendee
-	0,  // [0:57] is the sub-list for field type_name
+	32, // 7: magnetar.controlplane.v1.ApiKey.expire_time:type_name -> google.protobuf.Timestamp
+	32, // 8: magnetar.controlplane.v1.ApiKey.revoke_time:type_name -> google.protobuf.Timestamp
+	32, // 9: magnetar.controlplane.v1.ApiKey.create_time:type_name -> google.protobuf.Timestamp
+	32, // 10: magnetar.controlplane.v1.ApiKey.update_time:type_name -> google.protobuf.Timestamp
+	32, // 11: magnetar.controlplane.v1.RoleBinding.create_time:type_name -> google.protobuf.Timestamp
+	32, // 12: magnetar.controlplane.v1.RoleBinding.update_time:type_name -> google.protobuf.Timestamp
+	16, // 13: magnetar.controlplane.v1.Region.status:type_name -> magnetar.controlplane.v1.RegionStatus
+	32, // 14: magnetar.controlplane.v1.Region.create_time:type_name -> google.protobuf.Timestamp
+	32, // 15: magnetar.controlplane.v1.Region.update_time:type_name -> google.protobuf.Timestamp
+	15, // 16: magnetar.controlplane.v1.Region.consul:type_name -> magnetar.controlplane.v1.RegionConsul
+	32, // 17: magnetar.controlplane.v1.RegionConsul.last_refresh:type_name -> google.protobuf.Timestamp
+	2,  // 18: magnetar.controlplane.v1.RegionStatus.state:type_name -> magnetar.controlplane.v1.RegionStatus.State
+	32, // 19: magnetar.controlplane.v1.RegionStatus.last_heartbeat:type_name -> google.protobuf.Timestamp
+	17, // 20: magnetar.controlplane.v1.Cluster.size:type_name -> magnetar.controlplane.v1.ClusterSize
+	3,  // 21: magnetar.controlplane.v1.Cluster.state:type_name -> magnetar.controlplane.v1.Cluster.State
+	32, // 22: magnetar.controlplane.v1.Cluster.create_time:type_name -> google.protobuf.Timestamp
+	32, // 23: magnetar.controlplane.v1.Cluster.update_time:type_name -> google.protobuf.Timestamp
+	4,  // 24: magnetar.controlplane.v1.Operation.state:type_name -> magnetar.controlplane.v1.Operation.State
+	23, // 25: magnetar.controlplane.v1.Operation.error:type_name -> magnetar.controlplane.v1.OperationError
+	33, // 26: magnetar.controlplane.v1.Operation.response:type_name -> google.protobuf.Struct
+	32, // 27: magnetar.controlplane.v1.Operation.create_time:type_name -> google.protobuf.Timestamp
+	32, // 28: magnetar.controlplane.v1.Operation.update_time:type_name -> google.protobuf.Timestamp
+	32, // 29: magnetar.controlplane.v1.Operation.end_time:type_name -> google.protobuf.Timestamp
+	20, // 30: magnetar.controlplane.v1.Operation.runbook:type_name -> magnetar.controlplane.v1.Runbook
+	21, // 31: magnetar.controlplane.v1.Runbook.steps:type_name -> magnetar.controlplane.v1.RunbookStep
+	22, // 32: magnetar.controlplane.v1.Runbook.report:type_name -> magnetar.controlplane.v1.RunbookReport
+	34, // 33: magnetar.controlplane.v1.Runbook.drain_timeout:type_name -> google.protobuf.Duration
+	5,  // 34: magnetar.controlplane.v1.RunbookStep.state:type_name -> magnetar.controlplane.v1.RunbookStep.State
+	32, // 35: magnetar.controlplane.v1.RunbookStep.start_time:type_name -> google.protobuf.Timestamp
+	32, // 36: magnetar.controlplane.v1.RunbookStep.end_time:type_name -> google.protobuf.Timestamp
+	32, // 37: magnetar.controlplane.v1.RunbookReport.writes_stopped_time:type_name -> google.protobuf.Timestamp
+	32, // 38: magnetar.controlplane.v1.RunbookReport.switch_time:type_name -> google.protobuf.Timestamp
+	34, // 39: magnetar.controlplane.v1.RunbookReport.rto:type_name -> google.protobuf.Duration
+	32, // 40: magnetar.controlplane.v1.RunbookReport.rpo_as_of:type_name -> google.protobuf.Timestamp
+	32, // 41: magnetar.controlplane.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
+	33, // 42: magnetar.controlplane.v1.AuditEvent.detail:type_name -> google.protobuf.Struct
+	0,  // 43: magnetar.controlplane.v1.Tenant.state:type_name -> magnetar.controlplane.v1.PulsarResourceState
+	32, // 44: magnetar.controlplane.v1.Tenant.create_time:type_name -> google.protobuf.Timestamp
+	32, // 45: magnetar.controlplane.v1.Tenant.update_time:type_name -> google.protobuf.Timestamp
+	29, // 46: magnetar.controlplane.v1.NamespacePolicies.retention:type_name -> magnetar.controlplane.v1.NamespacePolicies.Retention
+	30, // 47: magnetar.controlplane.v1.NamespacePolicies.backlog_quota:type_name -> magnetar.controlplane.v1.NamespacePolicies.BacklogQuota
+	31, // 48: magnetar.controlplane.v1.NamespacePolicies.auto_topic_creation:type_name -> magnetar.controlplane.v1.NamespacePolicies.AutoTopicCreation
+	6,  // 49: magnetar.controlplane.v1.NamespacePolicies.schema_compatibility_strategy:type_name -> magnetar.controlplane.v1.NamespacePolicies.SchemaCompatibilityStrategy
+	26, // 50: magnetar.controlplane.v1.Namespace.policies:type_name -> magnetar.controlplane.v1.NamespacePolicies
+	0,  // 51: magnetar.controlplane.v1.Namespace.state:type_name -> magnetar.controlplane.v1.PulsarResourceState
+	32, // 52: magnetar.controlplane.v1.Namespace.create_time:type_name -> google.protobuf.Timestamp
+	32, // 53: magnetar.controlplane.v1.Namespace.update_time:type_name -> google.protobuf.Timestamp
+	0,  // 54: magnetar.controlplane.v1.Topic.state:type_name -> magnetar.controlplane.v1.PulsarResourceState
+	32, // 55: magnetar.controlplane.v1.Topic.create_time:type_name -> google.protobuf.Timestamp
+	32, // 56: magnetar.controlplane.v1.Topic.update_time:type_name -> google.protobuf.Timestamp
+	7,  // 57: magnetar.controlplane.v1.NamespacePolicies.BacklogQuota.policy:type_name -> magnetar.controlplane.v1.NamespacePolicies.BacklogQuota.Policy
+	8,  // 58: magnetar.controlplane.v1.NamespacePolicies.AutoTopicCreation.type:type_name -> magnetar.controlplane.v1.NamespacePolicies.AutoTopicCreation.TopicType
+	59, // [59:59] is the sub-list for method output_type
+	59, // [59:59] is the sub-list for method input_type
+	59, // [59:59] is the sub-list for extension type_name
+	59, // [59:59] is the sub-list for extension extendee
+	0,  // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_api_controlplane_v1_resources_proto_init() }
@@ -3160,15 +3302,15 @@ func file_api_controlplane_v1_resources_proto_init() {
 	if File_api_controlplane_v1_resources_proto != nil {
 		return
 	}
-	file_api_controlplane_v1_resources_proto_msgTypes[16].OneofWrappers = []any{}
-	file_api_controlplane_v1_resources_proto_msgTypes[18].OneofWrappers = []any{}
+	file_api_controlplane_v1_resources_proto_msgTypes[17].OneofWrappers = []any{}
+	file_api_controlplane_v1_resources_proto_msgTypes[19].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_controlplane_v1_resources_proto_rawDesc), len(file_api_controlplane_v1_resources_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
